@@ -1,0 +1,36 @@
+"""One output layer for every command: a rich table for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from typing import Any
+
+from rich.console import Console
+
+_stdout = Console(highlight=False, soft_wrap=True)
+_stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+
+
+def stdout() -> Console:
+    return _stdout
+
+
+def print_error(message: str) -> None:
+    """A one-line error on stderr (no traceback)."""
+    _stderr.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+
+
+def print_json(document: Any) -> None:
+    """A JSON document on stdout, exactly as documented in docs/ for each command."""
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=_json_default))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")

@@ -1,0 +1,205 @@
+"""Make damaged copies of a healthy fixture, for tests. The original is never touched.
+
+Each damage copies the fixture into a temp dir first and returns a :class:`Damage` that says what was
+done, to which file, and which checkpoints reference it, so tests can predict what ``verify`` and
+``fallback`` must report.
+
+These helpers deliberately do not use the ``repair`` package (the code under test): they find files
+by scanning raw bytes. A shared file belongs to a checkpoint when its name (a UUID) occurs in that
+checkpoint's ``_metadata``; an SST is a file that ends with the block-based table magic; a MANIFEST is
+a file that is not an SST and whose first record names the comparator.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+#: Block-based table magic number, little-endian, the last 8 bytes of every SST (RocksDB table/format.cc).
+SST_MAGIC = (0x88E241B785F4CFF7).to_bytes(8, "little")
+LEGACY_SST_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
+
+
+@dataclass
+class Damage:
+    """What a damage helper did."""
+
+    kind: str
+    root: Path  # the job's checkpoint root in the copy (the dir holding chk-*/ and shared/)
+    file: Path | None = None  # the damaged file in the copy
+    offset: int | None = None  # byte offset of the damage inside ``file``
+    checkpoints: list[int] = field(default_factory=list)  # checkpoint ids whose _metadata references it
+    detail: str = ""
+
+
+def fixture_path(name: str) -> Path:
+    path = FIXTURES / name
+    if not (path / "fixture.json").is_file():
+        raise FileNotFoundError(f"no fixture {name} in {FIXTURES}")
+    return path
+
+
+def copy_fixture(name: str, dest: Path) -> Path:
+    """Copy fixture ``name`` to ``dest/name`` and return the copy."""
+    target = dest / name
+    shutil.copytree(fixture_path(name), target)
+    return target
+
+
+def checkpoint_root(fixture_dir: Path) -> Path:
+    job_id = json.loads((fixture_dir / "fixture.json").read_text())["job_id"]
+    return fixture_dir / "checkpoints" / job_id
+
+
+def checkpoint_ids(root: Path) -> list[int]:
+    return sorted(int(p.name[4:]) for p in root.glob("chk-*") if p.name[4:].isdigit())
+
+
+def referencing_checkpoints(root: Path, file: Path) -> list[int]:
+    """Ids of the checkpoints whose ``_metadata`` names ``file`` (by its unique UUID file name)."""
+    needle = file.name.encode()
+    return [c for c in checkpoint_ids(root) if needle in (root / f"chk-{c}" / "_metadata").read_bytes()]
+
+
+def is_sst(path: Path) -> bool:
+    data = path.read_bytes()
+    return len(data) >= 48 and data[-8:] in (SST_MAGIC, LEGACY_SST_MAGIC)
+
+
+def is_manifest(path: Path) -> bool:
+    head = path.read_bytes()[:200]
+    return not is_sst(path) and b"leveldb.BytewiseComparator" in head
+
+
+def shared_files(root: Path, checkpoint: int, predicate) -> list[Path]:
+    """Files of ``root/shared`` that ``chk-<checkpoint>`` references and that satisfy ``predicate``."""
+    metadata = (root / f"chk-{checkpoint}" / "_metadata").read_bytes()
+    return sorted(p for p in (root / "shared").rglob("*") if p.is_file() and p.name.encode() in metadata and predicate(p))
+
+
+def _pick(root: Path, checkpoint: int | None, predicate, what: str) -> tuple[Path, int]:
+    checkpoint = checkpoint if checkpoint is not None else checkpoint_ids(root)[-1]
+    files = shared_files(root, checkpoint, predicate)
+    if not files:
+        raise LookupError(f"chk-{checkpoint} in {root} references no external {what}")
+    return files[0], checkpoint
+
+
+def delete_sst(fixture_dir: Path, checkpoint: int | None = None) -> Damage:
+    root = checkpoint_root(fixture_dir)
+    file, _ = _pick(root, checkpoint, is_sst, "SST")
+    refs = referencing_checkpoints(root, file)
+    file.unlink()
+    return Damage("missing_sst", root, file, None, refs, "a referenced SST deleted")
+
+
+def flip_sst_data_byte(fixture_dir: Path, checkpoint: int | None = None, offset: int = 7) -> Damage:
+    """Flip one byte of the first data block (data blocks start at offset 0 of a block-based table)."""
+    root = checkpoint_root(fixture_dir)
+    file, _ = _pick(root, checkpoint, is_sst, "SST")
+    data = bytearray(file.read_bytes())
+    data[offset] ^= 0xFF
+    file.write_bytes(bytes(data))
+    return Damage("sst_flipped_byte", root, file, offset, referencing_checkpoints(root, file), "one byte flipped in the first data block")
+
+
+def overwrite_sst_magic(fixture_dir: Path, checkpoint: int | None = None) -> Damage:
+    root = checkpoint_root(fixture_dir)
+    file, _ = _pick(root, checkpoint, is_sst, "SST")
+    data = bytearray(file.read_bytes())
+    data[-8:] = b"\x00" * 8
+    file.write_bytes(bytes(data))
+    return Damage("sst_bad_magic", root, file, len(data) - 8, referencing_checkpoints(root, file), "footer magic zeroed")
+
+
+def truncate_sst(fixture_dir: Path, checkpoint: int | None = None, keep: float = 0.5) -> Damage:
+    root = checkpoint_root(fixture_dir)
+    file, _ = _pick(root, checkpoint, is_sst, "SST")
+    data = file.read_bytes()
+    cut = max(1, int(len(data) * keep))
+    file.write_bytes(data[:cut])
+    return Damage("sst_truncated", root, file, cut, referencing_checkpoints(root, file), f"truncated from {len(data)} to {cut} bytes")
+
+
+def delete_manifest(fixture_dir: Path, checkpoint: int | None = None) -> Damage:
+    """Delete an external MANIFEST (fixtures with inline threshold 0 have them as files)."""
+    root = checkpoint_root(fixture_dir)
+    file, _ = _pick(root, checkpoint, is_manifest, "MANIFEST")
+    refs = referencing_checkpoints(root, file)
+    file.unlink()
+    return Damage("missing_manifest", root, file, None, refs, "a referenced MANIFEST deleted")
+
+
+def truncate_metadata(fixture_dir: Path, checkpoint: int | None = None, keep: float = 0.5) -> Damage:
+    root = checkpoint_root(fixture_dir)
+    checkpoint = checkpoint if checkpoint is not None else checkpoint_ids(root)[-1]
+    file = root / f"chk-{checkpoint}" / "_metadata"
+    data = file.read_bytes()
+    cut = int(len(data) * keep)
+    file.write_bytes(data[:cut])
+    return Damage("metadata_truncated", root, file, cut, [checkpoint], f"_metadata truncated from {len(data)} to {cut} bytes")
+
+
+def flip_inline_sst_byte(fixture_dir: Path, checkpoint: int | None = None, offset: int = 7) -> Damage:
+    """Flip a byte inside an SST that is stored inline in ``_metadata`` (a byte-stream handle).
+
+    An inline handle is ``UTF name, int length, bytes``; the SST's bytes end with the table magic, so
+    the start is where a big-endian int just before it equals the distance to the magic's end. The
+    length does not change, so ``_metadata`` stays decodable.
+    """
+    root = checkpoint_root(fixture_dir)
+    checkpoint = checkpoint if checkpoint is not None else checkpoint_ids(root)[-1]
+    file = root / f"chk-{checkpoint}" / "_metadata"
+    data = bytearray(file.read_bytes())
+    end = data.find(SST_MAGIC) + len(SST_MAGIC)
+    while end >= len(SST_MAGIC):
+        for start in range(end - 48, 4, -1):
+            if int.from_bytes(data[start - 4 : start], "big") == end - start:
+                data[start + offset] ^= 0xFF
+                file.write_bytes(bytes(data))
+                return Damage("inline_sst_flipped_byte", root, file, start + offset, [checkpoint], f"inline SST at offset {start} of _metadata")
+        nxt = data.find(SST_MAGIC, end)
+        end = nxt + len(SST_MAGIC) if nxt >= 0 else -1
+    raise LookupError(f"{file} holds no inline SST")
+
+
+def add_foreign_checkpoint(fixture_dir: Path, donor_fixture: str, as_checkpoint: int | None = None) -> Damage:
+    """Put another job's newest checkpoint into this root, as when two deployments share a directory.
+
+    The donor's ``chk-N`` is copied in as ``chk-<as_checkpoint>`` (default: one above this root's newest,
+    so the directory's newest checkpoint is the other deployment's), with the shared files it names.
+    """
+    root = checkpoint_root(fixture_dir)
+    donor_root = checkpoint_root(fixture_path(donor_fixture))
+    donor_id = checkpoint_ids(donor_root)[-1]
+    target_id = as_checkpoint if as_checkpoint is not None else checkpoint_ids(root)[-1] + 1
+    target = root / f"chk-{target_id}"
+    shutil.copytree(donor_root / f"chk-{donor_id}", target)
+    for file in shared_files(donor_root, donor_id, lambda p: True):
+        dest = root / "shared" / file.relative_to(donor_root / "shared")
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(file, dest)
+    return Damage(
+        "foreign_checkpoint", root, target / "_metadata", None, [target_id],
+        f"chk-{donor_id} of {donor_fixture} copied in as chk-{target_id}",
+    )
+
+
+DAMAGES = {
+    "missing_sst": delete_sst,
+    "sst_flipped_byte": flip_sst_data_byte,
+    "sst_bad_magic": overwrite_sst_magic,
+    "sst_truncated": truncate_sst,
+    "missing_manifest": delete_manifest,
+    "metadata_truncated": truncate_metadata,
+    "inline_sst_flipped_byte": flip_inline_sst_byte,
+}
+
+
+def damaged_copy(name: str, dest: Path, kind: str, **kwargs) -> Damage:
+    """Copy fixture ``name`` under ``dest`` and apply damage ``kind`` (a key of :data:`DAMAGES`)."""
+    return DAMAGES[kind](copy_fixture(name, dest), **kwargs)
