@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# Set up (first run only) and run the whole test suite, real-Flink restore tests included.
+# Extra arguments go to pytest, e.g. scripts/test.sh -m "not slow" for the quick tests only.
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+ensure_venv dev
+ensure_rocksdb_tools
+cd "$REPO"
+ensure_flink 1.20.3 2.1.1
+exec "$VENV/bin/python" -m pytest "$@"

@@ -1,0 +1,87 @@
+"""A real S3-compatible server for tests: moto's server, on a free loopback port.
+
+Used by fixtures in the test modules (``tests/test_storage.py``); it is a plain module rather than a
+conftest fixture so that it does not collide with other fixtures. Only ever binds to 127.0.0.1.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+import uuid
+from dataclasses import dataclass
+
+LOOPBACK = "127.0.0.1"
+REGION = "us-east-1"
+ACCESS_KEY = "test-access-key"
+SECRET_KEY = "test-secret-key"
+
+
+def _free_loopback_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((LOOPBACK, 0))
+        return probe.getsockname()[1]
+
+
+def _wait_until_listening(port: int, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((LOOPBACK, port), timeout=0.5):
+                return
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.02)
+
+
+@dataclass
+class S3Server:
+    """A running moto server; ``endpoint`` is ``http://127.0.0.1:<port>``."""
+
+    server: object
+    port: int
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://{LOOPBACK}:{self.port}"
+
+    def client(self):
+        """A boto3 S3 client talking to this server only."""
+        import boto3
+
+        return boto3.client(
+            "s3",
+            endpoint_url=self.endpoint,
+            aws_access_key_id=ACCESS_KEY,
+            aws_secret_access_key=SECRET_KEY,
+            region_name=REGION,
+        )
+
+    def new_bucket(self, files: dict[str, bytes] | None = None) -> str:
+        """Creates a bucket with a fresh name holding ``files`` (key -> bytes); returns its name."""
+        name = f"test-{uuid.uuid4().hex[:20]}"
+        client = self.client()
+        client.create_bucket(Bucket=name)
+        for key, data in (files or {}).items():
+            client.put_object(Bucket=name, Key=key, Body=data)
+        return name
+
+    def keys(self, bucket: str) -> list[str]:
+        """All keys in ``bucket``, sorted."""
+        pages = self.client().get_paginator("list_objects_v2").paginate(Bucket=bucket)
+        return sorted(obj["Key"] for page in pages for obj in page.get("Contents", []))
+
+    def stop(self) -> None:
+        self.server.stop()
+
+
+def start_s3_server() -> S3Server:
+    """Starts moto's threaded server on a free loopback port and waits until it accepts connections."""
+    from moto.server import ThreadedMotoServer
+
+    port = _free_loopback_port()
+    server = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
+    server.start()
+    _wait_until_listening(port)
+    return S3Server(server, port)

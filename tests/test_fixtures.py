@@ -1,0 +1,146 @@
+"""The committed fixtures, their generator, and the damage helpers.
+
+The slow tests run real Flink: they regenerate a fixture into a temp dir, compare it with the
+committed one, and restore the fresh checkpoint in real Flink to prove that expected.json (computed
+independently in Python) is exactly the state Flink holds.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fixtures import state_model
+from fixtures.generate import MATRIX, SPECS, generate
+from fixtures.restore import restore_state
+from tests import damage
+from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, tree_digest
+
+
+def test_every_matrix_entry_is_committed():
+    assert FIXTURE_NAMES == sorted(spec.name for spec in MATRIX)
+
+
+def test_matrix_covers_the_required_variants():
+    versions = {spec.flink_version.split(".")[0] + "." + spec.flink_version.split(".")[1] for spec in MATRIX}
+    assert {"1.20", "2.1"} <= versions
+    assert any(spec.parallelism >= 3 and spec.effective_max_parallelism > 128 for spec in MATRIX)
+    assert any(spec.inline_threshold == "0b" for spec in MATRIX)
+    assert any(spec.inline_threshold is None for spec in MATRIX)
+    assert any(spec.checksum and spec.compression for spec in MATRIX)
+    assert any({"CANONICAL", "NATIVE"} <= set(spec.savepoint_formats) for spec in MATRIX)
+
+
+def test_committed_fixtures_stay_small():
+    total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
+    assert total < 15 * 1024 * 1024
+
+
+def test_fixture_layout_and_expected_state(fixture_dir: Path):
+    info = fixture_info(fixture_dir)
+    expected = json.loads((fixture_dir / "expected.json").read_text())
+    root = fixture_dir / "checkpoints" / info["job_id"]
+    retained = sorted(int(p.name[4:]) for p in root.glob("chk-*"))
+    assert retained == info["retained_checkpoints"]
+    assert all((root / f"chk-{c}" / "_metadata").is_file() for c in retained)
+    assert expected["checkpoint_id"] == retained[-1]
+    for rel in info["savepoints"].values():
+        assert (fixture_dir / rel / "_metadata").is_file()
+    # expected.json is the state after the records the newest checkpoint contains, recomputed here.
+    records = state_model.read_records(fixture_dir / "records.tsv")
+    assert expected["records"] == len(records), "the newest checkpoint must contain every record"
+    recomputed = state_model.expected_state(records[: expected["records"]])
+    assert expected["keyed"] == recomputed["keyed"]
+    assert expected["operator"] == recomputed["operator"]
+    # Older retained checkpoints hold fewer records: fallback tests rely on differing states.
+    per_checkpoint = [info["records_per_checkpoint"][str(c)] for c in retained]
+    assert per_checkpoint == sorted(per_checkpoint) and per_checkpoint[0] < per_checkpoint[-1]
+
+
+def test_state_model_follows_the_job_semantics():
+    R = state_model.Record
+    records = [
+        R(0, "add", "u", 5, 10, "a", 1000),
+        R(0, "add", "u", 5, 3, "b", 2000),
+        R(1, "untag", "u", 6, 1, "a", 3000),
+        R(1, "add", "v", 6, -4, "", 4000),
+        R(2, "clear", "v", 6, 2, "x", 5000),
+    ]
+    state = state_model.expected_state(records)
+    user = state["keyed"]["per-user"]["u"]
+    assert user["count"] == 2 and user["tags"] == ["a", "b"] and user["total"] == 13
+    assert user["amount-by-tag"] == {"b": 3}  # "a" removed by untag
+    assert user["timers"] == [1000 + 3_600_000, 2000 + 3_600_000]
+    # clear drops every state of v but not its timer
+    assert state["keyed"]["per-user"]["v"] == {"timers": [4000 + 3_600_000]}
+    account = state["keyed"]["per-account"]["6"]
+    assert account["balance"] == 1 - 4 + 2 and account["amounts"] == [1, -4, 2]
+    assert account["stats"] == [3, -1] and account["user-by-wave"] == {"1": "v", "2": "v"}
+    assert account["profile"] == {"owner": "v", "updates": 3}
+    assert state["operator"]["records-seen"]["records-seen"] == [5]
+
+
+def test_restore_lines_assemble_like_expected_state():
+    lines = [
+        json.dumps({"operator": "per-user", "key": "u", "state": "count", "value": 2}),
+        json.dumps({"operator": "per-user", "key": "u", "timer": 9}),
+        json.dumps({"operator": "per-user", "key": "u", "timer": 3}),
+        json.dumps({"operator": "per-account", "key": 7, "state": "balance", "value": 1}),
+        json.dumps({"operator": "records-seen", "state": "records-seen", "value": [4]}),
+    ]
+    state = state_model.state_from_restore_lines(lines)
+    assert state["keyed"]["per-user"] == {"u": {"count": 2, "timers": [3, 9]}}
+    assert state["keyed"]["per-account"] == {"7": {"balance": 1}}
+    assert state["operator"] == {"records-seen": {"records-seen": [4]}}
+
+
+@pytest.mark.parametrize("kind", sorted(damage.DAMAGES))
+def test_damage_helpers_change_only_the_copy(tmp_path, kind):
+    name = "flink-1.20-p3-external-xxhash-lz4"
+    if kind == "inline_sst_flipped_byte":
+        name = "flink-1.20-default"
+    original = tree_digest(FIXTURES / name)
+    result = damage.damaged_copy(name, tmp_path, kind)
+    assert tree_digest(FIXTURES / name) == original
+    copy = tmp_path / name
+    changed = {k for k, v in tree_digest(copy).items() if original.get(k) != v} | (original.keys() - tree_digest(copy).keys())
+    assert changed == {str(result.file.relative_to(copy))}
+    assert result.checkpoints, "the damaged file must belong to at least one checkpoint"
+
+
+def test_foreign_checkpoint_comes_from_another_job(tmp_path):
+    copy = damage.copy_fixture("flink-1.20-default", tmp_path)
+    result = damage.add_foreign_checkpoint(copy, "flink-2.1-default")
+    root = damage.checkpoint_root(copy)
+    newest = damage.checkpoint_ids(root)[-1]
+    assert result.checkpoints == [newest]
+    donor = fixture_info(FIXTURES / "flink-2.1-default")
+    assert donor["job_id"].encode() in (root / f"chk-{newest}" / "_metadata").read_bytes()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd"])
+def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
+    spec = SPECS[name]
+    fresh = generate(spec, tmp_path, staging=tmp_path / "staging")
+    committed = FIXTURES / name
+    fresh_info, committed_info = fixture_info(fresh), fixture_info(committed)
+    for key in ("job_id", "parallelism", "max_parallelism", "uids", "keyed_operators", "operator_states"):
+        assert fresh_info[key] == committed_info[key], key
+    fresh_expected = json.loads((fresh / "expected.json").read_text())
+    committed_expected = json.loads((committed / "expected.json").read_text())
+    assert {k: v for k, v in fresh_expected.items() if k != "checkpoint_id"} == {
+        k: v for k, v in committed_expected.items() if k != "checkpoint_id"
+    }
+
+    # Real Flink restores the fresh newest checkpoint (where Flink wrote it) with exactly that state.
+    newest = fresh_expected["checkpoint_id"]
+    location = tmp_path / "staging" / "checkpoints" / name / fresh_info["job_id"] / f"chk-{newest}"
+    records = state_model.read_records(fresh / "records.tsv")
+    restored = restore_state(spec.flink_version, location, records, parallelism=spec.parallelism, max_parallelism=spec.max_parallelism)
+    assert restored["keyed"] == fresh_expected["keyed"]
+    assert restored["operator"] == fresh_expected["operator"]
+    shutil.rmtree(tmp_path / "staging")
