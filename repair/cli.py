@@ -6,12 +6,13 @@ No format or storage logic lives here; see ``repair.ops`` for the operations.
 from __future__ import annotations
 
 import sys
+from typing import List, Optional
 
 import typer
 
 from repair import __version__
 from repair.errors import RepairError
-from repair.output import print_error
+from repair.output import print_error, print_json
 
 app = typer.Typer(
     name="repair",
@@ -40,25 +41,42 @@ def _root(
     """Emergency toolkit for Apache Flink RocksDB checkpoints."""
 
 
+@app.command()
+def inspect(
+    path: str = typer.Argument(..., help="Job checkpoint root, chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", help="In a job root: inspect chk-N instead of the newest."),
+    uid: Optional[List[str]] = typer.Option(None, "--uid", help="Show only the operator with this uid (hashed as Flink does; works for checkpoints that store only ids). Repeatable."),
+    subtasks: bool = typer.Option(False, "--subtasks", help="Also list every subtask: key groups, handle, states, files."),
+    files: bool = typer.Option(False, "--files", help="Also list every file and inline stream."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """Show what a checkpoint or savepoint holds: operators, subtasks, key groups, states and files."""
+    from repair.ops.inspect import inspect as run_inspect
+    from repair.render import render_inspect
+
+    result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render_inspect(result, show_files=files, show_subtasks=subtasks)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Console-script entry point: run the app, turn typed errors into one line and exit code 2."""
+    """Console-script entry point: run the app; typed errors become one line and their exit code.
+
+    Usage errors are reported by typer (usage text, exit code 2); a :class:`RepairError` from an
+    operation is printed as one line, never as a traceback.
+    """
     try:
-        app(args=argv, prog_name="repair", standalone_mode=False)
+        app(args=argv, prog_name="repair", standalone_mode=True)
     except RepairError as error:
         print_error(str(error))
         return error.exit_code
-    except typer.Exit as done:
-        return done.exit_code
-    except (typer.Abort, KeyboardInterrupt):
-        print_error("aborted")
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except KeyboardInterrupt:
+        print_error("interrupted")
         return 130
-    except Exception as error:  # click usage errors
-        import click
-
-        if isinstance(error, click.ClickException):
-            error.show()
-            return 2
-        raise
     return 0
 
 

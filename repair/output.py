@@ -8,7 +8,8 @@ from typing import Any
 
 from rich.console import Console
 
-_stdout = Console(highlight=False, soft_wrap=True)
+# Piped output is not cut at 80 columns: tables keep one line per row for grep and less.
+_stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
 _stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 

@@ -5,4 +5,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv
 cd "$REPO"
 ROOT="fixtures/flink-1.20-default/checkpoints/6ec13444f9e820ae37839598353ab359"
-exec "$VENV/bin/repair" inspect "$ROOT/chk-5" "$@"
+# Checkpoints of Flink < 2.0 store operator ids only; --uid hashes the uids as Flink does.
+exec "$VENV/bin/repair" inspect "$ROOT" --uid per-user --uid per-account --uid records-seen "$@"

@@ -62,3 +62,32 @@ def copied_fixture(tmp_path):
         return target
 
     return copy
+
+
+@pytest.fixture(scope="session")
+def s3():
+    """A real S3-compatible server (moto) on a free loopback port, for the whole session."""
+    from tests import s3_server
+
+    try:
+        server = s3_server.start_s3_server()
+    except ImportError as error:
+        pytest.skip(f"moto[server] is not installed: {error}")
+    yield server
+    server.stop()
+
+
+@pytest.fixture
+def s3_storage(s3):
+    """A :class:`repair.storage.Storage` that talks to the loopback S3 server."""
+    from repair.storage import Storage, StorageOptions
+    from tests import s3_server
+
+    return Storage(
+        StorageOptions(
+            s3_endpoint=s3.endpoint,
+            s3_region=s3_server.REGION,
+            s3_access_key=s3_server.ACCESS_KEY,
+            s3_secret_key=s3_server.SECRET_KEY,
+        )
+    )

@@ -450,28 +450,6 @@ def test_hdfs_without_libhdfs_is_a_clear_storage_error(local_storage, monkeypatc
 
 
 # -- S3 (moto on loopback) -----------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def s3():
-    try:
-        server = s3_server.start_s3_server()
-    except ImportError as error:
-        pytest.skip(f"moto[server] is not installed: {error}")
-    yield server
-    server.stop()
-
-
-@pytest.fixture
-def s3_storage(s3) -> Storage:
-    return Storage(
-        StorageOptions(
-            s3_endpoint=s3.endpoint,
-            s3_region=s3_server.REGION,
-            s3_access_key=s3_server.ACCESS_KEY,
-            s3_secret_key=s3_server.SECRET_KEY,
-        )
-    )
-
-
 @pytest.fixture
 def bucket(s3) -> str:
     return s3.new_bucket(

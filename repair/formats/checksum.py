@@ -1,0 +1,143 @@
+"""Block checksums of RocksDB block-based tables (and the masked CRC32C shared with log files).
+
+What is checksummed (RocksDB ``table/format.cc``, ``ComputeBuiltinChecksumWithLastByte``): the block
+as stored (possibly compressed) **plus** the one-byte compression type that follows it. The four
+bytes after the type byte hold the checksum, little-endian.
+
+* ``kCRC32c`` (1): CRC-32C over payload + type byte, then *masked* (``util/crc32c.h``).
+* ``kxxHash`` (2): XXH32, seed 0, over payload + type byte.
+* ``kxxHash64`` (3): low 32 bits of XXH64, seed 0, over payload + type byte.
+* ``kXXH3`` (4): low 32 bits of XXH3-64 over the payload only, then XOR ``type * 0x6b9083d9``
+  (``ModifyChecksumForLastByte``); the checksum of an empty input is 0.
+* format_version >= 6 adds a *context*: the stored value is the checksum above plus
+  ``base ^ (low32(offset) + high32(offset))`` (``table/format.h``, ``ChecksumModifierForContext``),
+  ``base`` being the random ``base_context_checksum`` of the footer and ``offset`` the block's offset.
+
+All functions take memoryviews and hand them straight to the C libraries (``crc32c``, ``xxhash``).
+"""
+
+from __future__ import annotations
+
+import enum
+
+import crc32c as _crc32c
+import xxhash as _xxhash
+
+_MASK_DELTA = 0xA282EAD8
+_XXH3_LAST_BYTE_PRIME = 0x6B9083D9
+
+
+class ChecksumType(enum.IntEnum):
+    """``enum ChecksumType`` of ``include/rocksdb/table.h``."""
+
+    NONE = 0
+    CRC32C = 1
+    XXHASH32 = 2
+    XXHASH64 = 3
+    XXH3 = 4
+
+
+def mask_crc(crc: int) -> int:
+    """RocksDB/LevelDB CRC masking: rotate right by 15 bits and add a constant (``crc32c::Mask``)."""
+    return ((((crc >> 15) | (crc << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+
+def unmask_crc(masked: int) -> int:
+    """Inverse of :func:`mask_crc`."""
+    rot = (masked - _MASK_DELTA) & 0xFFFFFFFF
+    return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+def crc32c(data, crc: int = 0) -> int:
+    """Plain (unmasked) CRC-32C of ``data``, optionally extending ``crc``."""
+    return _crc32c.crc32c(data, crc)
+
+
+def block_checksum(kind: int, payload, type_byte: int) -> int:
+    """The builtin checksum of a block: ``payload`` followed by its compression ``type_byte``.
+
+    ``payload`` is the stored block (bytes or memoryview), without the trailer. Returns the value
+    RocksDB stores *before* any context modifier. Raises ``ValueError`` for an unknown type.
+    """
+    if kind == ChecksumType.CRC32C:
+        return mask_crc(_crc32c.crc32c(bytes((type_byte,)), _crc32c.crc32c(payload)))
+    if kind == ChecksumType.XXH3:
+        return (_xxhash.xxh3_64_intdigest(payload) & 0xFFFFFFFF) ^ ((type_byte * _XXH3_LAST_BYTE_PRIME) & 0xFFFFFFFF)
+    if kind == ChecksumType.XXHASH32:
+        hasher = _xxhash.xxh32(payload)
+        hasher.update(bytes((type_byte,)))
+        return hasher.intdigest()
+    if kind == ChecksumType.XXHASH64:
+        hasher = _xxhash.xxh64(payload)
+        hasher.update(bytes((type_byte,)))
+        return hasher.intdigest() & 0xFFFFFFFF
+    if kind == ChecksumType.NONE:
+        return 0
+    raise ValueError(f"unknown checksum type {kind}")
+
+
+def buffer_checksum(kind: int, data) -> int:
+    """The builtin checksum of a whole buffer (RocksDB ``ComputeBuiltinChecksum``).
+
+    Used for the format_version 6 footer: the last byte plays the role of the type byte.
+    """
+    if len(data) == 0:
+        return _empty_buffer_checksum(kind)
+    view = memoryview(data)
+    return block_checksum(kind, view[:-1], view[-1])
+
+
+def _empty_buffer_checksum(kind: int) -> int:
+    # kXXH3 special-cases the empty input to 0 (there is no last byte to mix in).
+    if kind in (ChecksumType.NONE, ChecksumType.XXH3):
+        return 0
+    if kind == ChecksumType.CRC32C:
+        return mask_crc(0)
+    if kind == ChecksumType.XXHASH32:
+        return _xxhash.xxh32_intdigest(b"")
+    if kind == ChecksumType.XXHASH64:
+        return _xxhash.xxh64_intdigest(b"") & 0xFFFFFFFF
+    raise ValueError(f"unknown checksum type {kind}")
+
+
+def context_modifier(base_context_checksum: int, offset: int) -> int:
+    """Checksum modifier of format_version >= 6 for a block at ``offset`` (0 when ``base`` is 0)."""
+    if base_context_checksum == 0:
+        return 0
+    return base_context_checksum ^ (((offset & 0xFFFFFFFF) + (offset >> 32)) & 0xFFFFFFFF)
+
+
+def stored_block_checksum(kind: int, payload, type_byte: int, base_context_checksum: int = 0, offset: int = 0) -> int:
+    """The 32-bit value a writer stores after ``payload`` + ``type_byte`` (context included)."""
+    return (block_checksum(kind, payload, type_byte) + context_modifier(base_context_checksum, offset)) & 0xFFFFFFFF
+
+
+_TYPE_BYTES = [bytes((i,)) for i in range(256)]
+_XXH3_TYPE_MIX = [(i * _XXH3_LAST_BYTE_PRIME) & 0xFFFFFFFF for i in range(256)]
+
+
+def checksum_function(kind: int):
+    """A fast ``f(payload, type_byte) -> int`` equal to :func:`block_checksum` for ``kind``.
+
+    ``None`` for :attr:`ChecksumType.NONE`. Used by the verification loop, where the per-block
+    Python overhead matters as much as the hashing itself.
+    """
+    crc = _crc32c.crc32c
+    if kind == ChecksumType.CRC32C:
+        def crc32c_checksum(payload, type_byte: int) -> int:
+            value = crc(_TYPE_BYTES[type_byte], crc(payload))
+            return ((((value >> 15) | (value << 17)) & 0xFFFFFFFF) + _MASK_DELTA) & 0xFFFFFFFF
+
+        return crc32c_checksum
+    if kind == ChecksumType.XXH3:
+        xxh3 = _xxhash.xxh3_64_intdigest
+
+        def xxh3_checksum(payload, type_byte: int) -> int:
+            return (xxh3(payload) & 0xFFFFFFFF) ^ _XXH3_TYPE_MIX[type_byte]
+
+        return xxh3_checksum
+    if kind == ChecksumType.NONE:
+        return None
+    if kind in (ChecksumType.XXHASH32, ChecksumType.XXHASH64):
+        return lambda payload, type_byte: block_checksum(kind, payload, type_byte)
+    raise ValueError(f"unknown checksum type {kind}")

@@ -1,0 +1,785 @@
+"""Reader and verifier of RocksDB block-based tables (``*.sst``), format versions 0 to 7.
+
+File layout (RocksDB ``table/block_based/block_based_table_builder.cc``, ``Finish``): data blocks,
+filter block(s), index block(s), compression dictionary, range-deletion block, properties block,
+metaindex block, footer. Every block is followed by a 5-byte trailer (compression type, checksum).
+
+The footer (``table/format.cc``, ``Footer::DecodeFrom``) is the last 53 bytes (48 for the legacy
+format_version 0 footer):
+
+* legacy (magic ``0xdb4775248b80fb57``): metaindex handle, index handle, zero padding to 40 bytes,
+  magic; CRC32C checksums are implied.
+* format_version 1-5: checksum type (1 byte), metaindex and index handles padded to 40 bytes,
+  format_version (fixed32), magic ``0x88e241b785f4cff7``.
+* format_version >= 6: checksum type, extended magic ``3e 00 7a 00``, footer checksum (fixed32,
+  computed with that field zeroed, plus the context modifier of the footer offset),
+  ``base_context_checksum`` (fixed32, non-zero), metaindex size (fixed32; the metaindex ends right
+  before the footer), 16 ignored bytes, 8 reserved bytes that must be zero, format_version, magic.
+  The index handle moves into the metaindex under ``rocksdb.index``.
+  format_version 7 (RocksDB 10.4+) only changes the ``rocksdb.compression`` property's format.
+
+:func:`open_table` decodes the footer, metaindex, properties and top-level index and raises a
+:class:`~repair.formats.sst_block.TableFormatError` when the table cannot be opened.
+:func:`verify_table` never raises for bad bytes: it returns a :class:`VerifyReport` of findings.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, NamedTuple
+
+from repair.errors import FormatError, TruncatedError
+from repair.formats.checksum import ChecksumType, block_checksum, buffer_checksum, checksum_function, context_modifier
+from repair.formats.coding import U32, U64
+from repair.formats.compression import (
+    DEFAULT_MAX_BLOCK_SIZE,
+    CompressionType,
+    DecompressionError,
+    UnsupportedCompressionError,
+    compression_name,
+    decompress_block,
+)
+from repair.formats.random_access import RandomAccess, read_exactly
+from repair.formats.sst_block import (
+    BLOCK_TRAILER_SIZE,
+    BlockHandle,
+    BlockReader,
+    TableFormatError,
+    ValueType,
+    decode_block_handle,
+)
+from repair.formats.sst_properties import TableProperties, decode_properties
+
+BLOCK_BASED_MAGIC = 0x88E241B785F4CFF7
+LEGACY_BLOCK_BASED_MAGIC = 0xDB4775248B80FB57
+PLAIN_TABLE_MAGIC = 0x8242229663BF9564
+LEGACY_PLAIN_TABLE_MAGIC = 0x4F3418EB7A8F13B8
+CUCKOO_TABLE_MAGIC = 0x926789D0C5F17873
+_OTHER_TABLE_MAGICS = {
+    PLAIN_TABLE_MAGIC: "a plain table",
+    LEGACY_PLAIN_TABLE_MAGIC: "a legacy plain table",
+    CUCKOO_TABLE_MAGIC: "a cuckoo table",
+}
+
+LEGACY_FOOTER_SIZE = 48
+FOOTER_SIZE = 53
+LATEST_FORMAT_VERSION = 7
+_EXTENDED_MAGIC = b"\x3e\x00\x7a\x00"
+
+#: Default size of the sequential reads of :meth:`Table.verify`.
+DEFAULT_CHUNK_SIZE = 16 << 20
+
+
+class IndexType(enum.IntEnum):
+    """``BlockBasedTableOptions::IndexType`` (property ``rocksdb.block.based.table.index.type``)."""
+
+    BINARY_SEARCH = 0
+    HASH_SEARCH = 1
+    TWO_LEVEL_INDEX_SEARCH = 2
+    BINARY_SEARCH_WITH_FIRST_KEY = 3
+
+
+class BlockKind(str, enum.Enum):
+    """What a block of the table holds."""
+
+    DATA = "data"
+    INDEX = "index"
+    INDEX_PARTITION = "index_partition"
+    FILTER = "filter"
+    FILTER_INDEX = "filter_index"
+    FILTER_PARTITION = "filter_partition"
+    COMPRESSION_DICT = "compression_dict"
+    RANGE_DEL = "range_del"
+    PROPERTIES = "properties"
+    METAINDEX = "metaindex"
+    META = "meta"
+
+
+# -- footer ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Footer:
+    """A decoded footer. ``index_handle`` is ``None`` for format_version >= 6 (it is in the metaindex)."""
+
+    magic: int
+    format_version: int
+    checksum_type: int
+    metaindex_handle: BlockHandle
+    index_handle: BlockHandle | None
+    footer_offset: int
+    base_context_checksum: int = 0
+    footer_checksum: int | None = None
+
+    @property
+    def is_legacy(self) -> bool:
+        return self.magic == LEGACY_BLOCK_BASED_MAGIC
+
+    @property
+    def size(self) -> int:
+        return LEGACY_FOOTER_SIZE if self.is_legacy else FOOTER_SIZE
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "magic": f"0x{self.magic:016x}",
+            "format_version": self.format_version,
+            "checksum_type": _checksum_name(self.checksum_type),
+            "metaindex": {"offset": self.metaindex_handle.offset, "size": self.metaindex_handle.size},
+            "index": None if self.index_handle is None else {"offset": self.index_handle.offset, "size": self.index_handle.size},
+            "footer_offset": self.footer_offset,
+            "base_context_checksum": f"0x{self.base_context_checksum:08x}" if self.base_context_checksum else None,
+        }
+
+
+def _checksum_name(kind: int) -> str:
+    try:
+        return ChecksumType(kind).name.lower()
+    except ValueError:
+        return f"unknown({kind})"
+
+
+def decode_footer(tail, file_size: int) -> Footer:
+    """Decode the footer from ``tail``, the last ``min(file_size, 53)`` bytes of a file.
+
+    Raises :class:`TableFormatError` with kind ``truncated``, ``bad_magic``,
+    ``not_block_based_table``, ``unsupported_format_version``, ``unsupported_checksum_type``,
+    ``bad_footer`` or ``footer_checksum_mismatch``.
+    """
+    tail = bytes(tail)
+    tail_offset = file_size - len(tail)
+    if len(tail) < LEGACY_FOOTER_SIZE:
+        raise TableFormatError(
+            "truncated", "footer", 0, f"a file of at least {LEGACY_FOOTER_SIZE} bytes", f"{file_size} bytes",
+            block_kind="footer", detail="file is too short to be an SST",
+        )
+    magic_offset = file_size - 8
+    magic = U64.unpack_from(tail, len(tail) - 8)[0]
+    if magic in _OTHER_TABLE_MAGICS:
+        raise TableFormatError(
+            "not_block_based_table", "table magic number", magic_offset, "a block-based table",
+            f"{_OTHER_TABLE_MAGICS[magic]} (magic 0x{magic:016x})", block_kind="footer",
+        )
+    if magic == LEGACY_BLOCK_BASED_MAGIC:
+        footer_offset = file_size - LEGACY_FOOTER_SIZE
+        part2 = tail[len(tail) - LEGACY_FOOTER_SIZE :]
+        metaindex, pos = _footer_handle(part2, 0, footer_offset, "metaindex handle")
+        index, _ = _footer_handle(part2, pos, footer_offset, "index handle")
+        return Footer(magic, 0, ChecksumType.CRC32C, metaindex, index, footer_offset)
+    if magic != BLOCK_BASED_MAGIC:
+        raise TableFormatError(
+            "bad_magic", "table magic number", magic_offset, f"0x{BLOCK_BASED_MAGIC:016x}", f"0x{magic:016x}",
+            block_kind="footer", detail="not an SST file, or its end is missing",
+        )
+    if len(tail) < FOOTER_SIZE:
+        raise TableFormatError(
+            "truncated", "footer", 0, f"a file of at least {FOOTER_SIZE} bytes", f"{file_size} bytes", block_kind="footer"
+        )
+    footer_offset = file_size - FOOTER_SIZE
+    footer = tail[len(tail) - FOOTER_SIZE :]
+    format_version = U32.unpack_from(footer, FOOTER_SIZE - 12)[0]
+    if not 1 <= format_version <= LATEST_FORMAT_VERSION:
+        raise TableFormatError(
+            "unsupported_format_version", "format_version", file_size - 12, f"1 to {LATEST_FORMAT_VERSION}", format_version,
+            block_kind="footer",
+        )
+    checksum_type = footer[0]
+    if checksum_type > ChecksumType.XXH3:
+        raise TableFormatError(
+            "unsupported_checksum_type", "checksum type", footer_offset, "0 (none) to 4 (xxh3)", checksum_type, block_kind="footer"
+        )
+    if format_version < 6:
+        metaindex, pos = _footer_handle(footer, 1, footer_offset, "metaindex handle")
+        index, _ = _footer_handle(footer, pos, footer_offset, "index handle")
+        return Footer(magic, format_version, checksum_type, metaindex, index, footer_offset)
+    if footer[1:5] != _EXTENDED_MAGIC:
+        raise TableFormatError(
+            "bad_footer", "extended magic", footer_offset + 1, _EXTENDED_MAGIC.hex(), footer[1:5].hex(), block_kind="footer"
+        )
+    stored, base_context, metaindex_size = (U32.unpack_from(footer, i)[0] for i in (5, 9, 13))
+    if base_context == 0:
+        raise TableFormatError("bad_footer", "base context checksum", footer_offset + 9, "a non-zero value", 0, block_kind="footer")
+    if checksum_type != ChecksumType.NONE:
+        zeroed = footer[:5] + b"\0\0\0\0" + footer[9:]
+        computed = (buffer_checksum(checksum_type, zeroed) + context_modifier(base_context, footer_offset)) & 0xFFFFFFFF
+        if computed != stored:
+            raise TableFormatError(
+                "footer_checksum_mismatch", "footer checksum", footer_offset + 5, f"0x{computed:08x} (computed)",
+                f"0x{stored:08x} (stored)", block_kind="footer",
+            )
+    reserved = U64.unpack_from(footer, 33)[0]
+    if reserved != 0:
+        raise TableFormatError(
+            "unsupported_feature", "footer reserved bytes", footer_offset + 33, 0, f"0x{reserved:016x}", block_kind="footer",
+            detail="the file uses a feature of a newer RocksDB",
+        )
+    metaindex_end = footer_offset - BLOCK_TRAILER_SIZE
+    if metaindex_size > metaindex_end:
+        raise TableFormatError(
+            "bad_block_handle", "metaindex size", footer_offset + 13, f"at most {max(metaindex_end, 0)}", metaindex_size,
+            block_kind="footer",
+        )
+    metaindex = BlockHandle(metaindex_end - metaindex_size, metaindex_size)
+    return Footer(magic, format_version, checksum_type, metaindex, None, footer_offset, base_context, stored)
+
+
+def _footer_handle(data: bytes, pos: int, footer_offset: int, field_name: str) -> tuple[BlockHandle, int]:
+    try:
+        return decode_block_handle(data, pos, len(data) - 12 if len(data) == FOOTER_SIZE else 40, field_name, footer_offset)
+    except FormatError as exc:
+        raise TableFormatError("bad_footer", exc.field, exc.offset, exc.expected, exc.found, block_kind="footer") from None
+
+
+# -- results -----------------------------------------------------------------------------------
+
+
+class BlockInfo(NamedTuple):
+    """One block of the table: its kind, handle and (for meta blocks) metaindex name."""
+
+    kind: BlockKind
+    handle: BlockHandle
+    name: str | None = None
+
+
+class InternalEntry(NamedTuple):
+    """One entry of a data block."""
+
+    user_key: bytes
+    seqno: int
+    value_type: int
+    value: bytes
+
+
+class RangeTombstone(NamedTuple):
+    """A range deletion ``[start, end)`` of user keys at ``seqno``."""
+
+    start: bytes
+    end: bytes
+    seqno: int
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One problem found while verifying a table."""
+
+    kind: str
+    message: str
+    block_kind: str | None = None
+    offset: int | None = None
+    size: int | None = None
+    expected: Any = None
+    found: Any = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in self.__dict__.items() if v is not None}
+
+
+@dataclass
+class VerifyReport:
+    """Result of :func:`verify_table`: findings, and how much was checked."""
+
+    file_size: int
+    findings: list[Finding] = field(default_factory=list)
+    blocks_checked: int = 0
+    bytes_checked: int = 0
+    blocks_decompressed: int = 0
+    format_version: int | None = None
+    checksum_type: int | None = None
+    blocks_by_kind: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.findings
+
+    def add(self, finding: Finding) -> None:
+        if not any(f.kind == finding.kind and f.offset == finding.offset and f.block_kind == finding.block_kind for f in self.findings):
+            self.findings.append(finding)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "ok": self.ok,
+            "file_size": self.file_size,
+            "format_version": self.format_version,
+            "checksum_type": None if self.checksum_type is None else _checksum_name(self.checksum_type),
+            "blocks_checked": self.blocks_checked,
+            "bytes_checked": self.bytes_checked,
+            "blocks_decompressed": self.blocks_decompressed,
+            "blocks_by_kind": dict(self.blocks_by_kind),
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+class BlockChecksumError(TableFormatError):
+    """The checksum in a block's trailer does not match the block."""
+
+    def __init__(self, kind: BlockKind, handle: BlockHandle, stored: int, computed: int, *, context: bool = False):
+        super().__init__(
+            "block_checksum_mismatch", f"{kind.value} block checksum", handle.offset, f"0x{stored:08x}", f"0x{computed:08x}",
+            block_kind=kind.value,
+        )
+        self.handle = handle
+        self.stored = stored
+        self.computed = computed
+        # RocksDB (reader_common.cc) reports the stored value with the fv6 context removed, as here.
+        self.message = (
+            f"{kind.value} block checksum mismatch at offset {handle.offset} (size {handle.size}): "
+            f"stored 0x{stored:08x}{' (context removed)' if context else ''}, computed 0x{computed:08x}"
+        )
+
+
+def finding_from_error(error: FormatError, block_kind: str | None = None, handle: BlockHandle | None = None) -> Finding:
+    """Turn a decoder error into a :class:`Finding` (kind from the error type)."""
+    if isinstance(error, TableFormatError):
+        kind = error.kind
+        block_kind = error.block_kind or block_kind
+    elif isinstance(error, UnsupportedCompressionError):
+        kind = "unsupported_compression"
+    elif isinstance(error, DecompressionError):
+        kind = "decompression_failed"
+    elif isinstance(error, TruncatedError):
+        kind = "truncated"
+    else:
+        kind = "bad_block"
+    prefix = f"{block_kind} block: " if block_kind and block_kind != "footer" and not error.message.startswith(block_kind) else ""
+    return Finding(
+        kind=kind,
+        message=prefix + error.message,
+        block_kind=block_kind,
+        offset=error.offset if handle is None else handle.offset,
+        size=None if handle is None else handle.size,
+        expected=_jsonable(error.expected),
+        found=_jsonable(error.found),
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    return value if isinstance(value, (int, str, type(None))) else str(value)
+
+
+# -- the table ---------------------------------------------------------------------------------
+
+
+class Table:
+    """An opened block-based table: footer, metaindex, properties and top-level index decoded.
+
+    Use :func:`open_table` to create one. Block reads verify checksums and decompress.
+    """
+
+    def __init__(self, source: RandomAccess, footer: Footer, *, max_block_size: int = DEFAULT_MAX_BLOCK_SIZE):
+        self.source = source
+        self.footer = footer
+        self.max_block_size = max_block_size
+        self.file_size = source.size
+        #: Problems that did not prevent opening (unreadable properties block ...).
+        self.open_findings: list[Finding] = []
+        self.metaindex: dict[str, BlockHandle] = self._read_metaindex()
+        self.properties: TableProperties | None = self._read_properties()
+        self.index_handle = self._find_index_handle()
+        self.index_type = self._index_type()
+        self.index_value_is_delta_encoded = self._index_value_delta_encoded()
+        #: Handles of the top-level index: data blocks, or index partitions for a partitioned index.
+        self.top_level_index: list[BlockHandle] = self._index_handles(
+            self.index_handle,
+            BlockKind.INDEX,
+            have_first_key=self.index_type == IndexType.BINARY_SEARCH_WITH_FIRST_KEY,
+        )
+
+    # -- layout ----------------------------------------------------------------------------------
+    @property
+    def format_version(self) -> int:
+        return self.footer.format_version
+
+    @property
+    def checksum_type(self) -> int:
+        return self.footer.checksum_type
+
+    @property
+    def is_partitioned_index(self) -> bool:
+        return self.index_type == IndexType.TWO_LEVEL_INDEX_SEARCH
+
+    def _block_limit(self) -> int:
+        """Blocks must end (trailer included) before the footer."""
+        return self.footer.footer_offset
+
+    def check_handle(self, handle: BlockHandle, kind: BlockKind | str, field_name: str = "block handle") -> None:
+        """Raise ``bad_block_handle`` when ``handle`` does not fit between the file start and the footer."""
+        limit = self._block_limit()
+        if handle.end > limit or handle.size > self.max_block_size + 64:
+            kind_name = BlockKind(kind).value
+            raise TableFormatError(
+                "bad_block_handle",
+                f"{kind_name} {field_name}",
+                handle.offset,
+                f"a block ending by offset {limit} (before the footer)",
+                f"offset {handle.offset} size {handle.size}",
+                block_kind=kind_name,
+                detail=f"{kind_name} block handle points past the end of the table data (file size {self.file_size})",
+            )
+
+    def _read_metaindex(self) -> dict[str, BlockHandle]:
+        reader = self.block_reader(self.footer.metaindex_handle, BlockKind.METAINDEX)
+        result: dict[str, BlockHandle] = {}
+        for pos, key, value in reader.entries():
+            name = key.decode("utf-8", errors="backslashreplace")
+            try:
+                meta_handle, _ = decode_block_handle(value, 0, len(value), f"meta block handle of {name!r}")
+            except FormatError as exc:
+                raise reader.error(exc.field, pos, exc.expected, exc.found, kind="bad_block_handle") from None
+            result[name] = meta_handle
+        return result
+
+    def _read_properties(self) -> TableProperties | None:
+        handle = self.metaindex.get("rocksdb.properties") or self.metaindex.get("rocksdb.stats")
+        if handle is None:
+            return None
+        try:
+            reader = self.block_reader(handle, BlockKind.PROPERTIES)
+            return decode_properties(((key, value) for _, key, value in reader.entries()), handle.offset)
+        except FormatError as exc:
+            # RocksDB opens a table whose properties block is unreadable (with a warning).
+            self.open_findings.append(finding_from_error(exc, BlockKind.PROPERTIES.value, handle))
+            return None
+
+    def _find_index_handle(self) -> BlockHandle:
+        if self.footer.index_handle is not None:
+            return self.footer.index_handle
+        handle = self.metaindex.get("rocksdb.index")
+        if handle is None:
+            raise TableFormatError(
+                "bad_metaindex", "metaindex entry rocksdb.index", self.footer.metaindex_handle.offset,
+                "the index handle (format_version >= 6)", "no such entry", block_kind="metaindex",
+            )
+        return handle
+
+    def _index_type(self) -> int:
+        props = self.properties
+        if props is not None and props.index_type is not None:
+            return props.index_type
+        if props is not None and props.index_partitions:
+            return IndexType.TWO_LEVEL_INDEX_SEARCH
+        return IndexType.BINARY_SEARCH
+
+    def _index_value_delta_encoded(self) -> bool:
+        props = self.properties
+        if props is not None and props.index_value_is_delta_encoded is not None:
+            return bool(props.index_value_is_delta_encoded)
+        # Without properties: writers delta-encode from format_version 4 on, unless block_align is set
+        # (BlockBasedTableBuilder::Rep, use_delta_encoding_for_index_values).
+        return self.format_version >= 4
+
+    # -- blocks ----------------------------------------------------------------------------------
+    def read_block(self, handle: BlockHandle, kind: BlockKind | str, *, verify_checksum: bool = True):
+        """Read one block, check its checksum and decompress it; returns the block contents."""
+        kind = BlockKind(kind)
+        self.check_handle(handle, kind)
+        raw = read_exactly(self.source, handle.offset, handle.size + BLOCK_TRAILER_SIZE, f"{kind.value} block")
+        return self._unpack_block(raw, handle, kind, verify_checksum=verify_checksum)[0]
+
+    def _check_checksum(self, raw: memoryview, handle: BlockHandle, kind: BlockKind) -> None:
+        """Raise :class:`BlockChecksumError` unless the trailer's checksum matches the block."""
+        if self.footer.checksum_type == ChecksumType.NONE:
+            return
+        size = handle.size
+        stored = U32.unpack_from(raw, size + 1)[0]
+        # format_version >= 6: the stored value includes the context of the block's offset.
+        expected = (stored - context_modifier(self.footer.base_context_checksum, handle.offset)) & 0xFFFFFFFF
+        computed = block_checksum(self.footer.checksum_type, raw[:size], raw[size])
+        if computed != expected:
+            raise BlockChecksumError(kind, handle, expected, computed, context=bool(self.footer.base_context_checksum))
+
+    def _unpack_block(self, raw: memoryview, handle: BlockHandle, kind: BlockKind, *, verify_checksum: bool = True):
+        """Check the checksum of ``raw`` (block + trailer) and decompress; returns ``(data, type_byte)``."""
+        if verify_checksum:
+            self._check_checksum(raw, handle, kind)
+        type_byte = raw[handle.size]
+        data = decompress_block(type_byte, raw[: handle.size], self.format_version, offset=handle.offset, max_size=self.max_block_size)
+        return data, type_byte
+
+    def block_reader(self, handle: BlockHandle, kind: BlockKind) -> BlockReader:
+        """Read, verify and decompress one block and open it for entry decoding."""
+        self.check_handle(handle, kind)
+        raw = read_exactly(self.source, handle.offset, handle.size + BLOCK_TRAILER_SIZE, f"{kind.value} block")
+        data, type_byte = self._unpack_block(raw, handle, kind)
+        return BlockReader(data, handle.offset, compressed=type_byte != CompressionType.NONE, block_kind=kind.value)
+
+    def _index_handles(self, handle: BlockHandle, kind: BlockKind, *, have_first_key: bool = False) -> list[BlockHandle]:
+        """Read an index-like block (index, index partition, filter index) and return its handles."""
+        reader = self.block_reader(handle, kind)
+        return reader.index_handles(value_delta_encoded=self.index_value_is_delta_encoded, have_first_key=have_first_key)
+
+    def index_partitions(self) -> list[BlockHandle]:
+        """Handles of the index partitions (empty unless the index is partitioned)."""
+        return list(self.top_level_index) if self.is_partitioned_index else []
+
+    def iter_data_block_handles(self) -> Iterator[BlockHandle]:
+        """Every data block, in index order (reads index partitions for a partitioned index)."""
+        if not self.is_partitioned_index:
+            yield from self.top_level_index
+            return
+        for partition in self.top_level_index:
+            # Partitions of a two-level index never carry first keys (PartitionedIndexBuilder).
+            yield from self._index_handles(partition, BlockKind.INDEX_PARTITION)
+
+    def meta_blocks(self) -> list[BlockInfo]:
+        """The blocks named by the metaindex, with their kinds."""
+        result = []
+        for name, handle in self.metaindex.items():
+            if name in ("rocksdb.properties", "rocksdb.stats"):
+                kind = BlockKind.PROPERTIES
+            elif name == "rocksdb.index":
+                continue  # the top-level index, listed separately
+            elif name == "rocksdb.range_del":
+                kind = BlockKind.RANGE_DEL
+            elif name == "rocksdb.compression_dict":
+                kind = BlockKind.COMPRESSION_DICT
+            elif name.startswith("partitionedfilter."):
+                kind = BlockKind.FILTER_INDEX
+            elif name.startswith(("fullfilter.", "filter.")):
+                kind = BlockKind.FILTER
+            else:
+                kind = BlockKind.META
+            result.append(BlockInfo(kind, handle, name))
+        return result
+
+    def filter_partitions(self, filter_index: BlockHandle) -> list[BlockHandle]:
+        """Handles of the partitions of a partitioned filter, from its top-level filter index."""
+        return self._index_handles(filter_index, BlockKind.FILTER_INDEX)
+
+    def iter_block_handles(self) -> Iterator[BlockInfo]:
+        """Every block of the table with its kind, in file order."""
+        blocks = [BlockInfo(BlockKind.DATA, h) for h in self.iter_data_block_handles()]
+        blocks += [BlockInfo(BlockKind.INDEX_PARTITION, h) for h in self.index_partitions()]
+        blocks.append(BlockInfo(BlockKind.INDEX, self.index_handle, "rocksdb.index" if self.footer.index_handle is None else None))
+        for info in self.meta_blocks():
+            blocks.append(info)
+            if info.kind == BlockKind.FILTER_INDEX:
+                blocks += [BlockInfo(BlockKind.FILTER_PARTITION, h) for h in self.filter_partitions(info.handle)]
+        blocks.append(BlockInfo(BlockKind.METAINDEX, self.footer.metaindex_handle))
+        blocks.sort(key=lambda b: b.handle.offset)
+        return iter(blocks)
+
+    # -- entries ---------------------------------------------------------------------------------
+    def entries(self) -> Iterator[InternalEntry]:
+        """Every entry of every data block, in file order, as internal entries."""
+        for handle in self.iter_data_block_handles():
+            reader = self.block_reader(handle, BlockKind.DATA)
+            for pos, key, value in reader.entries():
+                if len(key) < 8:
+                    raise reader.error("internal key", pos, "at least 8 bytes", f"{len(key)} bytes", kind="bad_entry")
+                packed = int.from_bytes(key[-8:], "little")
+                yield InternalEntry(key[:-8], packed >> 8, packed & 0xFF, value)
+
+    def range_tombstones(self) -> Iterator[RangeTombstone]:
+        """The range deletions of the ``rocksdb.range_del`` meta block (empty when there is none)."""
+        handle = self.metaindex.get("rocksdb.range_del")
+        if handle is None:
+            return
+        reader = self.block_reader(handle, BlockKind.RANGE_DEL)
+        for pos, key, value in reader.entries():
+            if len(key) < 8:
+                raise reader.error("range tombstone key", pos, "at least 8 bytes", f"{len(key)} bytes", kind="bad_entry")
+            packed = int.from_bytes(key[-8:], "little")
+            if packed & 0xFF != ValueType.RANGE_DELETION:
+                raise reader.error("range tombstone type", pos, f"0x{ValueType.RANGE_DELETION:02x}", f"0x{packed & 0xFF:02x}", kind="bad_entry")
+            yield RangeTombstone(key[:-8], value, packed >> 8)
+
+    # -- verification ----------------------------------------------------------------------------
+    def verify(
+        self,
+        progress: Callable[[int, int], None] | None = None,
+        *,
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        report: VerifyReport | None = None,
+    ) -> VerifyReport:
+        """Read every block once, check its checksum and decompress it; return the findings.
+
+        Index partitions and the filter index are read first (they say where the other blocks are);
+        then every remaining block is checked in file order, reading ``chunk_size`` bytes at a time.
+        ``progress(done_bytes, total_bytes)`` is called after each chunk.
+        """
+        report = report or VerifyReport(self.file_size)
+        report.format_version = self.format_version
+        report.checksum_type = self.checksum_type
+        for finding in self.open_findings:
+            report.add(finding)
+        checked: set[int] = set()
+        by_kind = report.blocks_by_kind
+
+        def count(kind: BlockKind, handle: BlockHandle) -> None:
+            checked.add(handle.offset)
+            report.blocks_checked += 1
+            report.bytes_checked += handle.size + BLOCK_TRAILER_SIZE
+            by_kind[kind.value] = by_kind.get(kind.value, 0) + 1
+
+        # The blocks open_table already read and verified.
+        metadata = [(BlockKind.METAINDEX, self.footer.metaindex_handle), (BlockKind.INDEX, self.index_handle)]
+        if self.properties is not None:
+            metadata.append((BlockKind.PROPERTIES, self.metaindex.get("rocksdb.properties") or self.metaindex["rocksdb.stats"]))
+        for kind, handle in metadata:
+            count(kind, handle)
+
+        blocks: list[BlockInfo] = []
+        # Second-level structures: each read is verified here, and what they point to is queued.
+        if self.is_partitioned_index:
+            for partition in self.top_level_index:
+                try:
+                    handles = self._index_handles(partition, BlockKind.INDEX_PARTITION)
+                except FormatError as exc:
+                    report.add(finding_from_error(exc, BlockKind.INDEX_PARTITION.value, partition))
+                    handles = []
+                count(BlockKind.INDEX_PARTITION, partition)
+                blocks += [BlockInfo(BlockKind.DATA, h) for h in handles]
+        else:
+            blocks += [BlockInfo(BlockKind.DATA, h) for h in self.top_level_index]
+        for info in self.meta_blocks():
+            if info.handle.offset in checked:
+                continue
+            if info.kind == BlockKind.FILTER_INDEX:
+                try:
+                    partitions = self.filter_partitions(info.handle)
+                except FormatError as exc:
+                    report.add(finding_from_error(exc, info.kind.value, info.handle))
+                    partitions = []
+                count(info.kind, info.handle)
+                blocks += [BlockInfo(BlockKind.FILTER_PARTITION, h) for h in partitions]
+            else:
+                blocks.append(info)
+        if self.properties is None and not any(b.kind == BlockKind.PROPERTIES for b in blocks):
+            if not any(f.block_kind == BlockKind.PROPERTIES.value for f in report.findings):
+                report.add(Finding("missing_properties", "the metaindex names no properties block", "metaindex", self.footer.metaindex_handle.offset))
+
+        self._verify_blocks(blocks, report, progress, chunk_size)
+        return report
+
+    def _verify_blocks(self, blocks: list[BlockInfo], report: VerifyReport, progress, chunk_size: int) -> None:
+        """Check checksums (and decompress) ``blocks``, reading the file in large sequential chunks.
+
+        This is the hot loop of verification: per block it does one slice, one C checksum call and,
+        for compressed blocks only, one C decompression. Nothing per entry.
+        """
+        limit = self._block_limit()
+        max_size = self.max_block_size + 64
+        valid: list[BlockInfo] = []
+        for info in blocks:
+            handle = info.handle
+            if handle.offset + handle.size + BLOCK_TRAILER_SIZE > limit or handle.size > max_size:
+                try:
+                    self.check_handle(handle, info.kind)
+                except TableFormatError as exc:
+                    report.add(finding_from_error(exc, info.kind.value, handle))
+                continue
+            valid.append(info)
+        valid.sort(key=lambda b: b.handle.offset)
+        total = sum(b.handle.size for b in valid) + BLOCK_TRAILER_SIZE * len(valid)
+        checksum = checksum_function(self.footer.checksum_type)
+        base_context = self.footer.base_context_checksum
+        format_version = self.format_version
+        unpack = U32.unpack_from
+        done = 0
+        previous_end = 0
+        tally: dict[BlockKind, int] = {}
+        i = 0
+        n = len(valid)
+        while i < n:
+            chunk_start = valid[i].handle.offset
+            chunk_end = chunk_start + valid[i].handle.size + BLOCK_TRAILER_SIZE
+            j = i + 1
+            while j < n:
+                h = valid[j].handle
+                block_end = h.offset + h.size + BLOCK_TRAILER_SIZE
+                if block_end - chunk_start > chunk_size or h.offset < chunk_end:
+                    break
+                chunk_end = block_end
+                j += 1
+            try:
+                chunk = read_exactly(self.source, chunk_start, chunk_end - chunk_start, "table blocks")
+            except FormatError as exc:
+                report.add(finding_from_error(exc, valid[i].kind.value))
+                break
+            for k in range(i, j):
+                info = valid[k]
+                offset, size = info.handle
+                if offset < previous_end:
+                    report.add(Finding(
+                        "bad_block_handle",
+                        f"{info.kind.value} block at offset {offset} (size {size}) overlaps the previous block, "
+                        f"which ends at {previous_end}",
+                        info.kind.value, offset, size,
+                    ))
+                previous_end = offset + size + BLOCK_TRAILER_SIZE
+                start = offset - chunk_start
+                payload = chunk[start : start + size]
+                type_byte = chunk[start + size]
+                if checksum is not None:
+                    expected = unpack(chunk, start + size + 1)[0]
+                    if base_context:
+                        expected = (expected - context_modifier(base_context, offset)) & 0xFFFFFFFF
+                    computed = checksum(payload, type_byte)
+                    if computed != expected:
+                        error = BlockChecksumError(info.kind, info.handle, expected, computed, context=bool(base_context))
+                        report.add(finding_from_error(error, info.kind.value, info.handle))
+                        tally[info.kind] = tally.get(info.kind, 0) + 1
+                        continue
+                if type_byte:
+                    try:
+                        decompress_block(type_byte, payload, format_version, offset=offset, max_size=self.max_block_size)
+                        report.blocks_decompressed += 1
+                    except FormatError as exc:
+                        report.add(_decompression_finding(exc, info, type_byte))
+                tally[info.kind] = tally.get(info.kind, 0) + 1
+            done += chunk_end - chunk_start
+            if progress is not None:
+                progress(min(done, total), total)
+            report.bytes_checked += sum(valid[k].handle.size for k in range(i, j)) + BLOCK_TRAILER_SIZE * (j - i)
+            del chunk
+            i = j
+        for kind, number in tally.items():
+            report.blocks_checked += number
+            report.blocks_by_kind[kind.value] = report.blocks_by_kind.get(kind.value, 0) + number
+
+
+def _decompression_finding(exc: FormatError, info: BlockInfo, type_byte: int) -> Finding:
+    finding = finding_from_error(exc, info.kind.value, info.handle)
+    offset, size = info.handle
+    return Finding(
+        finding.kind,
+        f"{info.kind.value} block at offset {offset} (size {size}, {compression_name(type_byte)}) does not decompress: {exc.message}",
+        info.kind.value, offset, size, finding.expected, finding.found,
+    )
+
+
+def open_table(source: RandomAccess, *, max_block_size: int = DEFAULT_MAX_BLOCK_SIZE) -> Table:
+    """Open a block-based table: decode footer, metaindex, properties and top-level index.
+
+    Raises :class:`TableFormatError` (kinds as for :class:`Finding`) or :class:`TruncatedError`.
+    """
+    size = source.size
+    tail_length = min(size, FOOTER_SIZE)
+    tail = read_exactly(source, size - tail_length, tail_length, "footer")
+    footer = decode_footer(tail, size)
+    return Table(source, footer, max_block_size=max_block_size)
+
+
+def verify_table(
+    source: RandomAccess,
+    progress: Callable[[int, int], None] | None = None,
+    *,
+    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    max_block_size: int = DEFAULT_MAX_BLOCK_SIZE,
+) -> VerifyReport:
+    """Verify a whole table; problems become findings, never exceptions (except storage errors)."""
+    report = VerifyReport(source.size)
+    try:
+        table = open_table(source, max_block_size=max_block_size)
+    except FormatError as exc:
+        report.add(_open_failure(exc))
+        return report
+    return table.verify(progress, chunk_size=chunk_size, report=report)
+
+
+def _open_failure(exc: FormatError) -> Finding:
+    finding = finding_from_error(exc, getattr(exc, "block_kind", None), getattr(exc, "handle", None))
+    return Finding(
+        finding.kind, finding.message + "; the table cannot be opened", finding.block_kind, finding.offset,
+        finding.size, finding.expected, finding.found,
+    )

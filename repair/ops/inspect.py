@@ -1,0 +1,282 @@
+"""``repair inspect``: what a checkpoint or savepoint holds, operator by operator.
+
+Returns an :class:`InspectResult`; its ``to_json()`` is the documented ``--json`` contract
+(docs/json-contracts.md). Nothing is verified here beyond decoding: ``repair verify`` does that.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from repair import storage as st
+from repair.errors import RepairError
+from repair.formats.flink_backend_meta import decode_keyed_backend_meta
+from repair.formats.flink_handles import (
+    ChangelogBackendHandle,
+    IncrementalKeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+)
+from repair.keygroups import operator_id_for_uid
+from repair.layout import discover
+from repair.snapshot import LoadedSnapshot, load_snapshot, read_resolved
+
+
+@dataclass
+class FileEntry:
+    """One file (or inline byte stream) behind a subtask's state."""
+
+    local_name: str | None  # RocksDB file name (000042.sst, MANIFEST-000006, ...) where there is one
+    role: str  # shared | private | meta | key-groups | operator-state | raw-keyed | raw-operator
+    inline: bool
+    size: int
+    path: str | None  # where the bytes are read now (None when inline)
+    recorded: str | None = None  # the path as _metadata records it
+    relocated: bool = False
+
+    def to_json(self) -> dict:
+        return {
+            "local_name": self.local_name,
+            "role": self.role,
+            "inline": self.inline,
+            "size": self.size,
+            "path": self.path,
+            "recorded_path": self.recorded,
+            "relocated": self.relocated,
+        }
+
+
+@dataclass
+class StateEntry:
+    name: str
+    kind: str
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind}
+
+
+@dataclass
+class SubtaskInfo:
+    index: int
+    finished: bool = False
+    key_group_range: tuple[int, int] | None = None
+    handle: str | None = None  # the keyed handle's type, e.g. "incremental-rocksdb"
+    backend_id: str | None = None
+    states: list[StateEntry] = field(default_factory=list)
+    files: list[FileEntry] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "index": self.index,
+            "finished": self.finished,
+            "key_group_range": list(self.key_group_range) if self.key_group_range else None,
+            "handle": self.handle,
+            "backend_id": self.backend_id,
+            "states": [s.to_json() for s in self.states],
+            "files": [f.to_json() for f in self.files],
+            "problems": self.problems,
+        }
+
+
+@dataclass
+class OperatorInfo:
+    id: str
+    uid: str | None
+    name: str | None
+    parallelism: int
+    max_parallelism: int
+    fully_finished: bool = False
+    uid_from_argument: bool = False  # the uid is known because --uid hashed to this id
+    has_coordinator_state: bool = False
+    subtasks: list[SubtaskInfo] = field(default_factory=list)
+
+    @property
+    def label(self) -> str:
+        return self.uid or self.name or self.id
+
+    def to_json(self) -> dict:
+        return {
+            "id": self.id,
+            "uid": self.uid,
+            "name": self.name,
+            "parallelism": self.parallelism,
+            "max_parallelism": self.max_parallelism,
+            "fully_finished": self.fully_finished,
+            "uid_from_argument": self.uid_from_argument,
+            "has_coordinator_state": self.has_coordinator_state,
+            "subtasks": [s.to_json() for s in self.subtasks],
+        }
+
+
+@dataclass
+class InspectResult:
+    path: str
+    layout: str  # job-root | checkpoint | savepoint | metadata-file
+    metadata_path: str
+    checkpoint_id: int
+    metadata_version: int
+    kind: str  # checkpoint | savepoint
+    savepoint_format: str | None
+    snapshot_type: str | None  # e.g. "Checkpoint", "Savepoint" (from the V4+ properties)
+    operators: list[OperatorInfo]
+    metadata_bytes: int
+    relocated_from: dict[str, str]  # recorded job root -> where it is read now
+    retained_checkpoints: list[int] = field(default_factory=list)
+    unmatched_uids: list[str] = field(default_factory=list)
+
+    @property
+    def inline_bytes(self) -> int:
+        return sum(f.size for f in self._files() if f.inline)
+
+    @property
+    def external_bytes(self) -> int:
+        return sum(f.size for f in self._files() if not f.inline)
+
+    def _files(self):
+        for op in self.operators:
+            for sub in op.subtasks:
+                yield from sub.files
+
+    def to_json(self) -> dict:
+        files = list(self._files())
+        return {
+            "path": self.path,
+            "layout": self.layout,
+            "metadata_path": self.metadata_path,
+            "checkpoint_id": self.checkpoint_id,
+            "metadata_version": self.metadata_version,
+            "kind": self.kind,
+            "savepoint_format": self.savepoint_format,
+            "snapshot_type": self.snapshot_type,
+            "retained_checkpoints": self.retained_checkpoints,
+            "relocated": [{"recorded": k, "actual": v} for k, v in self.relocated_from.items()],
+            "totals": {
+                "operators": len(self.operators),
+                "files": sum(1 for f in files if not f.inline),
+                "inline_streams": sum(1 for f in files if f.inline),
+                "inline_bytes": self.inline_bytes,
+                "external_bytes": self.external_bytes,
+                "metadata_bytes": self.metadata_bytes,
+            },
+            "unmatched_uids": self.unmatched_uids,
+            "operators": [op.to_json() for op in self.operators],
+        }
+
+
+def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None = None, storage: st.Storage | None = None) -> InspectResult:
+    """Inspect the snapshot at ``path`` (for a job root: the newest checkpoint, or ``checkpoint``)."""
+    storage = storage or st.default_storage()
+    layout = discover(path, storage)
+    refs = layout.snapshots
+    if checkpoint is not None:
+        refs = [r for r in refs if r.number == checkpoint]
+        if not refs:
+            available = ", ".join(str(r.number) for r in layout.snapshots)
+            raise RepairError(f"no chk-{checkpoint} here (retained: {available})", source=path)
+    snapshot = load_snapshot(refs[-1], layout.root, storage)
+    uid_by_id = {operator_id_for_uid(uid): uid for uid in uids or []}
+    operators = [_operator(snapshot, op, uid_by_id, storage) for op in snapshot.metadata.operators]
+    if uids:
+        operators = [op for op in operators if op.id in uid_by_id]
+    props = snapshot.metadata.properties
+    return InspectResult(
+        path=path,
+        layout=layout.kind,
+        metadata_path=snapshot.ref.metadata_uri,
+        checkpoint_id=snapshot.metadata.checkpoint_id,
+        metadata_version=snapshot.metadata.version,
+        kind=snapshot.kind,
+        savepoint_format=snapshot.savepoint_format,
+        snapshot_type=props.checkpoint_type if props else None,
+        operators=operators,
+        metadata_bytes=snapshot.metadata_size,
+        relocated_from=dict(snapshot.resolver.moves),
+        retained_checkpoints=[r.number for r in layout.snapshots if r.number is not None],
+        unmatched_uids=[uid for op_id, uid in uid_by_id.items() if snapshot.metadata.operator(op_id) is None],
+    )
+
+
+def _operator(snapshot: LoadedSnapshot, op, uid_by_id: dict[str, str], storage: st.Storage) -> OperatorInfo:
+    info = OperatorInfo(
+        id=op.operator_id,
+        uid=op.operator_uid or uid_by_id.get(op.operator_id),
+        name=op.operator_name,
+        parallelism=op.parallelism,
+        max_parallelism=op.max_parallelism,
+        fully_finished=op.fully_finished,
+        uid_from_argument=not op.operator_uid and op.operator_id in uid_by_id,
+        has_coordinator_state=op.coordinator_state is not None,
+    )
+    for sub in op.subtasks:
+        info.subtasks.append(_subtask(snapshot, sub, storage))
+    return info
+
+
+def _subtask(snapshot: LoadedSnapshot, sub, storage: st.Storage) -> SubtaskInfo:
+    info = SubtaskInfo(index=sub.index, finished=sub.finished)
+    if sub.finished:
+        return info
+    resolver = snapshot.resolver
+
+    def add(handle, role: str, local_name: str | None = None) -> None:
+        resolved = resolver.resolve(handle)
+        if resolved is None:
+            return
+        info.files.append(
+            FileEntry(local_name, role, resolved.is_inline, resolved.size, resolved.uri, resolved.recorded, resolved.relocated)
+        )
+
+    for slot, role in (("managed_operator_state", "operator-state"), ("raw_operator_state", "raw-operator")):
+        handle = getattr(sub, slot)
+        if isinstance(handle, OperatorStateHandle):
+            for entry in handle.states:
+                info.states.append(StateEntry(entry.name, _OPERATOR_KINDS.get(entry.mode_name, entry.mode_name.lower())))
+            add(handle.delegate, role)
+
+    keyed = sub.managed_keyed_state
+    if isinstance(keyed, ChangelogBackendHandle):
+        info.problems.append("changelog state backend: materialized part shown, changelog files not listed")
+        keyed = next((h for h in keyed.materialized if h is not None), None)
+    if isinstance(keyed, IncrementalKeyedHandle):
+        info.handle = "incremental-rocksdb"
+        info.backend_id = keyed.backend_id
+        info.key_group_range = (keyed.key_groups.start, keyed.key_groups.end)
+        add(keyed.meta, "meta")
+        for entry in keyed.shared:
+            add(entry.handle, "shared", entry.local_path)
+        for entry in keyed.private:
+            add(entry.handle, "private", entry.local_path)
+        if keyed.meta is not None:
+            info.states.extend(_keyed_states(snapshot, keyed.meta, storage, info))
+    elif isinstance(keyed, KeyGroupsHandle):
+        info.handle = "key-groups" if keyed.type_code != 7 else "savepoint-key-groups"
+        info.key_group_range = (keyed.key_groups.start, keyed.key_groups.end)
+        add(keyed.delegate, "key-groups")
+        if keyed.delegate is not None:
+            # The meta data is the head of the delegate, before the first key group's data.
+            starts = [offset for offset in keyed.offsets if offset > 0]
+            head = min(starts) if starts else None
+            info.states.extend(_keyed_states(snapshot, keyed.delegate, storage, info, length=head))
+    raw = sub.raw_keyed_state
+    if isinstance(raw, KeyGroupsHandle):
+        add(raw.delegate, "raw-keyed")
+    return info
+
+
+_OPERATOR_KINDS = {"SPLIT_DISTRIBUTE": "operator-list", "UNION": "union-list", "BROADCAST": "broadcast"}
+
+
+def _keyed_states(
+    snapshot: LoadedSnapshot, handle, storage: st.Storage, info: SubtaskInfo, length: int | None = None
+) -> list[StateEntry]:
+    """State names and kinds from the keyed backend meta data (the head of ``handle``'s bytes)."""
+    resolved = snapshot.resolver.resolve(handle)
+    try:
+        data = read_resolved(storage, resolved, length=length)
+        meta = decode_keyed_backend_meta(data)
+    except RepairError as error:
+        where = resolved.uri or "inline meta data"
+        info.problems.append(f"backend meta data ({where}): {error}")
+        return []
+    return [StateEntry(state.name, state.kind) for state in meta.states]

@@ -1,0 +1,111 @@
+"""Human output of each command's result: concise rich tables. ``--json`` output is ``to_json()``."""
+
+from __future__ import annotations
+
+from rich.table import Table
+
+from repair.output import stdout
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = False) -> None:
+    console = stdout()
+    kind = result.kind if not result.savepoint_format else f"{result.kind} ({result.savepoint_format})"
+    console.print(f"[bold]{kind} {result.checkpoint_id}[/]  metadata v{result.metadata_version}  {human_bytes(result.metadata_bytes)}")
+    console.print(f"  {result.metadata_path}")
+    if len(result.retained_checkpoints) > 1:
+        console.print(f"  retained here: {', '.join(map(str, result.retained_checkpoints))}")
+    for recorded, actual in result.relocated_from.items():
+        console.print(f"  [yellow]relocated:[/] written at {recorded}, read at {actual}")
+    for uid in result.unmatched_uids:
+        console.print(f"  [yellow]no operator with uid {uid!r}[/]")
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "id", "par/max", "key groups", "states", "files", "inline", "external"):
+        table.add_column(column, justify="right" if column in ("inline", "external") else "left", overflow="fold")
+    problems = []
+    for op in result.operators:
+        label = op.label + (" (--uid)" if op.uid_from_argument else "")
+        states = _unique_states(op)
+        ranges = [s.key_group_range for s in op.subtasks if s.key_group_range]
+        key_groups = f"{min(r[0] for r in ranges)}-{max(r[1] for r in ranges)}" if ranges else ""
+        files = [f for s in op.subtasks for f in s.files]
+        external = [f for f in files if not f.inline]
+        inline = [f for f in files if f.inline]
+        if op.fully_finished:
+            states_text = "finished"
+        else:
+            states_text = ", ".join(f"{name} ({kind})" for name, kind in states) or "no state"
+        table.add_row(
+            label,
+            op.id[:8],
+            f"{op.parallelism}/{op.max_parallelism}",
+            key_groups,
+            states_text,
+            f"{len(external)} + {len(inline)} inline",
+            human_bytes(sum(f.size for f in inline)),
+            human_bytes(sum(f.size for f in external)),
+        )
+        for sub in op.subtasks:
+            problems += [f"{op.label}[{sub.index}]: {p}" for p in sub.problems]
+    console.print()
+    console.print(table)
+    console.print(
+        f"total: {len(result.operators)} operators, inline {human_bytes(result.inline_bytes)}, "
+        f"external {human_bytes(result.external_bytes)}"
+    )
+    for problem in problems:
+        console.print(f"[red]{problem}[/]")
+    if show_subtasks:
+        _render_subtasks(result)
+    if show_files:
+        _render_files(result)
+
+
+def _unique_states(op) -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    for sub in op.subtasks:
+        for state in sub.states:
+            seen.setdefault(state.name, state.kind)
+    return list(seen.items())
+
+
+def _render_subtasks(result) -> None:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "subtask", "key groups", "handle", "states", "files", "bytes"):
+        table.add_column(column, overflow="fold")
+    for op in result.operators:
+        for sub in op.subtasks:
+            kg = f"{sub.key_group_range[0]}-{sub.key_group_range[1]}" if sub.key_group_range else ""
+            table.add_row(
+                op.label,
+                str(sub.index),
+                kg,
+                "finished" if sub.finished else (sub.handle or ""),
+                str(len(sub.states)),
+                str(len(sub.files)),
+                human_bytes(sum(f.size for f in sub.files)),
+            )
+    stdout().print()
+    stdout().print(table)
+
+
+def _render_files(result) -> None:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "subtask", "role", "local name", "size", "location"):
+        table.add_column(column, justify="right" if column == "size" else "left", overflow="fold")
+    for op in result.operators:
+        for sub in op.subtasks:
+            for f in sub.files:
+                where = "inline" if f.inline else (f.path + (" (relocated)" if f.relocated else ""))
+                table.add_row(op.label, str(sub.index), f.role, f.local_name or "", str(f.size), where)
+    stdout().print()
+    stdout().print(table)

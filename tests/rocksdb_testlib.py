@@ -1,0 +1,248 @@
+"""Helpers of the RocksDB format tests: real databases written by RocksDB itself, and the CLI tools.
+
+* :func:`make_rocksdict_db` writes a DB with rocksdict (bundled RocksDB 9.x/10.x: format_version 6
+  by default, XXH3) with chosen table options.
+* :class:`CApiDB` drives Debian's ``librocksdb`` 7.8 (package ``librocksdb7.8``, pulled in by
+  ``rocksdb-tools``) through its C API with ctypes: the only way here to write merge operands and
+  format_version 0/1 tables with a real RocksDB. Tests using it skip when the library is absent.
+* :func:`sst_dump` / :func:`ldb` run Debian's tools (``rocksdb-tools``), or skip.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SST_DUMP = shutil.which("sst_dump")
+LDB = shutil.which("ldb")
+needs_sst_dump = pytest.mark.skipif(SST_DUMP is None, reason="sst_dump not installed (apt-get install rocksdb-tools)")
+needs_ldb = pytest.mark.skipif(LDB is None, reason="ldb not installed (apt-get install rocksdb-tools)")
+
+
+class FileSource:
+    """A file-backed RandomAccess for tests (the real one belongs to the storage layer)."""
+
+    def __init__(self, path: str | Path):
+        self.path = Path(path)
+        self._file = open(self.path, "rb")
+        self.size = os.fstat(self._file.fileno()).st_size
+        self.reads: list[tuple[int, int]] = []
+
+    def read(self, offset: int, length: int) -> bytes:
+        self.reads.append((offset, length))
+        self._file.seek(offset)
+        return self._file.read(length)
+
+    def close(self) -> None:
+        self._file.close()
+
+
+def sst_files(db: str | Path) -> list[Path]:
+    return sorted(Path(db).glob("*.sst"))
+
+
+def manifest_of(db: str | Path) -> Path:
+    return Path(db) / (Path(db) / "CURRENT").read_text().strip()
+
+
+# -- rocksdict ---------------------------------------------------------------------------------
+
+
+def make_rocksdict_db(
+    path: str | Path,
+    *,
+    format_version: int | None = None,
+    checksum: str | None = None,
+    compression: str | None = None,
+    block_size: int | None = None,
+    partitioned: bool = False,
+    index_restart_interval: int | None = None,
+    keys: int = 500,
+    column_families: tuple[str, ...] = (),
+) -> dict[str, dict[bytes, bytes | None]]:
+    """Write a DB: puts, deletes every 7th key, a range delete; returns the expected state per CF.
+
+    The expected state maps each user key in the flushed SST to its newest value, ``None`` for deleted
+    keys; keys under the range tombstone ``[default-key000100, default-key000120)`` are gone.
+    """
+    from rocksdict import BlockBasedIndexType, BlockBasedOptions, ChecksumType, DBCompressionType, Options, Rdict
+
+    path = str(path)
+    shutil.rmtree(path, ignore_errors=True)
+    options = Options(raw_mode=True)
+    options.create_if_missing(True)
+    options.create_missing_column_families(True)
+    options.set_disable_auto_compactions(True)
+    table = BlockBasedOptions()
+    if format_version is not None:
+        table.set_format_version(format_version)
+    if checksum is not None:
+        table.set_checksum_type(getattr(ChecksumType, checksum)())
+    if block_size is not None:
+        table.set_block_size(block_size)
+    if index_restart_interval is not None:
+        table.set_index_block_restart_interval(index_restart_interval)
+    if partitioned:
+        table.set_index_type(BlockBasedIndexType.two_level_index_search())
+        table.set_metadata_block_size(128)
+        table.set_bloom_filter(10, False)
+        table.set_partition_filters(True)
+    options.set_block_based_table_factory(table)
+    if compression is not None:
+        options.set_compression_type(getattr(DBCompressionType, compression)())
+    db = Rdict(path, options, column_families={name: options for name in column_families} or None)
+    expected: dict[str, dict[bytes, bytes | None]] = {}
+    for name in ("default", *column_families):
+        handle = db if name == "default" else db.get_column_family(name)
+        state: dict[bytes, bytes | None] = {}
+        for i in range(keys):
+            key = b"%s-key%06d" % (name.encode(), i)
+            value = (b"value-%d-" % i) * (1 + i % 9)
+            handle[key] = value
+            state[key] = value
+        for i in range(0, keys, 7):
+            key = b"%s-key%06d" % (name.encode(), i)
+            del handle[key]
+            state[key] = None
+        expected[name] = state
+    db.delete_range(b"default-key000100", b"default-key000120")
+    # The flush drops the entries the range tombstone covers (they are older than it).
+    for key in [k for k in expected["default"] if b"default-key000100" <= k < b"default-key000120"]:
+        del expected["default"][key]
+    db.flush()
+    for name in column_families:
+        db.get_column_family(name).flush()
+    db.close()
+    return expected
+
+
+# -- Debian librocksdb through the C API -------------------------------------------------------
+
+
+def _load_librocksdb():
+    for name in ("librocksdb.so.7.8", "librocksdb.so"):
+        try:
+            return ctypes.CDLL(name)
+        except OSError:
+            continue
+    return None
+
+
+LIBROCKSDB = _load_librocksdb()
+needs_librocksdb = pytest.mark.skipif(LIBROCKSDB is None, reason="Debian librocksdb not installed (apt-get install rocksdb-tools)")
+
+_P = ctypes.c_void_p
+_ERR = ctypes.POINTER(ctypes.c_char_p)
+_SIGNATURES = {
+    "rocksdb_options_create": (_P, []),
+    "rocksdb_options_set_create_if_missing": (None, [_P, ctypes.c_ubyte]),
+    "rocksdb_options_set_compression": (None, [_P, ctypes.c_int]),
+    "rocksdb_options_set_disable_auto_compactions": (None, [_P, ctypes.c_int]),
+    "rocksdb_options_set_merge_operator": (None, [_P, _P]),
+    "rocksdb_options_set_block_based_table_factory": (None, [_P, _P]),
+    "rocksdb_block_based_options_create": (_P, []),
+    "rocksdb_block_based_options_set_format_version": (None, [_P, ctypes.c_int]),
+    "rocksdb_block_based_options_set_checksum": (None, [_P, ctypes.c_char]),
+    "rocksdb_block_based_options_set_block_size": (None, [_P, ctypes.c_size_t]),
+    "rocksdb_mergeoperator_create": (_P, [_P, _P, _P, _P, _P, _P]),
+    "rocksdb_open": (_P, [_P, ctypes.c_char_p, _ERR]),
+    "rocksdb_close": (None, [_P]),
+    "rocksdb_writeoptions_create": (_P, []),
+    "rocksdb_put": (None, [_P, _P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _ERR]),
+    "rocksdb_merge": (None, [_P, _P, ctypes.c_char_p, ctypes.c_size_t, ctypes.c_char_p, ctypes.c_size_t, _ERR]),
+    "rocksdb_delete": (None, [_P, _P, ctypes.c_char_p, ctypes.c_size_t, _ERR]),
+    "rocksdb_singledelete": (None, [_P, _P, ctypes.c_char_p, ctypes.c_size_t, _ERR]),
+    "rocksdb_flushoptions_create": (_P, []),
+    "rocksdb_flush": (None, [_P, _P, _ERR]),
+}
+_NAME_FN = ctypes.CFUNCTYPE(_P, _P)
+_FULL_MERGE_FN = ctypes.CFUNCTYPE(_P, _P, _P, ctypes.c_size_t, _P, ctypes.c_size_t, _P, _P, ctypes.c_int,
+                                  ctypes.POINTER(ctypes.c_ubyte), ctypes.POINTER(ctypes.c_size_t))
+_PARTIAL_MERGE_FN = ctypes.CFUNCTYPE(_P, _P, _P, ctypes.c_size_t, _P, _P, ctypes.c_int,
+                                     ctypes.POINTER(ctypes.c_ubyte), ctypes.POINTER(ctypes.c_size_t))
+#: RocksDB compression codes of the C API (``rocksdb_*_compression``).
+CAPI_COMPRESSION = {"none": 0, "snappy": 1, "zlib": 2, "bz2": 3, "lz4": 4, "lz4hc": 5, "zstd": 7}
+
+
+def _merge_refuses(*args):
+    # Report "merge failed" so that flushes keep every operand as its own entry, as Flink's
+    # list state does until a compaction with the real operator merges them.
+    args[-2][0] = 0
+    args[-1][0] = 0
+    return None
+
+
+class CApiDB:
+    """A DB written by Debian's RocksDB 7.8 with a merge operator named like Flink's."""
+
+    _keepalive: list = []
+
+    def __init__(self, path: str | Path, *, format_version: int = 5, checksum: int = 1, compression: str = "snappy", block_size: int = 4096):
+        lib = LIBROCKSDB
+        for name, (restype, argtypes) in _SIGNATURES.items():
+            fn = getattr(lib, name)
+            fn.restype, fn.argtypes = restype, argtypes
+        self.lib = lib
+        options = lib.rocksdb_options_create()
+        lib.rocksdb_options_set_create_if_missing(options, 1)
+        lib.rocksdb_options_set_disable_auto_compactions(options, 1)
+        lib.rocksdb_options_set_compression(options, CAPI_COMPRESSION[compression])
+        table = lib.rocksdb_block_based_options_create()
+        lib.rocksdb_block_based_options_set_format_version(table, format_version)
+        lib.rocksdb_block_based_options_set_checksum(table, bytes((checksum,)))
+        lib.rocksdb_block_based_options_set_block_size(table, block_size)
+        lib.rocksdb_options_set_block_based_table_factory(options, table)
+        name = ctypes.create_string_buffer(b"StringAppendTESTOperator")
+        callbacks = (_FULL_MERGE_FN(_merge_refuses), _PARTIAL_MERGE_FN(_merge_refuses), _NAME_FN(lambda _: ctypes.addressof(name)))
+        merge_operator = lib.rocksdb_mergeoperator_create(None, None, callbacks[0], callbacks[1], None, callbacks[2])
+        lib.rocksdb_options_set_merge_operator(options, merge_operator)
+        CApiDB._keepalive += [name, callbacks]  # the library keeps pointers to them
+        self.err = ctypes.c_char_p()
+        self.db = lib.rocksdb_open(options, str(path).encode(), ctypes.byref(self.err))
+        self._check()
+        self.write_options = lib.rocksdb_writeoptions_create()
+
+    def _check(self) -> None:
+        if self.err.value:
+            message = self.err.value.decode()
+            self.err = ctypes.c_char_p()
+            raise RuntimeError(message)
+
+    def put(self, key: bytes, value: bytes) -> None:
+        self.lib.rocksdb_put(self.db, self.write_options, key, len(key), value, len(value), ctypes.byref(self.err))
+        self._check()
+
+    def merge(self, key: bytes, value: bytes) -> None:
+        self.lib.rocksdb_merge(self.db, self.write_options, key, len(key), value, len(value), ctypes.byref(self.err))
+        self._check()
+
+    def delete(self, key: bytes) -> None:
+        self.lib.rocksdb_delete(self.db, self.write_options, key, len(key), ctypes.byref(self.err))
+        self._check()
+
+    def single_delete(self, key: bytes) -> None:
+        self.lib.rocksdb_singledelete(self.db, self.write_options, key, len(key), ctypes.byref(self.err))
+        self._check()
+
+    def flush(self) -> None:
+        self.lib.rocksdb_flush(self.db, self.lib.rocksdb_flushoptions_create(), ctypes.byref(self.err))
+        self._check()
+
+    def close(self) -> None:
+        self.lib.rocksdb_close(self.db)
+
+
+# -- Debian tools ------------------------------------------------------------------------------
+
+
+def sst_dump(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([SST_DUMP, *args], capture_output=True, text=True, timeout=120)
+
+
+def ldb(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([LDB, *args], capture_output=True, text=True, timeout=120)

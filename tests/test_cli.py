@@ -1,0 +1,105 @@
+"""The ``repair`` command line: help, version, exit codes, one-line errors, the --json contract."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import typer.main
+
+from repair import __version__
+from repair.cli import app, main
+from tests import damage
+from tests.conftest import FIXTURES, REPO, fixture_info
+
+ROOT_120 = FIXTURES / "flink-1.20-default" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-default")["job_id"]
+
+
+def _commands() -> list[str]:
+    return sorted(typer.main.get_command(app).commands)
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    code = main(list(args))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_console_script_lists_the_commands():
+    done = subprocess.run([str(Path(sys.executable).parent / "repair"), "--help"], capture_output=True, text=True)
+    assert done.returncode == 0
+    for command in _commands():
+        assert command in done.stdout
+
+
+def test_version(capsys):
+    code, out, _ = run(capsys, "--version")
+    assert code == 0 and __version__ in out
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_every_command_has_help_and_a_docs_page(capsys, command):
+    code, out, _ = run(capsys, command, "--help")
+    assert code == 0 and len(out.strip()) > 100
+    page = REPO / "docs" / "commands" / f"{command}.md"
+    assert page.is_file(), f"docs/commands/{command}.md is missing"
+    assert f"repair {command}" in page.read_text()
+    assert f"`repair {command}" in (REPO / "README.md").read_text(), "README's command overview is out of step"
+
+
+def test_inspect_json_contract(capsys, read_only_guard):
+    read_only_guard(ROOT_120)
+    code, out, err = run(capsys, "inspect", str(ROOT_120), "--json")
+    assert code == 0, err
+    doc = json.loads(out)
+    for key in ("checkpoint_id", "metadata_version", "kind", "savepoint_format", "operators", "totals", "relocated"):
+        assert key in doc
+    op = doc["operators"][0]
+    for key in ("id", "uid", "name", "parallelism", "max_parallelism", "subtasks"):
+        assert key in op
+    assert len(op["id"]) == 32 and int(op["id"], 16) >= 0
+    sub = next(s for o in doc["operators"] for s in o["subtasks"] if s["key_group_range"])
+    assert {"index", "key_group_range", "states", "files"} <= sub.keys()
+    assert all({"name", "kind"} == s.keys() for s in sub["states"])
+    assert all({"local_name", "inline", "size", "path"} <= f.keys() for f in sub["files"])
+
+
+def test_inspect_table(capsys):
+    code, out, _ = run(capsys, "inspect", str(ROOT_120), "--uid", "per-user", "--files")
+    assert code == 0
+    assert "checkpoint 5" in out and "per-user" in out and "amount-by-tag (map)" in out
+    assert "relocated" in out and "MANIFEST-" in out
+
+
+def test_missing_path_is_a_one_line_usage_error(capsys, tmp_path):
+    code, out, err = run(capsys, "inspect", str(tmp_path / "nope"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "no such file or directory" in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("mutation", ["truncated", "foreign", "flipped-magic"])
+def test_broken_metadata_is_a_one_line_error_with_offset(capsys, tmp_path, mutation):
+    copy = damage.copy_fixture("flink-1.20-default", tmp_path)
+    root = damage.checkpoint_root(copy)
+    metadata = root / "chk-5" / "_metadata"
+    if mutation == "truncated":
+        damage.truncate_metadata(copy)
+    elif mutation == "foreign":
+        shutil.copy(copy / "records.tsv", metadata)
+    else:
+        data = bytearray(metadata.read_bytes())
+        data[0] ^= 0x01
+        metadata.write_bytes(bytes(data))
+    code, out, err = run(capsys, "inspect", str(root / "chk-5"))
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert "_metadata" in err and "offset" in err
+
+
+def test_usage_error_exit_code(capsys):
+    code, _, _ = run(capsys, "inspect")
+    assert code == 2
