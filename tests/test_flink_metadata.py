@@ -48,7 +48,10 @@ from repair.keygroups import key_group_range_for_operator, operator_id_for_uid
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_dirs, fixture_info, local_file, metadata_id
 
 REAL = all_metadata()
-SAMPLE_FILES = sorted(SAMPLES.glob("v*.bin"))
+# Written by GenerateMetadataSamples.java (Flink 2.1.1 serializers of versions 3..6), described by expected.txt.
+SAMPLE_FILES = sorted(SAMPLES / line.split()[0] for line in (SAMPLES / "expected.txt").read_text().splitlines())
+# Written by GenerateMetadataV3Flink115.java with Flink 1.15.4's MetadataV3Serializer.
+FLINK_115_SAMPLE = SAMPLES / "v3_flink115_changelog_channels.bin"
 # Operators of the fixture job that run with parallelism 1 whatever the fixture's parallelism.
 SINGLE_PARALLELISM_UIDS = {"records", "records-seen", "sink"}
 
@@ -125,6 +128,10 @@ def test_real_metadata_matches_fixture_json(item):
         assert {e.name: e.mode_name for e in handle.states} == {name: "SPLIT_DISTRIBUTE" for name in states}
 
     props = m.properties
+    if m.version < 4:
+        # No CheckpointProperties trailer before metadata version 4.
+        assert m.trailer == b"" and props is None and m.properties_error is None and m.is_savepoint is None
+        return
     assert props is not None and m.properties_error is None and props.trailing_bytes == 0
     assert m.is_savepoint == is_savepoint
     if is_savepoint:
@@ -159,6 +166,13 @@ def test_real_handle_sizes_equal_bytes_on_disk(item):
             assert local is not None and local.is_file(), f"{where}: {handle} not found"
             assert local.stat().st_size == handle.size, where
             files += 1
+        elif isinstance(handle, SegmentFileHandle):  # file merging: a byte range of a shared file
+            local = local_file(fixture_dir, path, handle)
+            assert local is not None and local.is_file(), f"{where}: {handle} not found"
+            assert handle.start + handle.size <= local.stat().st_size, where
+            files += 1
+        elif isinstance(handle, EmptySegmentFileHandle):
+            continue
         else:
             assert isinstance(handle, ByteStreamHandle), where
             assert handle.size == len(handle.data) > 0
@@ -301,10 +315,35 @@ def test_flink_1_11_channel_state_without_subtask_index_is_detected():
     assert encode_metadata(decoded) == data
 
 
+def test_flink_1_15_written_changelog_codes_and_channel_state():
+    data = FLINK_115_SAMPLE.read_bytes()
+    m = decode_metadata(data)
+    assert m.version == 3 and m.dialect == MetadataDialect() and encode_metadata(m) == data
+    op, finished = m.operators
+    assert op.operator_id == "000000000000000b000000000000000c" and finished.fully_finished
+    sub0, sub1 = op.subtasks
+    assert sub1.finished and sub1.index == 1
+    cl = sub0.managed_keyed_state
+    assert isinstance(cl, ChangelogBackendHandle) and cl.type_code == 8
+    assert (cl.checkpointed_size, cl.materialization_id, cl.checkpoint_id) == (1000, 2, None) and cl.state_handle_id
+    (inc,) = cl.materialized
+    assert inc.type_code == 11 and inc.checkpoint_id == 11 and inc.checkpointed_size == 777
+    assert [(f.local_path, f.handle.size) for f in inc.shared + inc.private] == [("000009.sst", 3000), ("CURRENT", 16)]
+    in_memory, stream = cl.non_materialized
+    assert isinstance(in_memory, InMemoryChangelogHandle) and in_memory.changes[0].key_group == 3 and in_memory.state_handle_id
+    assert isinstance(stream, ChangelogStreamHandle) and stream.type_code == 10 and stream.storage_identifier is None
+    assert (stream.state_size, stream.checkpointed_size, stream.handles[0].position) == (90, 80, 12)
+    (inp,) = sub0.input_channel_state
+    (out,) = sub0.result_subpartition_state
+    assert (inp.subtask_index, inp.index_a, inp.index_b, inp.offsets, inp.state_size) == (0, 2, 3, [0, 20], 40)
+    assert (out.subtask_index, out.index_a, out.index_b, out.offsets, out.state_size) == (0, 4, 5, [0], 30)
+
+
 def _to_1_14_changelog(m: CheckpointMetadata) -> CheckpointMetadata:
+    """The 1.15-written sample as Flink 1.14 would have laid it out (codes 5, 8, 9, 10 without ids)."""
     m = copy.deepcopy(m)
     m.dialect = MetadataDialect(HandleDialect(changelog_layout=ChangelogLayout.FLINK_1_14))
-    cl = m.operators[2].subtasks[0].managed_keyed_state
+    cl = m.operators[0].subtasks[0].managed_keyed_state
     cl.type_code = 8
     cl.checkpointed_size = cl.materialization_id = cl.checkpoint_id = cl.state_handle_id = None
     in_memory, stream = cl.non_materialized
@@ -317,7 +356,7 @@ def _to_1_14_changelog(m: CheckpointMetadata) -> CheckpointMetadata:
 
 
 def test_flink_1_14_changelog_layout_is_detected():
-    old = _to_1_14_changelog(_sample("v3_handles.bin"))
+    old = _to_1_14_changelog(decode_metadata(FLINK_115_SAMPLE.read_bytes()))
     data = encode_metadata(old)
     decoded = decode_metadata(data)
     assert decoded.dialect.handles.changelog_layout == ChangelogLayout.FLINK_1_14
@@ -483,3 +522,29 @@ def test_coordinator_state_must_be_inline():
     with pytest.raises(FormatError) as err:
         decode_metadata(data)
     assert err.value.field == "coordinator state" and err.value.offset == m.operators[0].offset + 16 + 8
+
+
+def test_values_flink_refuses_to_load():
+    m = _sample("v4_checkpoint.bin")
+    op = m.operators[0]
+    op.parallelism = 129  # > max parallelism 128
+    with pytest.raises(FormatError) as err:
+        decode_metadata(encode_metadata(m))
+    assert (err.value.field, err.value.offset, err.value.found) == ("operator parallelism", op.offset + 16, 129)
+
+    m = _sample("v4_checkpoint.bin")
+    sub = m.operators[0].subtasks[2]
+    sub.index = 3  # finished subtask outside [0, parallelism 3)
+    with pytest.raises(FormatError) as err:
+        decode_metadata(encode_metadata(m))
+    assert (err.value.field, err.value.offset, err.value.found) == ("subtask index", sub.offset, 3)
+
+
+def test_channel_subtask_index_other_than_the_owner_keeps_the_modern_reading():
+    # The 1.11 reading is only preferred when it decodes cleanly; here it cannot, so the index stays.
+    m = _sample("v3_handles.bin")
+    for h in m.operators[0].subtasks[1].input_channel_state:
+        h.subtask_index = 7
+    decoded = decode_metadata(encode_metadata(m))
+    assert decoded.dialect == MetadataDialect()
+    assert [h.subtask_index for h in decoded.operators[0].subtasks[1].input_channel_state] == [7, 7]

@@ -19,8 +19,8 @@ INPUTS = [p.read_bytes() for p in _REAL + sorted(SAMPLES.glob("v*.bin"))]
 
 #: Generous bound of Python objects per input byte; a length taken from corrupt data and allocated
 #: (gigabytes) would exceed it by orders of magnitude.
-BYTES_PER_INPUT_BYTE = 64
-SLACK = 2 << 20
+BYTES_PER_INPUT_BYTE = 32
+SLACK = 1 << 20
 MAX_SECONDS = 2.0
 
 

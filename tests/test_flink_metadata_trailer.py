@@ -56,8 +56,9 @@ def test_trailers_written_by_flink(line):
 def test_real_trailers_decode():
     seen = set()
     for _, path in all_metadata():
-        p = decode_metadata(path.read_bytes()).properties
-        seen.add((p.checkpoint_type, p.savepoint_format))
+        m = decode_metadata(path.read_bytes())
+        if m.version >= 4:
+            seen.add((m.properties.checkpoint_type, m.properties.savepoint_format))
     assert ("Checkpoint", None) in seen
     assert {("Savepoint", "CANONICAL"), ("Savepoint", "NATIVE")} <= seen
 
@@ -117,3 +118,21 @@ def test_deep_nesting_is_bounded():
     with pytest.raises(FormatError) as err:
         read_java_object(data)
     assert "nested" in str(err.value)
+
+
+def test_rare_protocol_parts_written_by_the_jvm():
+    data = (SAMPLES / "java_objects_rare.bin").read_bytes()
+    value, consumed = read_java_object(data)
+    assert consumed == len(data)
+    prims, ext, proxy, cls, long_text = value.class_data[0][2][1:]
+    assert {name: prims.get(name) for name in "bcdfilsz"} == {
+        "b": -5, "c": "\u00e9", "d": -0.25, "f": 1.5, "i": 70000, "l": 1 << 40, "s": -300, "z": True,
+    }
+    assert prims.get("text") == "prims"
+    # Externalizable in block-data mode: the object's bytes are kept as block data.
+    assert ext.class_desc.flags & 0x04 and ext.class_data[0][2] == [JavaBlockData(struct.pack(">i", 12345) + b"\x00\x08external")]
+    assert proxy.class_desc.proxy_interfaces == ["java.lang.Runnable", "java.io.Serializable"]
+    assert proxy.class_desc.super_desc.name == "java.lang.reflect.Proxy"
+    assert proxy.get("h").class_name == "GenerateMetadataSamples$Handler"
+    assert cls.class_desc.name == "java.lang.String"
+    assert long_text == "L" * 70000

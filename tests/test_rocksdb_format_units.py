@@ -144,15 +144,15 @@ def test_footer_problems():
     bad_ext = bytearray(data)
     bad_ext[-52] = 0
     assert _footer_error(bytes(bad_ext)).kind == "bad_footer"
+    # Reserved bytes must be zero; they are covered by the footer checksum, so fix it up to get there.
     reserved = bytearray(data)
     reserved[-20] = 1
-    # The reserved bytes are covered by the checksum too: with a fixed-up checksum we reach the check.
-    from repair.formats.checksum import buffer_checksum as bc
-
+    assert _footer_error(bytes(reserved)).kind == "footer_checksum_mismatch"
     footer = bytearray(reserved[-53:])
-    footer[5:9] = b"\0\0\0\0"
-    footer[5:9] = ((bc(4 if footer[0] == 4 else footer[0], bytes(footer)) + context_modifier(int.from_bytes(footer[9:13], "little"), len(data) - 53)) & 0xFFFFFFFF).to_bytes(4, "little")
-    reserved[-53:] = footer
+    footer[5:9] = bytes(4)
+    base = int.from_bytes(footer[9:13], "little")
+    fixed = (buffer_checksum(footer[0], bytes(footer)) + context_modifier(base, len(data) - 53)) & 0xFFFFFFFF
+    reserved[-48:-44] = fixed.to_bytes(4, "little")
     assert _footer_error(bytes(reserved)).kind == "unsupported_feature"
 
 

@@ -18,6 +18,7 @@ the data, lengths against what is left, and a Snappy chunk may not declare more 
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass
 from typing import Iterator, Sequence
 
@@ -70,8 +71,8 @@ def iter_key_group_entries(
         key_group = key_groups.start + i
         if not 0 < offset < len(data):
             raise FormatError(f"offset of key group {key_group}", offset, f"a position inside the data (1..{len(data) - 1})", offset)
-        following = [s for s in starts if s > offset]
-        end = following[0] if following else len(data)
+        after = bisect.bisect_right(starts, offset)
+        end = starts[after] if after < len(starts) else len(data)
         if compressed:
             block = decompress_snappy_framed(data, offset, end)
             reader = ByteReader(block)

@@ -22,7 +22,7 @@ naming field and offset. :func:`encode_metadata` writes the model back; for any 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 from repair.errors import FormatError, RepairError
@@ -196,8 +196,10 @@ def decode_metadata(data: bytes) -> CheckpointMetadata:
     if version not in SUPPORTED_VERSIONS:
         raise FormatError("metadata format version", at, f"one of {SUPPORTED_VERSIONS}", version)
     body = reader.pos
-    if version == 6:
-        return _MetadataDecoder(data, body, version, MetadataDialect(HandleDialect(channel_codec=2))).run()
+    if version != 3:
+        # Only version 3 was written by releases that differ in handle layouts (1.11 .. 1.15).
+        codec = 2 if version >= 6 else 1
+        return _MetadataDecoder(data, body, version, MetadataDialect(HandleDialect(channel_codec=codec))).run()
     primary = _MetadataDecoder(data, body, version, MetadataDialect())
     try:
         result = primary.run()
@@ -205,9 +207,9 @@ def decode_metadata(data: bytes) -> CheckpointMetadata:
         result, failure = None, error
     else:
         failure = None
-        if version >= 4 or not result.trailer:
-            return _prefer_channel_consistent(result, data, body, version)
-    # Version 3 (or 2) that failed or left bytes over: retry the other writers' layouts if they matter.
+        if not result.trailer:
+            return _prefer_channel_consistent(result, data, body)
+    # Failed or left bytes over: retry the other writers' layouts if the file has such handles.
     for dialect in _alternative_dialects(primary.handles):
         try:
             candidate = _MetadataDecoder(data, body, version, dialect).run()
@@ -229,11 +231,9 @@ def _alternative_dialects(seen: HandleDecoder) -> list[MetadataDialect]:
     return out
 
 
-def _prefer_channel_consistent(result: CheckpointMetadata, data: bytes, body: int, version: int) -> CheckpointMetadata:
+def _prefer_channel_consistent(result: CheckpointMetadata, data: bytes, body: int) -> CheckpointMetadata:
     """A V3 file whose channel handles parse with a subtask index that is not the owning subtask's index
     may be a 1.11 file that happens to parse both ways; prefer the 1.11 reading if it is clean."""
-    if version != 3:
-        return result
     mismatched = any(
         getattr(handle, "subtask_index", sub.index) != sub.index
         for op in result.operators
@@ -243,7 +243,7 @@ def _prefer_channel_consistent(result: CheckpointMetadata, data: bytes, body: in
     if not mismatched:
         return result
     try:
-        other = _MetadataDecoder(data, body, version, MetadataDialect(HandleDialect(channel_subtask_index=False))).run()
+        other = _MetadataDecoder(data, body, 3, MetadataDialect(HandleDialect(channel_subtask_index=False))).run()
     except FormatError:
         return result
     return other if not other.trailer else result
@@ -305,16 +305,20 @@ class _MetadataDecoder:
             name = read_utf(r, "operator name")
             uid = read_utf(r, "operator uid")
         operator_id = r.raw(16, "operator id").hex()
+        parallelism_at = r.offset
         parallelism = r.i32("operator parallelism")
         max_at = r.offset
         max_parallelism = r.i32("operator max parallelism")
         if max_parallelism < 0 or max_parallelism > 1 << 15:
             raise FormatError("operator max parallelism", max_at, "0..32768", max_parallelism)
+        if not 0 <= parallelism <= max_parallelism:
+            # OperatorState's constructor: "Parallelism %s is not smaller or equal to max parallelism %s."
+            raise FormatError("operator parallelism", parallelism_at, f"0..{max_parallelism} (the max parallelism)", parallelism)
         op = OperatorState(operator_id, parallelism, max_parallelism, None, [], name=name, uid=uid, offset=at)
         if self.version == 2:
             op.legacy_chain_length = r.i32("operator chain length")
             count = r.count("subtask count", item_size=_MIN_SUBTASK + 12)
-            op.subtasks = [self.subtask_v2() for _ in range(count)]
+            op.subtasks = [self.subtask_v2(parallelism) for _ in range(count)]
             return op
         coordinator_at = r.offset
         coordinator = self.handles.stream_handle("coordinator state")
@@ -331,28 +335,35 @@ class _MetadataDecoder:
             return op
         if count > r.remaining // _MIN_SUBTASK:
             raise FormatError("subtask count", count_at, f"a count <= {r.remaining // _MIN_SUBTASK}", count)
-        op.subtasks = [self.subtask() for _ in range(count)]
+        op.subtasks = [self.subtask(parallelism) for _ in range(count)]
         return op
 
-    def subtask(self) -> SubtaskState:
+    def _check_index(self, index: int, at: int, parallelism: int) -> None:
+        # OperatorState.putState throws IndexOutOfBoundsException outside [0, parallelism).
+        if not 0 <= index < parallelism:
+            raise FormatError("subtask index", at, f"0..{parallelism - 1} (parallelism {parallelism})", index)
+
+    def subtask(self, parallelism: int) -> SubtaskState:
         r = self.r
         at = r.offset
         index = r.i32("subtask index")
         if index < 0:
+            # A finished subtask (1.14+) is written as -index - 1.
+            self._check_index(-index - 1, at, parallelism)
             return SubtaskState(-index - 1, finished=True, offset=at)
+        self._check_index(index, at, parallelism)
         sub = SubtaskState(index, offset=at)
         self.subtask_body(sub)
         sub.input_channel_state = self.handles.channel_handles("input", "input channel state")
         sub.result_subpartition_state = self.handles.channel_handles("output", "result subpartition state")
         return sub
 
-    def subtask_v2(self) -> SubtaskState:
+    def subtask_v2(self, parallelism: int) -> SubtaskState:
         """Version 2: ``int index, long (ignored), int legacyStateCount (must be 0)`` then the four slots."""
         r = self.r
         at = r.offset
         index = r.i32("subtask index")
-        if index < 0:
-            raise FormatError("subtask index", at, "an index >= 0", index)
+        self._check_index(index, at, parallelism)
         ignored = r.i64("legacy subtask header")
         legacy_at = r.offset
         legacy = r.i32("legacy state count")
@@ -385,7 +396,9 @@ class _MetadataDecoder:
 def encode_metadata(metadata: CheckpointMetadata) -> bytes:
     """Write ``metadata`` as Flink's serializer of ``metadata.version`` would (the trailer is copied raw)."""
     w = ByteWriter()
-    handles = HandleEncoder(w, metadata.dialect.handles)
+    # The channel-state codec follows from the version (ChannelStateHandleSerializerV2 from version 6 on).
+    dialect = replace(metadata.dialect.handles, channel_codec=2 if metadata.version >= 6 else 1)
+    handles = HandleEncoder(w, dialect)
     w.i32(METADATA_MAGIC)
     w.i32(metadata.version)
     w.i64(metadata.checkpoint_id)

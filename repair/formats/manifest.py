@@ -663,9 +663,10 @@ class LiveVersion:
     dropped_column_families: dict[int, str] = field(default_factory=dict)
     log_number: int | None = None
     prev_log_number: int | None = None
+    #: As recorded in the MANIFEST (RocksDB, once opened, hands out numbers from this value + 1).
     next_file_number: int | None = None
     last_sequence: int | None = None
-    max_column_family: int | None = None
+    max_column_family: int = 0
     min_log_number_to_keep: int | None = None
     db_id: str | None = None
     edits_applied: int = 0
@@ -728,16 +729,20 @@ def _apply(version: LiveVersion, edit: VersionEdit) -> None:
         version.findings.append(ManifestFinding(kind, edit.offset, f"VersionEdit at offset {edit.offset}: {message}"))
 
     version.edits_applied += 1
-    for name in ("prev_log_number", "next_file_number", "last_sequence", "max_column_family", "min_log_number_to_keep", "db_id"):
+    for name in ("prev_log_number", "next_file_number", "last_sequence", "min_log_number_to_keep", "db_id"):
         value = getattr(edit, name)
         if value is not None:
             setattr(version, name, value)
     cf_id = edit.column_family
+    # ColumnFamilySet::UpdateMaxColumnFamily keeps the maximum of recorded values and added ids.
+    if edit.max_column_family is not None:
+        version.max_column_family = max(version.max_column_family, edit.max_column_family)
     if edit.column_family_add is not None:
         if cf_id in version.column_families:
             problem("duplicate_column_family", f"column family {cf_id} ({edit.column_family_add!r}) is added twice")
             return
         version.column_families[cf_id] = ColumnFamilyVersion(cf_id, edit.column_family_add)
+        version.max_column_family = max(version.max_column_family, cf_id)
     cf = version.column_families.get(cf_id)
     if cf is None:
         problem("unknown_column_family", f"edit references column family {cf_id}, which was never added or was dropped")

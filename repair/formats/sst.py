@@ -147,7 +147,6 @@ def decode_footer(tail, file_size: int) -> Footer:
     ``bad_footer`` or ``footer_checksum_mismatch``.
     """
     tail = bytes(tail)
-    tail_offset = file_size - len(tail)
     if len(tail) < LEGACY_FOOTER_SIZE:
         raise TableFormatError(
             "truncated", "footer", 0, f"a file of at least {LEGACY_FOOTER_SIZE} bytes", f"{file_size} bytes",
@@ -286,13 +285,17 @@ class VerifyReport:
     format_version: int | None = None
     checksum_type: int | None = None
     blocks_by_kind: dict[str, int] = field(default_factory=dict)
+    _seen: set = field(default_factory=set, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
         return not self.findings
 
     def add(self, finding: Finding) -> None:
-        if not any(f.kind == finding.kind and f.offset == finding.offset and f.block_kind == finding.block_kind for f in self.findings):
+        """Record ``finding`` unless the same kind was already reported for the same block."""
+        key = (finding.kind, finding.offset, finding.block_kind)
+        if key not in self._seen:
+            self._seen.add(key)
             self.findings.append(finding)
 
     def to_json(self) -> dict[str, Any]:
@@ -404,8 +407,13 @@ class Table:
     def check_handle(self, handle: BlockHandle, kind: BlockKind | str, field_name: str = "block handle") -> None:
         """Raise ``bad_block_handle`` when ``handle`` does not fit between the file start and the footer."""
         limit = self._block_limit()
-        if handle.end > limit or handle.size > self.max_block_size + 64:
-            kind_name = BlockKind(kind).value
+        kind_name = BlockKind(kind).value
+        if handle.size > self.max_block_size + 64:
+            raise TableFormatError(
+                "bad_block_handle", f"{kind_name} {field_name}", handle.offset, f"a block of at most {self.max_block_size} bytes",
+                f"size {handle.size}", block_kind=kind_name,
+            )
+        if handle.end > limit:
             raise TableFormatError(
                 "bad_block_handle",
                 f"{kind_name} {field_name}",

@@ -257,5 +257,44 @@ public class GenerateMetadataSamples {
             out.writeObject(list);
         }
         Files.write(Paths.get(dir, "java_objects.bin"), javaBytes.toByteArray());
+
+        // The rarer parts of the protocol: primitive fields of every type, an Externalizable object
+        // (block data), a dynamic proxy (TC_PROXYCLASSDESC), a class object (TC_CLASS) and a string
+        // longer than 65535 bytes (TC_LONGSTRING).
+        Object proxy = java.lang.reflect.Proxy.newProxyInstance(
+                GenerateMetadataSamples.class.getClassLoader(), new Class<?>[] {Runnable.class, java.io.Serializable.class}, new Handler());
+        java.util.ArrayList<Object> rare = new java.util.ArrayList<>(Arrays.asList(new Prims(), new Ext(), proxy, String.class, "L".repeat(70000)));
+        ByteArrayOutputStream rareBytes = new ByteArrayOutputStream();
+        try (java.io.ObjectOutputStream out = new java.io.ObjectOutputStream(rareBytes)) {
+            out.writeObject(rare);
+        }
+        Files.write(Paths.get(dir, "java_objects_rare.bin"), rareBytes.toByteArray());
+    }
+
+    static final class Prims implements java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        byte b = -5;
+        char c = '\u00e9';
+        short s = -300;
+        int i = 70000;
+        long l = 1L << 40;
+        float f = 1.5f;
+        double d = -0.25;
+        boolean z = true;
+        String text = "prims";
+    }
+
+    static final class Ext implements java.io.Externalizable {
+        public Ext() {}
+        public void writeExternal(java.io.ObjectOutput out) throws java.io.IOException {
+            out.writeInt(12345);
+            out.writeUTF("external");
+        }
+        public void readExternal(java.io.ObjectInput in) {}
+    }
+
+    static final class Handler implements java.lang.reflect.InvocationHandler, java.io.Serializable {
+        private static final long serialVersionUID = 1L;
+        public Object invoke(Object proxy, java.lang.reflect.Method method, Object[] args) { return null; }
     }
 }

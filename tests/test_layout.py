@@ -1,0 +1,96 @@
+"""Layout discovery and path resolution (relocation) on real fixtures and crafted trees."""
+
+from __future__ import annotations
+
+import shutil
+
+import pytest
+
+from repair.errors import StorageError
+from repair.formats.flink_handles import FileHandle, RelativeFileHandle, SegmentFileHandle
+from repair.layout import PathResolver, SnapshotRef, discover
+from tests.conftest import FIXTURES, fixture_info
+
+FIXTURE = FIXTURES / "flink-1.20-default"
+JOB = fixture_info(FIXTURE)["job_id"]
+ROOT = FIXTURE / "checkpoints" / JOB
+
+
+def test_discover_job_root_lists_retained_checkpoints_oldest_first():
+    layout = discover(str(ROOT))
+    assert layout.kind == "job-root" and layout.root == str(ROOT)
+    assert [s.number for s in layout.snapshots] == fixture_info(FIXTURE)["retained_checkpoints"]
+
+
+@pytest.mark.parametrize(
+    "path, kind, number",
+    [
+        (ROOT / "chk-3", "checkpoint", 3),
+        (ROOT / "chk-3" / "_metadata", "metadata-file", 3),
+        (FIXTURE / fixture_info(FIXTURE)["savepoints"]["NATIVE"], "savepoint", None),
+    ],
+)
+def test_discover_single_snapshots(path, kind, number):
+    layout = discover(str(path))
+    assert layout.kind == kind
+    assert [s.number for s in layout.snapshots] == [number]
+    assert layout.root == (str(ROOT) if number else None)
+
+
+def test_discover_reports_incomplete_checkpoints(tmp_path):
+    root = tmp_path / JOB
+    shutil.copytree(ROOT, root)
+    (root / "chk-6").mkdir()
+    layout = discover(str(root))
+    assert layout.incomplete == [str(root / "chk-6")]
+    assert layout.snapshots[-1].number == 5
+
+
+def test_discover_a_base_dir_names_the_job_dirs(tmp_path):
+    shutil.copytree(ROOT, tmp_path / JOB)
+    with pytest.raises(StorageError, match=f"pass one of them: {JOB}"):
+        discover(str(tmp_path))
+
+
+def test_discover_rejects_other_files_and_missing_paths(tmp_path):
+    with pytest.raises(StorageError, match="no such file"):
+        discover(str(tmp_path / "missing"))
+    (tmp_path / "x.txt").write_text("x")
+    with pytest.raises(StorageError, match="not a _metadata file"):
+        discover(str(tmp_path / "x.txt"))
+    with pytest.raises(StorageError, match="no _metadata"):
+        discover(str(tmp_path))
+
+
+def _resolver(root: str, number: int = 5) -> PathResolver:
+    ref = SnapshotRef(f"{root}/chk-{number}", f"{root}/chk-{number}/_metadata", number)
+    return PathResolver(ref, root)
+
+
+def test_files_recorded_elsewhere_are_relocated_under_the_root_being_read():
+    resolver = _resolver("/mnt/copy/" + JOB)
+    resolved = resolver.resolve(FileHandle(f"s3a://bucket/ckpts/{JOB}/shared/abc", 10))
+    assert (resolved.uri, resolved.relocated) == (f"/mnt/copy/{JOB}/shared/abc", True)
+    assert resolver.moves == {f"s3a://bucket/ckpts/{JOB}": f"/mnt/copy/{JOB}"}
+    # A file of another job (restored in NO_CLAIM mode) is looked for next to the root.
+    other = "f" * 32
+    resolved = resolver.resolve(FileHandle(f"file:/old/place/{other}/shared/x", 1))
+    assert resolved.uri == f"/mnt/copy/{other}/shared/x"
+    # File-merging segments keep their byte range.
+    seg = resolver.resolve(SegmentFileHandle(100, 20, 1, f"hdfs://nn/c/{JOB}/taskowned/tm1/seg", "id"))
+    assert (seg.uri, seg.start, seg.size) == (f"/mnt/copy/{JOB}/taskowned/tm1/seg", 100, 20)
+
+
+def test_files_read_where_they_were_written_are_not_relocated():
+    resolver = _resolver(f"/data/ckpts/{JOB}")
+    resolved = resolver.resolve(FileHandle(f"file:/data/ckpts/{JOB}/shared/abc", 10))
+    assert (resolved.uri, resolved.relocated) == (f"/data/ckpts/{JOB}/shared/abc", False)
+    assert resolver.moves == {}
+    # Paths without a <job-id>/shared|taskowned|chk-N anchor are read as recorded.
+    assert resolver.resolve(FileHandle("s3://b/some/file", 1)).uri == "s3://b/some/file"
+
+
+@pytest.mark.parametrize("name", ["../escape", "/etc/passwd", "a/../../b", "c:\\x", ""])
+def test_relative_handles_cannot_escape_the_snapshot_directory(name):
+    with pytest.raises(StorageError, match="refusing name"):
+        _resolver(f"/data/{JOB}").resolve(RelativeFileHandle(name, 1))
