@@ -61,6 +61,27 @@ def inspect(
         render_inspect(result, show_files=files, show_subtasks=subtasks)
 
 
+@app.command()
+def verify(
+    path: str = typer.Argument(..., help="Job checkpoint root (all retained checkpoints), chk-N directory, savepoint, _metadata file, RocksDB directory, or one SST or MANIFEST file (local path or URI)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification (default: one per core when there is enough data)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON report instead of tables."),
+) -> None:
+    """Verify every SST block checksum, MANIFEST record, file size and reference. Exit 1 when a problem is found."""
+    from repair.ops.verify import verify as run_verify
+    from repair.output import progress_bar
+    from repair.render import render_verify
+
+    with progress_bar("verifying") as on_progress:
+        result = run_verify(path, master=master, workers=workers, on_progress=on_progress)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render_verify(result)
+    raise typer.Exit(0 if result.ok else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

@@ -6,7 +6,10 @@ import json
 import sys
 from typing import Any
 
+from contextlib import contextmanager
+
 from rich.console import Console
+from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
 
 # Piped output is not cut at 80 columns: tables keep one line per row for grep and less.
 _stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
@@ -15,6 +18,24 @@ _stderr = Console(stderr=True, highlight=False, soft_wrap=True)
 
 def stdout() -> Console:
     return _stdout
+
+
+@contextmanager
+def progress_bar(description: str):
+    """Yields ``on_progress(done, total)`` for long work; draws a bar on stderr only for a terminal."""
+    if not _stderr.is_terminal:
+        yield None
+        return
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+        console=_stderr, transient=True,
+    ) as progress:
+        task = progress.add_task(description, total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield on_progress
 
 
 def print_error(message: str) -> None:

@@ -109,3 +109,37 @@ def _render_files(result) -> None:
                 table.add_row(op.label, str(sub.index), f.role, f.local_name or "", str(f.size), where)
     stdout().print()
     stdout().print(table)
+
+
+def render_verify(result) -> None:
+    console = stdout()
+    checked = result.to_json()["checked"]
+    status = "[bold green]OK[/]" if result.ok else f"[bold red]{sum(1 for _ in _groups(result))} problem(s)[/]"
+    console.print(
+        f"verified {checked['checkpoints']} snapshot(s), {checked['files']} files, {human_bytes(checked['bytes'])}, "
+        f"{checked['blocks']} blocks: {status}"
+    )
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("snapshot", "id", "kind", "status"):
+        table.add_column(column)
+    for snap in result.snapshots:
+        table.add_row(snap.name, "" if snap.checkpoint_id is None else str(snap.checkpoint_id), snap.kind,
+                      "[green]ok[/]" if snap.ok else "[red]broken[/]")
+    console.print(table)
+    root = result.path
+    for severity, first, snapshots in _groups(result):
+        colour = "red" if severity == "error" else "yellow"
+        line = first.describe(root)
+        line = line[len(first.reference.snapshot) + 1 :] if line.startswith(first.reference.snapshot + " ") else line
+        console.print(f"[{colour}]{severity.upper():7}[/] {line}", markup=True, highlight=False)
+        console.print(f"         in {', '.join(snapshots)}")
+
+
+def _groups(result):
+    """Findings of one physical problem, with the snapshots that reference it."""
+    groups: dict = {}
+    for finding in result.findings:
+        entry = groups.setdefault(finding.group_key(), (finding.severity, finding, []))
+        if finding.reference.snapshot not in entry[2]:
+            entry[2].append(finding.reference.snapshot)
+    return list(groups.values())

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import os
 import shutil
+import re
 import subprocess
 from pathlib import Path
 
@@ -241,8 +242,36 @@ class CApiDB:
 
 
 def sst_dump(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([SST_DUMP, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([SST_DUMP, *args], capture_output=True, text=True, errors="replace", timeout=120)
 
 
 def ldb(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([LDB, *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([LDB, *args], capture_output=True, text=True, errors="replace", timeout=120)
+
+
+def sst_dump_properties(path: Path) -> dict[str, str]:
+    """``sst_dump --show_properties`` as ``{label: value}``."""
+    out = sst_dump(f"--file={path}", "--show_properties")
+    assert out.returncode == 0, out.stderr
+    props = {}
+    for line in out.stdout.split("Table Properties:")[1].splitlines():
+        label, sep, value = line.strip().partition(": ")
+        if sep:
+            props[label] = value
+    return props
+
+
+def ldb_live_files(manifest: Path) -> set[tuple[str, int, int, int, int, int]]:
+    """``ldb manifest_dump`` live files as ``{(cf, level, number, size, smallest seqno, largest seqno)}``."""
+    out = ldb("manifest_dump", f"--path={manifest}")
+    assert out.returncode == 0, out.stderr
+    files = set()
+    cf = level = None
+    for line in out.stdout.splitlines():
+        if m := re.match(r'-+ Column family "(.*)"\s+\(ID (\d+)\)', line):
+            cf = m.group(1)
+        elif m := re.match(r"--- level (\d+) ---", line):
+            level = int(m.group(1))
+        elif m := re.match(r"\s*(\d+):(\d+)\[(\d+) \.\. (\d+)\]", line):
+            files.add((cf, level, *map(int, m.groups())))
+    return files

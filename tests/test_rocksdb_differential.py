@@ -26,6 +26,8 @@ from tests.rocksdb_testlib import (
     needs_ldb,
     needs_sst_dump,
     sst_dump,
+    sst_dump_properties,
+    ldb_live_files,
     sst_files,
 )
 
@@ -61,20 +63,9 @@ def tables(tmp_path_factory) -> list[Path]:
     return paths
 
 
-def _sst_dump_properties(path: Path) -> dict[str, str]:
-    out = sst_dump(f"--file={path}", "--show_properties")
-    assert out.returncode == 0, out.stderr
-    props = {}
-    for line in out.stdout.split("Table Properties:")[1].splitlines():
-        label, sep, value = line.strip().partition(": ")
-        if sep:
-            props[label] = value
-    return props
-
-
 def test_properties_agree_with_sst_dump(tables):
     for path in tables:
-        theirs = _sst_dump_properties(path)
+        theirs = sst_dump_properties(path)
         ours = open_table(FileSource(path)).properties
         user_key = ours.index_key_is_user_key or 0
         delta = ours.index_value_is_delta_encoded or 0
@@ -151,21 +142,6 @@ def test_bad_magic_same_verdict(tables, tmp_path):
     assert [f.kind for f in verify_table(FileSource(broken)).findings] == ["bad_magic"]
 
 
-def _ldb_live_files(manifest: Path) -> set[tuple[str, int, int, int, int, int]]:
-    out = ldb("manifest_dump", f"--path={manifest}")
-    assert out.returncode == 0, out.stderr
-    files = set()
-    cf = level = None
-    for line in out.stdout.splitlines():
-        if m := re.match(r'-+ Column family "(.*)"\s+\(ID (\d+)\)', line):
-            cf = m.group(1)
-        elif m := re.match(r"--- level (\d+) ---", line):
-            level = int(m.group(1))
-        elif m := re.match(r"\s*(\d+):(\d+)\[(\d+) \.\. (\d+)\]", line):
-            files.add((cf, level, *map(int, m.groups())))
-    return files
-
-
 @needs_ldb
 def test_live_files_agree_with_ldb_manifest_dump(tmp_path):
     from rocksdict import Options, Rdict
@@ -187,7 +163,7 @@ def test_live_files_agree_with_ldb_manifest_dump(tmp_path):
     manifest = manifest_of(path)
     version = replay(read_manifest(FileSource(manifest)))
     ours = {(cf.name, m.level, m.number, m.file_size, m.smallest_seqno, m.largest_seqno) for cf, m in version.live_files()}
-    assert ours == _ldb_live_files(manifest)
+    assert ours == ldb_live_files(manifest)
     summary = ldb("manifest_dump", f"--path={manifest}").stdout
     # VersionSet::Recover reserves one more number (next_file_number_ = recorded + 1) before printing.
     assert (

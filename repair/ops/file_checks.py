@@ -1,0 +1,228 @@
+"""Verification of one physical file (or inline byte stream): the unit of work of ``repair verify``.
+
+A :class:`FileTask` names the bytes (a URI and byte range, or inline bytes) and what they should be
+(an SST, a MANIFEST, CURRENT, OPTIONS, Flink's keyed backend meta data, or just bytes of a known
+size). :func:`check_file` reads them once and returns a :class:`FileResult`: the problems found,
+how much was checked, and what later cross-checks need (a MANIFEST's live files, CURRENT's target).
+
+Tasks and results are plain picklable dataclasses: they run the same in this process, in a process
+pool or in a Spark task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from repair import storage as st
+from repair.errors import RepairError
+from repair.formats.manifest import iter_version_edits, replay
+from repair.formats.random_access import BytesSource
+from repair.formats.rocksdb_files import decode_current, parse_options
+from repair.formats.sst import verify_table
+
+#: What a file is expected to be, from its local RocksDB name or its role in a handle.
+KINDS = ("sst", "manifest", "current", "options", "backend-meta", "data")
+
+#: Files checked by reading them whole are bounded (MANIFEST, CURRENT, OPTIONS, meta data).
+MAX_WHOLE_FILE = 1 << 30
+
+
+@dataclass(frozen=True)
+class FileTask:
+    kind: str
+    size: int  # bytes the referencing handle records
+    uri: str | None = None
+    start: int = 0  # byte offset inside ``uri`` (file-merging segments)
+    inline: bytes | None = None
+    #: True when ``uri`` holds exactly these bytes (not a segment of a larger file).
+    whole_file: bool = True
+
+    @property
+    def key(self) -> tuple:
+        """Identity of the physical bytes: each is verified once however many references it has."""
+        if self.inline is not None:
+            return ("inline", self.kind, self.inline)
+        return ("file", self.kind, self.uri, self.start, self.size)
+
+
+@dataclass
+class Problem:
+    """One problem in one file; the caller adds which checkpoints and subtasks reference the file."""
+
+    kind: str
+    message: str
+    offset: int | None = None
+    expected: Any = None
+    found: Any = None
+    severity: str = "error"
+
+
+@dataclass
+class ManifestSummary:
+    """What a MANIFEST says is live: ``{file number: (size, column family name, level)}``."""
+
+    live: dict[int, tuple[int, str, int]] = field(default_factory=dict)
+    column_families: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FileResult:
+    task: FileTask
+    problems: list[Problem] = field(default_factory=list)
+    exists: bool = True
+    bytes_checked: int = 0
+    blocks_checked: int = 0
+    manifest: ManifestSummary | None = None
+    current_target: str | None = None
+
+
+def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
+    """Read ``task``'s bytes once and check them; problems become findings, never exceptions."""
+    result = FileResult(task)
+    try:
+        if task.inline is not None:
+            source = BytesSource(task.inline)
+        else:
+            source = _open_checked(task, storage or st.default_storage(), result)
+            if source is None:
+                return result
+        try:
+            _CHECKS[task.kind](source, result)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+    except RepairError as error:
+        result.problems.append(Problem("unreadable", str(error)))
+    return result
+
+
+def _open_checked(task: FileTask, storage: st.Storage, result: FileResult):
+    """Open the file, checking that it exists and holds the recorded bytes; None when it cannot be read."""
+    info = storage.stat(task.uri)
+    if info is None or info.is_dir:
+        result.exists = False
+        what = "a directory instead of a file" if info is not None else "file is missing"
+        if task.kind == "manifest" and info is None:
+            what += ": RocksDB fails to open with 'MANIFEST-...: No such file or directory'"
+        result.problems.append(Problem("missing_file", what, expected=f"{task.size} bytes", found="nothing"))
+        return None
+    end = task.start + task.size
+    if (task.whole_file and info.size != task.size) or info.size < end:
+        expected = f"{task.size} bytes" if task.whole_file else f"at least {end} bytes"
+        kind = "truncated_file" if info.size < end else "size_mismatch"
+        result.problems.append(
+            Problem(kind, f"file has {info.size} bytes, _metadata records {task.size}", expected=expected, found=f"{info.size} bytes")
+        )
+        if info.size < end:
+            return None
+    source = storage.open_input(task.uri)
+    if task.start or not task.whole_file:
+        return _Segment(source, task.start, task.size)
+    return source
+
+
+class _Segment:
+    """Bytes ``[start, start + size)`` of a file-merging physical file, as a RandomAccess."""
+
+    def __init__(self, source, start: int, size: int):
+        self._source, self._start, self.size = source, start, size
+
+    def read(self, offset: int, length: int) -> bytes:
+        length = max(min(length, self.size - offset), 0)
+        return self._source.read(self._start + offset, length)
+
+    def close(self) -> None:
+        self._source.close()
+
+
+def _whole(source, result: FileResult) -> bytes:
+    if source.size > MAX_WHOLE_FILE:
+        raise RepairError(f"file of {source.size} bytes is larger than the limit of {MAX_WHOLE_FILE} for this kind")
+    data = source.read(0, source.size)
+    result.bytes_checked += len(data)
+    return data
+
+
+def _check_sst(source, result: FileResult) -> None:
+    report = verify_table(source)
+    result.bytes_checked += report.bytes_checked
+    result.blocks_checked += report.blocks_checked
+    for finding in report.findings:
+        result.problems.append(Problem(finding.kind, finding.message, finding.offset, finding.expected, finding.found))
+
+
+def _check_manifest(source, result: FileResult) -> None:
+    findings: list = []
+    edits = list(iter_version_edits(source, strict=False, findings=findings))
+    result.bytes_checked += source.size
+    for finding in findings:
+        result.problems.append(Problem(f"manifest_{finding.kind}", finding.message, finding.offset))
+    version = replay(edits)
+    for finding in version.findings:
+        result.problems.append(Problem(f"manifest_{finding.kind}", finding.message, finding.offset))
+    if not edits:
+        result.problems.append(Problem("manifest_empty", "MANIFEST holds no version edit", 0, "at least one record", "none"))
+    summary = ManifestSummary()
+    for cf, meta in version.live_files():
+        summary.live[meta.number] = (meta.file_size, cf.name, meta.level)
+    summary.column_families = [cf.name for _, cf in sorted(version.column_families.items())]
+    result.manifest = summary
+
+
+def _check_current(source, result: FileResult) -> None:
+    data = _whole(source, result)
+    try:
+        result.current_target = decode_current(data)
+    except RepairError as error:
+        result.problems.append(Problem("bad_current", str(error), 0, "MANIFEST-<number>\\n", repr(data[:40])))
+
+
+def _check_options(source, result: FileResult) -> None:
+    data = _whole(source, result)
+    try:
+        parse_options(data)
+    except RepairError as error:
+        result.problems.append(Problem("bad_options", str(error), getattr(error, "offset", None)))
+
+
+def _check_backend_meta(source, result: FileResult) -> None:
+    from repair.formats.flink_backend_meta import decode_keyed_backend_meta
+
+    data = _whole(source, result)
+    try:
+        decode_keyed_backend_meta(data)
+    except RepairError as error:
+        result.problems.append(Problem("bad_backend_meta", str(error), getattr(error, "offset", None)))
+
+
+def _check_data(source, result: FileResult) -> None:
+    """Bytes of a known size only (operator state, full snapshots): existence and size were checked."""
+    result.bytes_checked += source.size
+
+
+_CHECKS = {
+    "sst": _check_sst,
+    "manifest": _check_manifest,
+    "current": _check_current,
+    "options": _check_options,
+    "backend-meta": _check_backend_meta,
+    "data": _check_data,
+}
+
+
+def kind_for_local_name(local_name: str | None, role: str) -> str:
+    """What the bytes behind a local RocksDB file name (or handle role) should be."""
+    if role == "meta":
+        return "backend-meta"
+    name = local_name or ""
+    if name.endswith(".sst"):
+        return "sst"
+    if name.startswith("MANIFEST-"):
+        return "manifest"
+    if name == "CURRENT":
+        return "current"
+    if name.startswith("OPTIONS-"):
+        return "options"
+    return "data"

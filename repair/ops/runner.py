@@ -1,0 +1,83 @@
+"""Run independent tasks in this process, in a process pool, or as a Spark job.
+
+The same function runs each task wherever it runs; results come back in the order of the tasks.
+``--master`` (``local[*]``, ``spark://host:port``, ...) selects Spark; otherwise a process pool is
+used when there is enough work to pay for it.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from concurrent.futures import ProcessPoolExecutor
+from typing import Callable, Iterable, Sequence, TypeVar
+
+from repair.errors import UsageError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+def run_tasks(
+    func: Callable[[T], R],
+    tasks: Sequence[T],
+    *,
+    workers: int = 1,
+    master: str | None = None,
+    on_done: Callable[[T, R], None] | None = None,
+) -> list[R]:
+    """``[func(t) for t in tasks]``, possibly in parallel; ``func`` and tasks must be picklable."""
+    if not tasks:
+        return []
+    if master:
+        results = _run_on_spark(func, tasks, master)
+        if on_done:
+            for task, result in zip(tasks, results):
+                on_done(task, result)
+        return results
+    if workers <= 1 or len(tasks) == 1:
+        results = []
+        for task in tasks:
+            results.append(func(task))
+            if on_done:
+                on_done(task, results[-1])
+        return results
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+        results = []
+        for task, result in zip(tasks, pool.map(func, tasks, chunksize=1)):
+            results.append(result)
+            if on_done:
+                on_done(task, result)
+        return results
+
+
+def default_workers() -> int:
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1))
+
+
+def spark_session(master: str, app_name: str):
+    """A SparkSession for ``master``; executors run this interpreter (so they can import ``repair``)."""
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError as error:  # pragma: no cover - pyspark is a dependency
+        raise UsageError(f"--master needs pyspark: {error}") from None
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    return (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .getOrCreate()
+    )
+
+
+def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str) -> list[R]:
+    spark = spark_session(master, "repair")
+    context = spark.sparkContext
+    context.setLogLevel("ERROR")
+    slices = max(1, min(len(tasks), context.defaultParallelism * 4))
+    indexed: Iterable[tuple[int, T]] = list(enumerate(tasks))
+    pairs = context.parallelize(indexed, slices).map(lambda item: (item[0], func(item[1]))).collect()
+    pairs.sort(key=lambda pair: pair[0])
+    return [result for _, result in pairs]

@@ -1,0 +1,431 @@
+"""``repair verify``: prove every SST, MANIFEST and reference of a checkpoint sound, or say what is not.
+
+What is checked, for each retained checkpoint or savepoint under the given path:
+
+- ``_metadata`` decodes;
+- every referenced file exists and has the size ``_metadata`` records;
+- every SST (external or inline) has a valid footer, and every block passes its checksum and
+  decompresses; every MANIFEST record passes its CRC and decodes; CURRENT and OPTIONS parse; the keyed
+  backend meta data decodes;
+- per RocksDB instance (keyed subtask): CURRENT names a MANIFEST the checkpoint holds, and the
+  MANIFEST's live files are exactly the checkpoint's SSTs, with the same sizes.
+
+Each physical file is read once however many checkpoints reference it (:mod:`file_checks`); its
+problems are then reported for every reference. The same checks work on a bare RocksDB directory (a
+TaskManager's working or local-recovery ``db/`` dir) and on single SST or MANIFEST files.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from repair import storage as st
+from repair.errors import RepairError, StorageError
+from repair.formats.flink_handles import (
+    ChangelogBackendHandle,
+    IncrementalKeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+)
+from repair.formats.rocksdb_files import FileKind, parse_file_name, table_file_name
+from repair.layout import METADATA, discover
+from repair.ops.file_checks import FileResult, FileTask, check_file, kind_for_local_name
+from repair.ops.runner import default_workers, run_tasks
+from repair.snapshot import LoadedSnapshot, load_snapshot
+
+#: Below this many external bytes, a process pool costs more than it saves.
+POOL_THRESHOLD_BYTES = 64 << 20
+
+
+@dataclass
+class Reference:
+    """Who references a file: which snapshot, operator, subtask, and under which local name."""
+
+    snapshot: str  # chk-N, a savepoint directory name, or a RocksDB directory name
+    checkpoint: int | None
+    operator: str | None = None
+    subtask: int | None = None
+    parallelism: int | None = None
+    local_name: str | None = None
+    role: str | None = None
+
+    @property
+    def where(self) -> str:
+        """``chk-12 per-user[1/2] 000042.sst``: the prefix of a finding's message.
+
+        The subtask is ``[index/parallelism]`` with the 0-based index of ``--json``'s ``subtask``;
+        an operator known only by its id is shown by the id's first 8 hex characters.
+        """
+        parts = [self.snapshot]
+        if self.operator is not None:
+            parts.append(self.operator_label + (f"[{self.subtask}/{self.parallelism}]" if self.subtask is not None else ""))
+        if self.local_name:
+            parts.append(self.local_name)
+        return " ".join(parts)
+
+    @property
+    def operator_label(self) -> str | None:
+        op = self.operator
+        if op is not None and len(op) == 32 and all(c in "0123456789abcdef" for c in op):
+            return op[:8]
+        return op
+
+
+@dataclass
+class Finding:
+    severity: str  # error | warning
+    kind: str
+    message: str
+    reference: Reference
+    path: str | None = None
+    offset: int | None = None
+    expected: Any = None
+    found: Any = None
+
+    def describe(self, root: str | None = None) -> str:
+        """One line an on-call engineer can act on; ``path`` is shown relative to ``root``."""
+        return f"{self.reference.where}{self._location(root)}: {self.message}"
+
+    def _location(self, root: str | None) -> str:
+        if not self.path:
+            return ""
+        path = self.path
+        if root and path.startswith(root.rstrip("/") + "/"):
+            path = path[len(root.rstrip("/")) + 1 :]
+        return f" ({path})"
+
+    def to_json(self) -> dict:
+        ref = self.reference
+        return {
+            "severity": self.severity,
+            "kind": self.kind,
+            "checkpoint": ref.checkpoint,
+            "snapshot": ref.snapshot,
+            "operator": ref.operator,
+            "subtask": ref.subtask,
+            "local_name": ref.local_name,
+            "path": self.path,
+            "offset": self.offset,
+            "expected": _plain(self.expected),
+            "found": _plain(self.found),
+            "message": self.describe(),
+        }
+
+    def group_key(self) -> tuple:
+        """Findings of one physical problem share this key (one per referencing checkpoint)."""
+        ref = self.reference
+        return (self.kind, self.path, self.offset, self.message, ref.operator, ref.subtask, ref.local_name)
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return str(value)
+
+
+@dataclass
+class SnapshotSummary:
+    name: str
+    checkpoint_id: int | None
+    kind: str  # checkpoint | savepoint | rocksdb-dir | file
+    path: str
+    ok: bool = True
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "checkpoint_id": self.checkpoint_id, "kind": self.kind, "path": self.path, "ok": self.ok}
+
+
+@dataclass
+class VerifyResult:
+    path: str
+    layout: str
+    snapshots: list[SnapshotSummary]
+    findings: list[Finding]
+    files: int = 0
+    bytes: int = 0
+    blocks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "path": self.path,
+            "layout": self.layout,
+            "checked": {
+                "checkpoints": sum(1 for s in self.snapshots if s.kind in ("checkpoint", "savepoint")),
+                "files": self.files,
+                "bytes": self.bytes,
+                "blocks": self.blocks,
+            },
+            "snapshots": [s.to_json() for s in self.snapshots],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Instance:
+    """One RocksDB instance to cross-check: its SSTs and private files, by local name."""
+
+    reference: Reference
+    shared: dict[str, FileTask] = field(default_factory=dict)
+    private: dict[str, FileTask] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    tasks: dict[tuple, FileTask] = field(default_factory=dict)
+    references: dict[tuple, list[Reference]] = field(default_factory=dict)
+    instances: list[_Instance] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    snapshots: list[SnapshotSummary] = field(default_factory=list)
+
+    def add(self, task: FileTask, reference: Reference) -> FileTask:
+        key = task.key
+        self.tasks.setdefault(key, task)
+        self.references.setdefault(key, []).append(reference)
+        return task
+
+
+def verify(
+    path: str,
+    *,
+    storage: st.Storage | None = None,
+    workers: int | None = None,
+    master: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> VerifyResult:
+    """Verify everything under ``path``; see the module docstring. Raises only for unusable input."""
+    storage = storage or st.default_storage()
+    plan = _Plan()
+    layout = _plan_path(path, storage, plan)
+    results = _execute(plan, storage, workers, master, on_progress)
+    return _assemble(path, layout, plan, results)
+
+
+def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
+    info = storage.stat(path)
+    if info is None:
+        raise StorageError("no such file or directory", source=path)
+    if not info.is_dir and st.basename(path) != METADATA:
+        _plan_single_file(path, info.size, plan)
+        return "file"
+    if info.is_dir and _is_rocksdb_dir(path, storage):
+        _plan_rocksdb_dir(path, storage, plan)
+        return "rocksdb-dir"
+    layout = discover(path, storage)
+    for ref in layout.snapshots:
+        try:
+            snapshot = load_snapshot(ref, layout.root, storage)
+        except RepairError as error:
+            name = ref.name
+            plan.snapshots.append(SnapshotSummary(name, ref.number, "checkpoint" if ref.number is not None else "savepoint", ref.directory, ok=False))
+            plan.findings.append(
+                Finding(
+                    "error", "metadata_undecodable", error.message, Reference(name, ref.number, local_name=METADATA),
+                    path=ref.metadata_uri, offset=getattr(error, "offset", None),
+                    expected=getattr(error, "expected", None), found=getattr(error, "found", None),
+                )
+            )
+            continue
+        _plan_snapshot(snapshot, plan)
+    return layout.kind
+
+
+def _is_rocksdb_dir(path: str, storage: st.Storage) -> bool:
+    names = {st.basename(e.path) for e in storage.list_dir(path)}
+    if METADATA in names or any(n.startswith("chk-") for n in names):
+        return False
+    return "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names)
+
+
+def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
+    name = snapshot.ref.name
+    checkpoint = snapshot.metadata.checkpoint_id
+    plan.snapshots.append(SnapshotSummary(name, checkpoint, snapshot.kind, snapshot.ref.directory))
+    resolver = snapshot.resolver
+
+    def add(handle, reference: Reference, kind: str) -> FileTask | None:
+        try:
+            resolved = resolver.resolve(handle)
+        except RepairError as error:
+            plan.findings.append(Finding("error", "unresolvable_path", error.message, reference))
+            return None
+        if resolved is None:
+            return None
+        task = FileTask(
+            kind, resolved.size, uri=resolved.uri, start=resolved.start, inline=resolved.inline,
+            whole_file=type(handle).__name__ != "SegmentFileHandle",
+        )
+        return plan.add(task, reference)
+
+    for op in snapshot.metadata.operators:
+        label = op.operator_uid or op.operator_name or op.operator_id
+        for sub in op.subtasks:
+            if sub.finished:
+                continue
+
+            def ref(local_name=None, role=None):
+                return Reference(name, checkpoint, label, sub.index, op.parallelism, local_name, role)
+
+            for slot in ("managed_operator_state", "raw_operator_state"):
+                handle = getattr(sub, slot)
+                if isinstance(handle, OperatorStateHandle):
+                    add(handle.delegate, ref(role="operator-state"), "data")
+            keyed = sub.managed_keyed_state
+            if isinstance(keyed, ChangelogBackendHandle):
+                keyed = next((h for h in keyed.materialized if h is not None), None)
+            if isinstance(keyed, IncrementalKeyedHandle):
+                add(keyed.meta, ref(role="meta"), "backend-meta")
+                instance = _Instance(ref(role="instance"))
+                for role, entries, target in (("shared", keyed.shared, instance.shared), ("private", keyed.private, instance.private)):
+                    for entry in entries:
+                        task = add(entry.handle, ref(entry.local_path, role), kind_for_local_name(entry.local_path, role))
+                        if task is not None:
+                            target[entry.local_path] = task
+                plan.instances.append(instance)
+            elif isinstance(keyed, KeyGroupsHandle):
+                add(keyed.delegate, ref(role="key-groups"), "data")
+            if isinstance(sub.raw_keyed_state, KeyGroupsHandle):
+                add(sub.raw_keyed_state.delegate, ref(role="raw-keyed"), "data")
+
+
+def _plan_rocksdb_dir(path: str, storage: st.Storage, plan: _Plan) -> None:
+    name = st.basename(path.rstrip("/")) or path
+    plan.snapshots.append(SnapshotSummary(name, None, "rocksdb-dir", path))
+    instance = _Instance(Reference(name, None, role="instance"))
+    for entry in storage.list_dir(path):
+        if entry.is_dir:
+            continue
+        local = st.basename(entry.path)
+        parsed = parse_file_name(local)
+        if parsed is None or parsed.kind not in (FileKind.TABLE, FileKind.MANIFEST, FileKind.CURRENT, FileKind.OPTIONS):
+            continue
+        task = plan.add(FileTask(kind_for_local_name(local, "file"), entry.size, uri=entry.path), Reference(name, None, local_name=local))
+        (instance.shared if parsed.kind == FileKind.TABLE else instance.private)[local] = task
+    plan.instances.append(instance)
+
+
+def _plan_single_file(path: str, size: int, plan: _Plan) -> None:
+    name = st.basename(path)
+    kind = kind_for_local_name(name, "file")
+    if kind == "data":
+        kind = "manifest" if name.startswith("MANIFEST") else "sst"  # anything else is tried as an SST
+    plan.snapshots.append(SnapshotSummary(name, None, "file", path))
+    plan.add(FileTask(kind, size, uri=path), Reference(name, None, local_name=name))
+
+
+# -- execution -----------------------------------------------------------------------------------
+
+
+def _execute(plan: _Plan, storage: st.Storage, workers: int | None, master: str | None, on_progress) -> dict[tuple, FileResult]:
+    tasks = list(plan.tasks.values())
+    inline = [t for t in tasks if t.inline is not None]
+    external = sorted((t for t in tasks if t.inline is None), key=lambda t: -t.size)  # big files first
+    total = sum(t.size for t in tasks)
+    done = [0]
+
+    def progressed(task: FileTask, _result) -> None:
+        done[0] += task.size
+        if on_progress:
+            on_progress(done[0], total)
+
+    if workers is None:
+        workers = default_workers() if sum(t.size for t in external) >= POOL_THRESHOLD_BYTES else 1
+    check = functools.partial(check_file, storage=storage)
+    results = run_tasks(check, inline, on_done=progressed)
+    results += run_tasks(check, external, workers=workers, master=master, on_done=progressed)
+    return {result.task.key: result for result in results}
+
+
+# -- assembly ------------------------------------------------------------------------------------
+
+
+def _assemble(path: str, layout: str, plan: _Plan, results: dict[tuple, FileResult]) -> VerifyResult:
+    findings = list(plan.findings)
+    for key, result in results.items():
+        task = result.task
+        for problem in result.problems:
+            for reference in plan.references[key]:
+                findings.append(
+                    Finding(problem.severity, problem.kind, problem.message, reference, path=task.uri,
+                            offset=problem.offset, expected=problem.expected, found=problem.found)
+                )
+    for instance in plan.instances:
+        findings.extend(_cross_check(instance, results))
+    failed = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == "error"}
+    for summary in plan.snapshots:
+        summary.ok = summary.ok and (summary.name, summary.checkpoint_id) not in failed
+    order = {s.name: i for i, s in enumerate(plan.snapshots)}
+    findings.sort(key=lambda f: (order.get(f.reference.snapshot, 0), f.reference.operator or "", f.reference.subtask or 0, f.reference.local_name or ""))
+    return VerifyResult(
+        path, layout, plan.snapshots, findings,
+        files=sum(1 for r in results.values() if r.task.inline is None),
+        bytes=sum(r.bytes_checked for r in results.values()),
+        blocks=sum(r.blocks_checked for r in results.values()),
+    )
+
+
+def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[Finding]:
+    """CURRENT -> MANIFEST -> SSTs of one RocksDB instance, as RocksDB checks them when it opens."""
+    base = instance.reference
+    findings: list[Finding] = []
+
+    def finding(kind: str, message: str, local_name: str | None = None, severity: str = "error", task: FileTask | None = None, **extra) -> None:
+        reference = Reference(base.snapshot, base.checkpoint, base.operator, base.subtask, base.parallelism, local_name, "instance")
+        findings.append(Finding(severity, kind, message, reference, path=task.uri if task else None, **extra))
+
+    manifests = sorted(n for n in instance.private if n.startswith("MANIFEST-"))
+    current_task = instance.private.get("CURRENT")
+    target = None
+    if current_task is None:
+        finding("current_missing", "no CURRENT file: RocksDB cannot find its MANIFEST", "CURRENT", expected="CURRENT", found="none")
+    else:
+        target = results[current_task.key].current_target
+        if target is not None and target not in instance.private:
+            finding(
+                "manifest_missing",
+                f"CURRENT names {target}, which is not here: RocksDB fails with '{target}: No such file or directory'",
+                target, task=current_task, expected=target, found=", ".join(manifests) or "no MANIFEST",
+            )
+            return findings
+    if not manifests:
+        if current_task is not None and target is None:
+            finding("manifest_missing", "no MANIFEST file", expected="MANIFEST-<number>", found="none")
+        return findings
+    manifest_name = target or manifests[-1]
+    manifest_task = instance.private[manifest_name]
+    summary = results[manifest_task.key].manifest
+    if summary is None:
+        return findings  # the MANIFEST itself is missing or unreadable: reported as a file problem
+    for number, (size, cf_name, level) in sorted(summary.live.items()):
+        name = table_file_name(number)
+        sst = instance.shared.get(name)
+        if sst is None:
+            finding(
+                "manifest_references_missing_sst",
+                f"{manifest_name} lists {name} (column family {cf_name!r}, level {level}, {size} bytes), which is not here",
+                name, task=manifest_task, expected=f"{name} of {size} bytes", found="no such file",
+            )
+        elif sst.size != size:
+            finding(
+                "sst_size_mismatch",
+                f"{manifest_name} records {size} bytes for {name}, the file has {sst.size}",
+                name, task=sst, expected=size, found=sst.size,
+            )
+    live_names = {table_file_name(n) for n in summary.live}
+    for name in sorted(set(instance.shared) - live_names):
+        finding(
+            "sst_not_in_manifest", f"{name} is not a live file of {manifest_name}; RocksDB ignores it",
+            name, severity="warning", task=instance.shared[name],
+        )
+    return findings

@@ -1,0 +1,235 @@
+"""``repair verify`` on healthy fixtures, damaged copies, RocksDB directories and single files.
+
+Which checkpoints a damage breaks is predicted independently by tests/damage.py (by scanning raw
+bytes for file names), and sst_dump / ldb give a second opinion on the fixture files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from repair.cli import main
+from repair.ops.verify import verify
+from tests import damage
+from tests.conftest import FIXTURES, fixture_info
+from tests.rocksdb_testlib import (
+    ldb_live_files,
+    make_rocksdict_db,
+    needs_ldb,
+    needs_sst_dump,
+    sst_dump,
+    sst_dump_properties,
+)
+from repair.formats.manifest import read_manifest, replay
+from repair.formats.random_access import BytesSource
+from repair.formats.sst import open_table
+
+EXTERNAL = "flink-1.20-p3-external-xxhash-lz4"
+
+
+def _snapshots(fixture: Path) -> list[Path]:
+    info = fixture_info(fixture)
+    return [damage.checkpoint_root(fixture)] + [fixture / rel for rel in info["savepoints"].values()]
+
+
+def test_healthy_fixtures_verify_clean(fixture_dir, read_only_guard):
+    read_only_guard(fixture_dir)
+    for path in _snapshots(fixture_dir):
+        result = verify(str(path))
+        assert result.findings == [], [f.describe() for f in result.findings]
+        assert result.ok and all(s.ok for s in result.snapshots)
+    root = verify(str(damage.checkpoint_root(fixture_dir)))
+    assert [s.checkpoint_id for s in root.snapshots] == fixture_info(fixture_dir)["retained_checkpoints"]
+    assert root.blocks > 0 and root.bytes > 0
+
+
+DAMAGE_CASES = [
+    ("missing_sst", EXTERNAL, "missing_file"),
+    ("sst_flipped_byte", EXTERNAL, "block_checksum_mismatch"),
+    ("sst_bad_magic", EXTERNAL, "bad_magic"),
+    ("sst_truncated", EXTERNAL, "truncated_file"),
+    ("missing_manifest", EXTERNAL, "missing_file"),
+    ("metadata_truncated", EXTERNAL, "metadata_undecodable"),
+    ("inline_sst_flipped_byte", "flink-1.20-default", "block_checksum_mismatch"),
+    ("sst_flipped_byte", "flink-2.1-p3-external-xxh3-zstd", "block_checksum_mismatch"),
+]
+
+
+@pytest.mark.parametrize("kind, fixture, finding_kind", DAMAGE_CASES)
+def test_damaged_copies_are_reported_exactly(tmp_path, capsys, kind, fixture, finding_kind):
+    dmg = damage.damaged_copy(fixture, tmp_path, kind)
+    result = verify(str(dmg.root))
+    assert not result.ok
+    broken = {s.name for s in result.snapshots if not s.ok}
+    assert broken == {f"chk-{c}" for c in dmg.checkpoints}, "exactly the checkpoints that reference the file"
+    errors = [f for f in result.findings if f.severity == "error"]
+    assert {f.kind for f in errors} == {finding_kind}
+    assert {f.reference.snapshot for f in errors} == broken
+    for finding in errors:
+        if kind == "inline_sst_flipped_byte":
+            assert finding.path is None and finding.reference.local_name.endswith(".sst")
+        else:
+            assert finding.path.endswith(dmg.file.name)
+    if kind == "sst_flipped_byte":
+        # Data blocks start at offset 0; the damage flips a byte inside the first one.
+        assert {f.offset for f in errors} == {0}
+        assert all("block checksum mismatch at offset 0" in f.message for f in errors)
+    if kind == "missing_manifest":
+        assert all(f.reference.local_name.startswith("MANIFEST-") for f in errors)
+        assert all("No such file or directory" in f.message for f in errors)
+    code = main(["verify", str(dmg.root)])
+    out = capsys.readouterr().out
+    assert code == 1
+    assert f"in {', '.join(sorted(broken, key=lambda n: int(n[4:])))}" in out
+
+
+def test_json_report_contract(tmp_path, capsys):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "sst_flipped_byte")
+    code = main(["verify", str(dmg.root), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 1 and doc["ok"] is False
+    assert set(doc["checked"]) >= {"checkpoints", "files", "bytes", "blocks"}
+    assert doc["checked"]["checkpoints"] == len(fixture_info(FIXTURES / EXTERNAL)["retained_checkpoints"])
+    keys = {"severity", "kind", "checkpoint", "operator", "subtask", "local_name", "path", "offset", "expected", "found", "message"}
+    assert doc["findings"] and all(keys <= f.keys() for f in doc["findings"])
+    finding = doc["findings"][0]
+    assert finding["checkpoint"] in dmg.checkpoints and finding["local_name"].endswith(".sst")
+    assert finding["offset"] == 0 and finding["expected"] != finding["found"]
+
+
+def test_healthy_json_and_exit_code(capsys):
+    code = main(["verify", str(damage.checkpoint_root(FIXTURES / "flink-2.1-default")), "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["ok"] is True and doc["findings"] == []
+
+
+def test_process_pool_gives_the_same_report(tmp_path):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "sst_flipped_byte")
+    single = verify(str(dmg.root), workers=1).to_json()
+    pooled = verify(str(dmg.root), workers=2).to_json()
+    assert pooled == single
+
+
+def test_each_physical_file_is_read_once(monkeypatch):
+    from repair.ops import file_checks
+
+    seen = []
+    original = file_checks.check_file
+
+    def counting(task, storage=None):
+        seen.append(task.key)
+        return original(task, storage)
+
+    monkeypatch.setattr("repair.ops.verify.check_file", counting)
+    result = verify(str(damage.checkpoint_root(FIXTURES / EXTERNAL)), workers=1)
+    assert len(seen) == len(set(seen))
+    # Five checkpoints share most SSTs: far fewer reads than references.
+    assert result.files < sum(1 for _ in seen) * 5
+
+
+# -- RocksDB directories and single files --------------------------------------------------------
+
+
+@pytest.fixture
+def rocksdict_db(tmp_path) -> Path:
+    path = tmp_path / "db"
+    make_rocksdict_db(path, checksum="xxh3", compression="zstd", block_size=512, column_families=("tags",))
+    return path
+
+
+def test_rocksdb_directory_written_by_rocksdict_verifies(rocksdict_db, read_only_guard):
+    read_only_guard(rocksdict_db)
+    result = verify(str(rocksdict_db))
+    assert result.layout == "rocksdb-dir"
+    assert result.ok and result.blocks > 0, [f.describe() for f in result.findings]
+
+
+def test_rocksdb_directory_without_its_manifest(rocksdict_db):
+    manifest = (rocksdict_db / "CURRENT").read_text().strip()
+    (rocksdict_db / manifest).unlink()
+    result = verify(str(rocksdict_db))
+    assert [f.kind for f in result.findings] == ["manifest_missing"]
+    assert f"CURRENT names {manifest}" in result.findings[0].message
+
+
+def test_rocksdb_directory_missing_an_sst(rocksdict_db):
+    victim = sorted(rocksdict_db.glob("*.sst"))[0]
+    victim.unlink()
+    result = verify(str(rocksdict_db))
+    assert [(f.kind, f.reference.local_name) for f in result.findings] == [("manifest_references_missing_sst", victim.name)]
+
+
+def test_single_sst_and_manifest_files(rocksdict_db):
+    sst = sorted(rocksdict_db.glob("*.sst"))[0]
+    manifest = rocksdict_db / (rocksdict_db / "CURRENT").read_text().strip()
+    assert verify(str(sst)).ok and verify(str(sst)).blocks > 0
+    assert verify(str(manifest)).ok
+    broken = rocksdict_db.parent / "broken.sst"
+    data = bytearray(sst.read_bytes())
+    data[3] ^= 0x10
+    broken.write_bytes(bytes(data))
+    assert [f.kind for f in verify(str(broken)).findings] == ["block_checksum_mismatch"]
+
+
+# -- second opinions on the real Flink files -----------------------------------------------------
+
+
+def _fixture_files(predicate) -> list[Path]:
+    files = []
+    for name in (EXTERNAL, "flink-2.1-p3-external-xxh3-zstd"):
+        root = damage.checkpoint_root(FIXTURES / name)
+        files += [p for p in sorted((root / "shared").iterdir()) if predicate(p)]
+    return files
+
+
+@needs_sst_dump
+def test_fixture_ssts_same_verdict_and_properties_as_sst_dump(tmp_path):
+    ssts = _fixture_files(damage.is_sst)
+    assert len(ssts) > 100
+    for i, path in enumerate(ssts[:: max(1, len(ssts) // 40)]):
+        copy = tmp_path / f"{i:06d}.sst"  # sst_dump wants the .sst suffix
+        shutil.copy(path, copy)
+        out = sst_dump(f"--file={copy}", "--command=verify", "--verify_checksum")
+        assert "The file is ok" in out.stdout, path
+        assert verify(str(copy)).ok
+        theirs = sst_dump_properties(copy)
+        ours = open_table(BytesSource(path.read_bytes())).properties
+        assert theirs["column family name"] == ours.column_family_name
+        assert int(theirs["# entries"]) == ours.num_entries
+        assert int(theirs["# merge operands"]) == ours.num_merge_operands
+        assert theirs["merge operator name"] == ours.merge_operator == "StringAppendTESTOperator"
+        assert theirs["SST file compression algo"] == ours.compression
+        # The same flipped byte is a corruption for both.
+        data = bytearray(copy.read_bytes())
+        data[7] ^= 0xFF
+        copy.write_bytes(bytes(data))
+        out = sst_dump(f"--file={copy}", "--command=verify", "--verify_checksum")
+        assert "The file is ok" not in out.stdout
+        assert not verify(str(copy)).ok
+
+
+@needs_ldb
+def test_fixture_manifests_same_live_files_as_ldb(tmp_path):
+    manifests = _fixture_files(damage.is_manifest)
+    assert len(manifests) > 10
+    for path in manifests[:: max(1, len(manifests) // 15)]:
+        copy = tmp_path / "MANIFEST-000001"
+        shutil.copy(path, copy)
+        version = replay(read_manifest(BytesSource(path.read_bytes())))
+        ours = {(cf.name, m.level, m.number, m.file_size, m.smallest_seqno, m.largest_seqno) for cf, m in version.live_files()}
+        assert ours == ldb_live_files(copy), path
+
+
+# -- Spark -------------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_spark_local_mode_gives_the_same_report(tmp_path):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "sst_flipped_byte")
+    in_process = verify(str(dmg.root)).to_json()
+    on_spark = verify(str(dmg.root), master="local[2]").to_json()
+    assert on_spark == in_process
