@@ -82,6 +82,28 @@ def verify(
     raise typer.Exit(0 if result.ok else 1)
 
 
+@app.command()
+def fallback(
+    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
+    lineage: Optional[int] = typer.Option(None, "--lineage", help="When the root holds checkpoints of several jobs or deployments: choose within this lineage."),
+    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """Find the newest retained checkpoint that is entirely valid and say how to restore it. Exit 1 when none is."""
+    from repair.ops.fallback import fallback as run_fallback
+    from repair.output import progress_bar
+    from repair.render import render_fallback
+
+    with progress_bar("verifying") as on_progress:
+        result = run_fallback(root, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render_fallback(result)
+    raise typer.Exit(0 if result.chosen is not None else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

@@ -143,6 +143,8 @@ class PathResolver:
         self.root = root
         #: Set after resolving: (recorded root, actual root) when the snapshot was moved.
         self.moves: dict[str, str] = {}
+        #: Job ids named by the recorded paths resolved so far (``<base>/<job-id>/shared/...``).
+        self.recorded_job_ids: set[str] = set()
 
     def resolve(self, handle) -> ResolvedFile | None:
         """The location of ``handle``'s bytes; None for a null handle."""
@@ -171,6 +173,7 @@ class PathResolver:
         if split is None:
             return _normalize(recorded), False
         recorded_base, job_id, tail = split
+        self.recorded_job_ids.add(job_id)
         actual_root = self._actual_job_root(job_id)
         recorded_root = st.join(recorded_base, job_id)
         if actual_root is None or _same_place(recorded_root, actual_root):

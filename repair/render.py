@@ -143,3 +143,42 @@ def _groups(result):
         if finding.reference.snapshot not in entry[2]:
             entry[2].append(finding.reference.snapshot)
     return list(groups.values())
+
+
+def render_fallback(result) -> None:
+    console = stdout()
+    if result.chosen is not None:
+        console.print(f"[bold green]{result.message}[/]: {result.chosen.path}")
+    else:
+        console.print(f"[bold red]{result.message}[/]")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("checkpoint", "id", "lineage", "status", "first culprit"):
+        table.add_column(column, overflow="fold")
+    for verdict in result.checkpoints:
+        chosen = result.chosen is not None and verdict is result.chosen
+        status = "[bold green]chosen[/]" if chosen else ("[green]valid[/]" if verdict.valid else "[red]broken[/]")
+        first = verdict.culprits[0] if verdict.culprits else None
+        culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
+        table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id), str(verdict.lineage), status, culprit)
+    console.print(table)
+    if result.damaged:
+        console.print("\n[bold]why[/]")
+        for damage in result.damaged:
+            console.print(f"  {damage.explain()}", highlight=False)
+    if len(result.lineages) > 1:
+        console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)")
+        for lineage in result.lineages:
+            console.print(f"  {lineage.index}: {', '.join(lineage.checkpoints)}  ({lineage.reason})")
+    if result.lost:
+        console.print("\n[bold]cannot be restored from the newest checkpoint[/]")
+        for line in result.lost:
+            console.print(f"  {line}")
+    if result.restore is not None:
+        console.print("\n[bold]how to restore[/]")
+        for command in result.restore.commands:
+            console.print(f"  {command}", highlight=False, markup=False)
+        console.print("  or in the Flink configuration:")
+        for line in result.restore.config:
+            console.print(f"    {line}", highlight=False, markup=False)
+        for note in result.restore.notes:
+            console.print(f"  {note}")

@@ -233,3 +233,16 @@ def test_spark_local_mode_gives_the_same_report(tmp_path):
     in_process = verify(str(dmg.root)).to_json()
     on_spark = verify(str(dmg.root), master="local[2]").to_json()
     assert on_spark == in_process
+
+
+def test_checkpoint_on_s3_verifies_like_on_disk(s3, s3_storage, tmp_path):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "sst_flipped_byte")
+    root = dmg.root
+    files = {f"ckpt/{root.name}/{p.relative_to(root)}": p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    bucket = s3.new_bucket(files)
+    remote = verify(f"s3://{bucket}/ckpt/{root.name}", storage=s3_storage)
+    local = verify(str(root))
+    strip = lambda doc: [{k: v for k, v in f.items() if k not in ("path", "message")} for f in doc["findings"]]  # noqa: E731
+    assert strip(remote.to_json()) == strip(local.to_json()) and not remote.ok
+    assert all(f.path.startswith(f"s3://{bucket}/") for f in remote.findings)
+    assert remote.to_json()["checked"] == local.to_json()["checked"]

@@ -50,6 +50,7 @@ class Reference:
     parallelism: int | None = None
     local_name: str | None = None
     role: str | None = None
+    key_groups: tuple[int, int] | None = None
 
     @property
     def where(self) -> str:
@@ -83,6 +84,8 @@ class Finding:
     offset: int | None = None
     expected: Any = None
     found: Any = None
+    #: The RocksDB column family (= Flink state) of an SST, when its MANIFEST says so.
+    column_family: str | None = None
 
     def describe(self, root: str | None = None) -> str:
         """One line an on-call engineer can act on; ``path`` is shown relative to ``root``."""
@@ -111,6 +114,8 @@ class Finding:
             "expected": _plain(self.expected),
             "found": _plain(self.found),
             "message": self.describe(),
+            "column_family": self.column_family,
+            "key_group_range": list(ref.key_groups) if ref.key_groups else None,
         }
 
     def group_key(self) -> tuple:
@@ -134,6 +139,16 @@ class SnapshotSummary:
     kind: str  # checkpoint | savepoint | rocksdb-dir | file
     path: str
     ok: bool = True
+    #: N of the ``chk-N`` directory (None for savepoints, RocksDB dirs and files).
+    number: int | None = None
+    metadata_version: int | None = None
+    operator_ids: list[str] = field(default_factory=list)
+    #: Job ids that the absolute paths in ``_metadata`` name (which job wrote the files).
+    recorded_job_ids: list[str] = field(default_factory=list)
+    #: Modification time of ``_metadata`` (seconds since the epoch), when the store reports one.
+    written_at: float | None = None
+    #: Recorded job roots -> where they are read now, when the snapshot was copied or moved.
+    relocated_from: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {"name": self.name, "checkpoint_id": self.checkpoint_id, "kind": self.kind, "path": self.path, "ok": self.ok}
@@ -228,7 +243,8 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
             snapshot = load_snapshot(ref, layout.root, storage)
         except RepairError as error:
             name = ref.name
-            plan.snapshots.append(SnapshotSummary(name, ref.number, "checkpoint" if ref.number is not None else "savepoint", ref.directory, ok=False))
+            kind = "checkpoint" if ref.number is not None else "savepoint"
+            plan.snapshots.append(SnapshotSummary(name, ref.number, kind, ref.directory, ok=False, number=ref.number))
             plan.findings.append(
                 Finding(
                     "error", "metadata_undecodable", error.message, Reference(name, ref.number, local_name=METADATA),
@@ -238,6 +254,11 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
             )
             continue
         _plan_snapshot(snapshot, plan)
+        summary = plan.snapshots[-1]
+        summary.recorded_job_ids = sorted(snapshot.resolver.recorded_job_ids)
+        summary.relocated_from = dict(snapshot.resolver.moves)
+        info = storage.stat(ref.metadata_uri)
+        summary.written_at = info.mtime if info else None
     return layout.kind
 
 
@@ -251,7 +272,13 @@ def _is_rocksdb_dir(path: str, storage: st.Storage) -> bool:
 def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
     name = snapshot.ref.name
     checkpoint = snapshot.metadata.checkpoint_id
-    plan.snapshots.append(SnapshotSummary(name, checkpoint, snapshot.kind, snapshot.ref.directory))
+    plan.snapshots.append(
+        SnapshotSummary(
+            name, checkpoint, snapshot.kind, snapshot.ref.directory, number=snapshot.ref.number,
+            metadata_version=snapshot.metadata.version,
+            operator_ids=[op.operator_id for op in snapshot.metadata.operators],
+        )
+    )
     resolver = snapshot.resolver
 
     def add(handle, reference: Reference, kind: str) -> FileTask | None:
@@ -274,8 +301,10 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             if sub.finished:
                 continue
 
+            keyed_range = _key_group_range(sub.managed_keyed_state)
+
             def ref(local_name=None, role=None):
-                return Reference(name, checkpoint, label, sub.index, op.parallelism, local_name, role)
+                return Reference(name, checkpoint, label, sub.index, op.parallelism, local_name, role, keyed_range)
 
             for slot in ("managed_operator_state", "raw_operator_state"):
                 handle = getattr(sub, slot)
@@ -297,6 +326,11 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
                 add(keyed.delegate, ref(role="key-groups"), "data")
             if isinstance(sub.raw_keyed_state, KeyGroupsHandle):
                 add(sub.raw_keyed_state.delegate, ref(role="raw-keyed"), "data")
+
+
+def _key_group_range(handle) -> tuple[int, int] | None:
+    key_groups = getattr(handle, "key_groups", None)
+    return (key_groups.start, key_groups.end) if key_groups is not None else None
 
 
 def _plan_rocksdb_dir(path: str, storage: st.Storage, plan: _Plan) -> None:
@@ -352,13 +386,15 @@ def _execute(plan: _Plan, storage: st.Storage, workers: int | None, master: str 
 
 def _assemble(path: str, layout: str, plan: _Plan, results: dict[tuple, FileResult]) -> VerifyResult:
     findings = list(plan.findings)
+    column_families = _sst_column_families(plan, results)
     for key, result in results.items():
         task = result.task
         for problem in result.problems:
             for reference in plan.references[key]:
+                cf = column_families.get((reference.snapshot, reference.operator, reference.subtask, reference.local_name))
                 findings.append(
                     Finding(problem.severity, problem.kind, problem.message, reference, path=task.uri,
-                            offset=problem.offset, expected=problem.expected, found=problem.found)
+                            offset=problem.offset, expected=problem.expected, found=problem.found, column_family=cf)
                 )
     for instance in plan.instances:
         findings.extend(_cross_check(instance, results))
@@ -375,13 +411,27 @@ def _assemble(path: str, layout: str, plan: _Plan, results: dict[tuple, FileResu
     )
 
 
+def _sst_column_families(plan: _Plan, results: dict[tuple, FileResult]) -> dict[tuple, str]:
+    """``(snapshot, operator, subtask, local name) -> column family`` of every SST a readable MANIFEST lists."""
+    names: dict[tuple, str] = {}
+    for instance in plan.instances:
+        ref = instance.reference
+        for manifest_name, task in instance.private.items():
+            summary = results[task.key].manifest if manifest_name.startswith("MANIFEST-") else None
+            for number, (_size, cf_name, _level) in (summary.live.items() if summary else ()):
+                names[(ref.snapshot, ref.operator, ref.subtask, table_file_name(number))] = cf_name
+    return names
+
+
 def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[Finding]:
     """CURRENT -> MANIFEST -> SSTs of one RocksDB instance, as RocksDB checks them when it opens."""
     base = instance.reference
     findings: list[Finding] = []
 
     def finding(kind: str, message: str, local_name: str | None = None, severity: str = "error", task: FileTask | None = None, **extra) -> None:
-        reference = Reference(base.snapshot, base.checkpoint, base.operator, base.subtask, base.parallelism, local_name, "instance")
+        reference = Reference(
+            base.snapshot, base.checkpoint, base.operator, base.subtask, base.parallelism, local_name, "instance", base.key_groups
+        )
         findings.append(Finding(severity, kind, message, reference, path=task.uri if task else None, **extra))
 
     manifests = sorted(n for n in instance.private if n.startswith("MANIFEST-"))

@@ -1,0 +1,308 @@
+"""``repair fallback``: the newest retained checkpoint that will restore, why newer ones will not, and how.
+
+Builds on :mod:`repair.ops.verify`: every retained checkpoint of a job root is verified (each physical
+file once, so the cost grows with unique bytes, not checkpoints x bytes). A checkpoint is valid when
+no error finding references it. Incremental checkpoints share SST files, so one bad shared file breaks
+every checkpoint that references it; the result says so explicitly.
+
+A root can hold checkpoints of more than one job or deployment (several deployments sharing one
+checkpoint directory with a fixed job id: the ``_metadata already exists`` incident). Checkpoints are
+grouped into *lineages* by the operators they hold and the job their files belong to, and by whether
+their stored id matches their ``chk-N`` directory. With more than one lineage no checkpoint is picked
+silently: ``chosen`` is null until ``lineage`` selects one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from repair import storage as st
+from repair.errors import UsageError
+from repair.ops.verify import Finding, SnapshotSummary, verify
+
+
+@dataclass
+class Culprit:
+    """Why a checkpoint is not valid: one problem in one file it references."""
+
+    kind: str
+    message: str
+    local_name: str | None
+    path: str | None
+    operator: str | None
+    subtask: int | None
+    column_family: str | None = None
+    key_group_range: tuple[int, int] | None = None
+
+    @classmethod
+    def from_finding(cls, finding: Finding) -> "Culprit":
+        ref = finding.reference
+        return cls(finding.kind, finding.message, ref.local_name, finding.path, ref.operator, ref.subtask,
+                   finding.column_family, ref.key_groups)
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "local_name": self.local_name,
+            "path": self.path,
+            "operator": self.operator,
+            "subtask": self.subtask,
+            "column_family": self.column_family,
+            "key_group_range": list(self.key_group_range) if self.key_group_range else None,
+            "message": self.message,
+        }
+
+
+@dataclass
+class CheckpointVerdict:
+    checkpoint_id: int | None
+    name: str
+    path: str
+    valid: bool
+    lineage: int
+    culprits: list[Culprit] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {
+            "checkpoint_id": self.checkpoint_id,
+            "name": self.name,
+            "path": self.path,
+            "valid": self.valid,
+            "lineage": self.lineage,
+            "culprits": [c.to_json() for c in self.culprits],
+        }
+
+
+@dataclass
+class SharedDamage:
+    """One bad file and every retained checkpoint that references it (newest first)."""
+
+    kind: str
+    message: str
+    local_name: str | None
+    path: str | None
+    operator: str | None
+    subtask: int | None
+    parallelism: int | None
+    checkpoints: list[str]
+
+    def explain(self) -> str:
+        who = _and_list(self.checkpoints)
+        verb = "references" if len(self.checkpoints) == 1 else "all reference"
+        owner = f" of {_short(self.operator)}[{self.subtask}/{self.parallelism}]" if self.operator is not None else ""
+        return f"{who} {verb} {self.local_name or 'a file'}{owner}: {self.message}"
+
+    def to_json(self) -> dict:
+        return {
+            "kind": self.kind,
+            "local_name": self.local_name,
+            "path": self.path,
+            "operator": self.operator,
+            "subtask": self.subtask,
+            "checkpoints": self.checkpoints,
+            "explanation": self.explain(),
+        }
+
+
+@dataclass
+class Lineage:
+    index: int
+    checkpoints: list[str]  # newest first
+    job_ids: list[str]
+    operator_ids: list[str]
+    reason: str  # what sets it apart, when there is more than one
+
+    def to_json(self) -> dict:
+        return {"index": self.index, "checkpoints": self.checkpoints, "job_ids": self.job_ids,
+                "operators": len(self.operator_ids), "reason": self.reason}
+
+
+@dataclass
+class RestoreAdvice:
+    path: str
+    commands: list[str]
+    config: list[str]
+    notes: list[str]
+
+    def to_json(self) -> dict:
+        return {"path": self.path, "commands": self.commands, "config": self.config, "notes": self.notes}
+
+
+@dataclass
+class FallbackResult:
+    root: str
+    checkpoints: list[CheckpointVerdict]  # newest first
+    lineages: list[Lineage]
+    damaged: list[SharedDamage]
+    chosen: CheckpointVerdict | None
+    restore: RestoreAdvice | None
+    lost: list[str]  # when nothing is valid: what cannot be restored
+    message: str
+
+    def to_json(self) -> dict:
+        return {
+            "root": self.root,
+            "chosen": {"checkpoint_id": self.chosen.checkpoint_id, "path": self.chosen.path} if self.chosen else None,
+            "message": self.message,
+            "restore": self.restore.to_json() if self.restore else None,
+            "checkpoints": [c.to_json() for c in self.checkpoints],
+            "damaged_files": [d.to_json() for d in self.damaged],
+            "lineages": [lineage.to_json() for lineage in self.lineages],
+            "lost": self.lost,
+        }
+
+
+def fallback(
+    root: str,
+    *,
+    lineage: int | None = None,
+    storage: st.Storage | None = None,
+    workers: int | None = None,
+    master: str | None = None,
+    on_progress=None,
+) -> FallbackResult:
+    """Verify every retained checkpoint under ``root`` and pick the newest valid one (see module doc)."""
+    report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
+    if report.layout != "job-root":
+        raise UsageError(f"fallback needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
+    snapshots = sorted(report.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True)
+    lineages, lineage_of = _lineages(snapshots)
+    errors = [f for f in report.findings if f.severity == "error"]
+    verdicts = []
+    for snap in snapshots:
+        culprits = [Culprit.from_finding(f) for f in errors if f.reference.snapshot == snap.name]
+        verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, not culprits, lineage_of[snap.name], culprits))
+    damaged = _damaged_files(errors, [s.name for s in snapshots])
+
+    if len(lineages) > 1 and lineage is None:
+        candidates: list[CheckpointVerdict] = []
+        message = (
+            f"{len(lineages)} jobs or deployments wrote checkpoints into this directory; not choosing one for you. "
+            "Pass --lineage N (see the lineages below) after checking which deployment you want to restore."
+        )
+    else:
+        wanted = lineage if lineage is not None else 0
+        if wanted not in {l.index for l in lineages}:
+            raise UsageError(f"no lineage {wanted}; this root has lineages {', '.join(str(l.index) for l in lineages)}")
+        candidates = [v for v in verdicts if v.lineage == wanted]
+        message = ""
+    chosen = next((v for v in candidates if v.valid), None)
+    restore = _restore_advice(chosen, snapshots) if chosen else None
+    lost: list[str] = []
+    if chosen is None and candidates:
+        lost = _what_is_lost(candidates[0])
+        message = f"no retained checkpoint is valid; the newest, {candidates[0].name}, cannot restore: " + "; ".join(lost)
+    elif chosen is not None:
+        newer = [v.name for v in candidates if v is not chosen and (v.checkpoint_id or 0) > (chosen.checkpoint_id or 0)]
+        message = f"restore {chosen.name}" + (f" (newer {_and_list(newer)} {'is' if len(newer) == 1 else 'are'} broken)" if newer else "")
+    return FallbackResult(root, verdicts, lineages, damaged, chosen, restore, lost, message)
+
+
+def _lineages(snapshots: list[SnapshotSummary]) -> tuple[list[Lineage], dict[str, int]]:
+    """Group checkpoints by (operators, job of their files, id matching its directory); newest group first."""
+    groups: dict[tuple, list[SnapshotSummary]] = {}
+    decodable = [snap for snap in snapshots if snap.metadata_version is not None]
+    for snap in decodable:  # newest first
+        own_id = snap.number is None or snap.checkpoint_id is None or snap.checkpoint_id == snap.number
+        key = (tuple(sorted(snap.operator_ids)), tuple(snap.recorded_job_ids), own_id)
+        groups.setdefault(key, []).append(snap)
+    lineages, lineage_of = [], {}
+    for index, (key, members) in enumerate(groups.items()):
+        operators, job_ids, own_id = key
+        reasons = []
+        if len(groups) > 1:
+            if not own_id:
+                reasons.append("stored checkpoint ids differ from their chk-N directories")
+            if job_ids:
+                reasons.append(f"files written by job {', '.join(job_ids)}")
+            reasons.append(f"{len(operators)} operators")
+        lineages.append(Lineage(index, [m.name for m in members], list(job_ids), list(operators), "; ".join(reasons)))
+        for member in members:
+            lineage_of[member.name] = index
+    # A checkpoint whose _metadata cannot be read joins the lineage of its nearest readable neighbour.
+    for snap in snapshots:
+        if snap.name not in lineage_of:
+            nearest = min(decodable, key=lambda d: abs((d.number or 0) - (snap.number or 0)), default=None)
+            index = lineage_of[nearest.name] if nearest else 0
+            if not lineages:
+                lineages.append(Lineage(0, [], [], [], ""))
+            lineage_of[snap.name] = index
+            lineages[index].checkpoints.append(snap.name)
+            lineages[index].checkpoints.sort(key=lambda name: -int(name[4:]) if name[4:].isdigit() else 0)
+    return lineages, lineage_of
+
+
+def _damaged_files(errors: list[Finding], order: list[str]) -> list[SharedDamage]:
+    rank = {name: i for i, name in enumerate(order)}
+    groups: dict[tuple, SharedDamage] = {}
+    for finding in errors:
+        ref = finding.reference
+        key = (finding.kind, finding.path, ref.operator, ref.subtask, ref.local_name, finding.message)
+        damage = groups.setdefault(
+            key, SharedDamage(finding.kind, finding.message, ref.local_name, finding.path, ref.operator, ref.subtask, ref.parallelism, [])
+        )
+        if ref.snapshot not in damage.checkpoints:
+            damage.checkpoints.append(ref.snapshot)
+    for damage in groups.values():
+        damage.checkpoints.sort(key=lambda name: rank.get(name, 0))
+    return sorted(groups.values(), key=lambda d: (-len(d.checkpoints), rank.get(d.checkpoints[0], 0)))
+
+
+def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
+    """Per damaged operator subtask: its key groups and column families (states)."""
+    lost: dict[tuple, set] = {}
+    for culprit in verdict.culprits:
+        key = (culprit.operator, culprit.subtask, culprit.key_group_range)
+        lost.setdefault(key, set())
+        if culprit.column_family:
+            lost[key].add(culprit.column_family)
+        elif culprit.local_name:
+            lost[key].add(culprit.local_name)
+    lines = []
+    for (operator, subtask, key_groups), what in sorted(lost.items(), key=lambda item: str(item[0])):
+        if operator is None:
+            lines.append(f"{verdict.name}: {', '.join(sorted(what)) or 'its _metadata'} unreadable")
+            continue
+        groups = f" key groups {key_groups[0]}-{key_groups[1]}" if key_groups else ""
+        lines.append(f"{_short(operator)} subtask {subtask}{groups}: {', '.join(sorted(what))}")
+    return lines
+
+
+def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary]) -> RestoreAdvice:
+    summary = next(s for s in snapshots if s.name == chosen.name)
+    path = chosen.path
+    version = summary.metadata_version or 0
+    commands, config = [], []
+    if version >= 5 or version == 4:
+        commands.append(f"flink run -s {path} -claimMode NO_CLAIM ...   # Flink 1.20 and 2.x")
+        config += [f"execution.state-recovery.path: {path}", "execution.state-recovery.claim-mode: NO_CLAIM   # Flink 1.20 and 2.x"]
+    if version in (3, 4):
+        commands.append(f"flink run -s {path} -restoreMode NO_CLAIM ...   # Flink 1.15 to 1.19")
+        config += [f"execution.savepoint.path: {path}", "execution.savepoint-restore-mode: NO_CLAIM   # Flink 1.15 to 1.19"]
+    if version == 3:
+        commands.append(f"flink run -s {path} ...   # Flink 1.11 to 1.14 (no restore modes: copy the checkpoint first)")
+    notes = []
+    for recorded, actual in summary.relocated_from.items():
+        notes.append(
+            f"This checkpoint was written at {recorded} and is read at {actual}: Flink opens the paths its _metadata "
+            f"records, so restore it where {recorded} exists, or copy it back there first."
+        )
+    notes += [
+        "Restore in NO_CLAIM mode (the default since Flink 1.15): the new job then never deletes files of the "
+        "checkpoint it starts from, so this fallback stays available if the restore goes wrong.",
+        f"_metadata format version {version}: "
+        + {3: "written by Flink 1.11 to 1.15", 4: "written by Flink 1.16 to 1.20", 5: "written by Flink 2.0"}.get(version, "written by Flink 2.1 or newer"),
+    ]
+    return RestoreAdvice(path, commands, config, notes)
+
+
+def _short(operator: str | None) -> str:
+    if operator and len(operator) == 32 and all(c in "0123456789abcdef" for c in operator):
+        return operator[:8]
+    return operator or ""
+
+
+def _and_list(items: list[str]) -> str:
+    if len(items) <= 1:
+        return "".join(items)
+    return ", ".join(items[:-1]) + " and " + items[-1]

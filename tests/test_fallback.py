@@ -1,0 +1,156 @@
+"""``repair fallback``: the checkpoint it picks is the one an independent computation predicts.
+
+The prediction comes from tests/damage.py, which finds the checkpoints that reference a damaged file
+by scanning raw ``_metadata`` bytes for its name. The slow test restores the chosen checkpoint of a
+freshly generated, damaged checkpoint in real Flink.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures import state_model
+from fixtures.generate import SPECS, generate
+from fixtures.restore import restore_state
+from repair.cli import main
+from repair.errors import UsageError
+from repair.ops.fallback import fallback
+from tests import damage
+from tests.conftest import FIXTURES, fixture_info
+
+EXTERNAL = "flink-1.20-p3-external-xxhash-lz4"
+
+
+def _predicted(root: Path, broken: set[int]) -> int | None:
+    valid = [c for c in damage.checkpoint_ids(root) if c not in broken]
+    return max(valid) if valid else None
+
+
+@pytest.mark.parametrize(
+    "kind, fixture, options",
+    [
+        ("sst_flipped_byte", EXTERNAL, {}),
+        ("missing_sst", "flink-2.1-p3-external-xxh3-zstd", {}),
+        ("sst_bad_magic", EXTERNAL, {"checkpoint": 2}),
+        ("missing_manifest", EXTERNAL, {}),
+        ("metadata_truncated", EXTERNAL, {}),
+        ("inline_sst_flipped_byte", "flink-1.20-default", {}),
+    ],
+)
+def test_fallback_picks_the_predicted_checkpoint(tmp_path, kind, fixture, options):
+    dmg = damage.damaged_copy(fixture, tmp_path, kind, **options)
+    result = fallback(str(dmg.root))
+    expected = _predicted(dmg.root, set(dmg.checkpoints))
+    assert result.chosen is not None and result.chosen.checkpoint_id == expected
+    broken = [v.checkpoint_id for v in result.checkpoints if not v.valid]
+    assert sorted(broken) == sorted(dmg.checkpoints)
+    assert [v.checkpoint_id for v in result.checkpoints] == sorted(damage.checkpoint_ids(dmg.root), reverse=True)
+    if kind not in ("metadata_truncated",):
+        # The dependency is spelled out: every checkpoint that references the bad file, newest first.
+        (bad,) = [d for d in result.damaged if d.kind != "sst_not_in_manifest"][:1]
+        assert bad.checkpoints == [f"chk-{c}" for c in sorted(dmg.checkpoints, reverse=True)]
+        if len(dmg.checkpoints) > 1:
+            assert "all reference" in bad.explain()
+
+
+def test_no_valid_checkpoint_says_what_is_lost(tmp_path, capsys):
+    copy = damage.copy_fixture(EXTERNAL, tmp_path)
+    root = damage.checkpoint_root(copy)
+    everything = set(damage.checkpoint_ids(root))
+    covered: set[int] = set()
+    victims = []
+    # Damage SSTs until every retained checkpoint references a damaged one.
+    for sst in (p for p in sorted((root / "shared").iterdir()) if damage.is_sst(p)):
+        refs = set(damage.referencing_checkpoints(root, sst))
+        if refs - covered:
+            data = bytearray(sst.read_bytes())
+            data[7] ^= 0xFF
+            sst.write_bytes(bytes(data))
+            covered |= refs
+            victims.append(sst)
+        if covered == everything:
+            break
+    assert covered == everything
+    result = fallback(str(root))
+    assert result.chosen is None and result.restore is None
+    assert all(not v.valid for v in result.checkpoints)
+    assert result.lost and all("key groups" in line for line in result.lost)
+    assert main(["fallback", str(root), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["chosen"] is None and doc["lost"]
+
+
+def test_two_deployments_in_one_directory_are_not_mixed(tmp_path, capsys):
+    copy = damage.copy_fixture("flink-1.20-default", tmp_path)
+    dmg = damage.add_foreign_checkpoint(copy, "flink-2.1-default")
+    result = fallback(str(dmg.root))
+    assert result.chosen is None and len(result.lineages) == 2
+    foreign = next(l for l in result.lineages if "chk-6" in l.checkpoints)
+    own = next(l for l in result.lineages if l is not foreign)
+    assert foreign.checkpoints == ["chk-6"]
+    assert own.checkpoints == [f"chk-{c}" for c in sorted(fixture_info(copy)["retained_checkpoints"], reverse=True)]
+    assert fixture_info(FIXTURES / "flink-2.1-default")["job_id"] in foreign.job_ids
+    assert "differ from their chk-N directories" in foreign.reason
+    assert main(["fallback", str(dmg.root)]) == 1
+    assert "2 jobs or deployments" in capsys.readouterr().out
+    chosen = fallback(str(dmg.root), lineage=own.index).chosen
+    assert chosen is not None and chosen.checkpoint_id == 5
+    with pytest.raises(UsageError):
+        fallback(str(dmg.root), lineage=7)
+
+
+def test_json_contract_and_restore_advice(tmp_path, capsys):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "sst_flipped_byte")
+    assert main(["fallback", str(dmg.root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert set(doc["chosen"]) == {"checkpoint_id", "path"}
+    assert doc["chosen"]["path"].endswith(f"chk-{doc['chosen']['checkpoint_id']}")
+    ids = [c["checkpoint_id"] for c in doc["checkpoints"]]
+    assert ids == sorted(ids, reverse=True)
+    for entry in doc["checkpoints"]:
+        assert {"checkpoint_id", "path", "valid", "culprits"} <= entry.keys()
+        assert entry["valid"] == (entry["culprits"] == [])
+        assert all({"local_name", "path", "kind"} <= c.keys() for c in entry["culprits"])
+    commands = " ".join(doc["restore"]["commands"])
+    assert f"-s {doc['chosen']['path']}" in commands and "NO_CLAIM" in commands
+    config = " ".join(doc["restore"]["config"])
+    assert "execution.state-recovery.path" in config and "execution.savepoint.path" in config  # metadata V4: 1.16-1.20
+    assert any("written at /var/lib/flink" in note for note in doc["restore"]["notes"])  # a relocated copy
+
+
+def test_fallback_needs_a_job_root():
+    with pytest.raises(UsageError, match="job checkpoint root"):
+        fallback(str(damage.checkpoint_root(FIXTURES / EXTERNAL) / "chk-5"))
+
+
+@pytest.mark.slow
+def test_real_flink_restores_the_chosen_checkpoint(tmp_path):
+    spec = SPECS[EXTERNAL]
+    staging = tmp_path / "staging"
+    fresh = generate(spec, tmp_path / "out", staging=staging)
+    info = fixture_info(fresh)
+    root = staging / "checkpoints" / spec.name / info["job_id"]  # in place: the paths in _metadata are valid
+    ids = damage.checkpoint_ids(root)
+    victim = next(
+        p for p in sorted((root / "shared").iterdir())
+        if damage.is_sst(p) and min(damage.referencing_checkpoints(root, p)) > ids[0]
+    )
+    refs = damage.referencing_checkpoints(root, victim)
+    data = bytearray(victim.read_bytes())
+    data[7] ^= 0xFF
+    victim.write_bytes(bytes(data))
+
+    result = fallback(str(root))
+    expected_id = _predicted(root, set(refs))
+    assert result.chosen is not None and result.chosen.checkpoint_id == expected_id
+
+    records = state_model.read_records(fresh / "records.tsv")
+    restored = restore_state(spec.flink_version, Path(result.chosen.path), records,
+                             parallelism=spec.parallelism, max_parallelism=spec.max_parallelism)
+    contained = info["records_per_checkpoint"][str(expected_id)]
+    expected = state_model.expected_state(records[:contained])
+    assert restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == expected["operator"]
