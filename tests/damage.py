@@ -97,32 +97,42 @@ def delete_sst(fixture_dir: Path, checkpoint: int | None = None) -> Damage:
     return Damage("missing_sst", root, file, None, refs, "a referenced SST deleted")
 
 
-def flip_sst_data_byte(fixture_dir: Path, checkpoint: int | None = None, offset: int = 7) -> Damage:
-    """Flip one byte of the first data block (data blocks start at offset 0 of a block-based table)."""
+def _rewrite_sst(fixture_dir: Path, checkpoint: int | None, kind: str, edit) -> Damage:
+    """Apply ``edit(bytearray) -> (offset, detail)`` to the first external SST ``checkpoint`` references."""
     root = checkpoint_root(fixture_dir)
     file, _ = _pick(root, checkpoint, is_sst, "SST")
     data = bytearray(file.read_bytes())
-    data[offset] ^= 0xFF
+    offset, detail = edit(data)
     file.write_bytes(bytes(data))
-    return Damage("sst_flipped_byte", root, file, offset, referencing_checkpoints(root, file), "one byte flipped in the first data block")
+    return Damage(kind, root, file, offset, referencing_checkpoints(root, file), detail)
+
+
+def flip_sst_data_byte(fixture_dir: Path, checkpoint: int | None = None, offset: int = 7) -> Damage:
+    """Flip one byte of the first data block (data blocks start at offset 0 of a block-based table)."""
+
+    def edit(data: bytearray):
+        data[offset] ^= 0xFF
+        return offset, "one byte flipped in the first data block"
+
+    return _rewrite_sst(fixture_dir, checkpoint, "sst_flipped_byte", edit)
 
 
 def overwrite_sst_magic(fixture_dir: Path, checkpoint: int | None = None) -> Damage:
-    root = checkpoint_root(fixture_dir)
-    file, _ = _pick(root, checkpoint, is_sst, "SST")
-    data = bytearray(file.read_bytes())
-    data[-8:] = b"\x00" * 8
-    file.write_bytes(bytes(data))
-    return Damage("sst_bad_magic", root, file, len(data) - 8, referencing_checkpoints(root, file), "footer magic zeroed")
+    def edit(data: bytearray):
+        data[-8:] = b"\x00" * 8
+        return len(data) - 8, "footer magic zeroed"
+
+    return _rewrite_sst(fixture_dir, checkpoint, "sst_bad_magic", edit)
 
 
 def truncate_sst(fixture_dir: Path, checkpoint: int | None = None, keep: float = 0.5) -> Damage:
-    root = checkpoint_root(fixture_dir)
-    file, _ = _pick(root, checkpoint, is_sst, "SST")
-    data = file.read_bytes()
-    cut = max(1, int(len(data) * keep))
-    file.write_bytes(data[:cut])
-    return Damage("sst_truncated", root, file, cut, referencing_checkpoints(root, file), f"truncated from {len(data)} to {cut} bytes")
+    def edit(data: bytearray):
+        size = len(data)
+        cut = max(1, int(size * keep))
+        del data[cut:]
+        return cut, f"truncated from {size} to {cut} bytes"
+
+    return _rewrite_sst(fixture_dir, checkpoint, "sst_truncated", edit)
 
 
 def delete_manifest(fixture_dir: Path, checkpoint: int | None = None) -> Damage:

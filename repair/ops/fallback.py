@@ -77,31 +77,23 @@ class CheckpointVerdict:
 class SharedDamage:
     """One bad file and every retained checkpoint that references it (newest first)."""
 
-    kind: str
-    message: str
-    local_name: str | None
-    path: str | None
-    operator: str | None
-    subtask: int | None
+    culprit: Culprit
     parallelism: int | None
     checkpoints: list[str]
 
+    @property
+    def kind(self) -> str:
+        return self.culprit.kind
+
     def explain(self) -> str:
+        c = self.culprit
         who = _and_list(self.checkpoints)
         verb = "references" if len(self.checkpoints) == 1 else "all reference"
-        owner = f" of {_short(self.operator)}[{self.subtask}/{self.parallelism}]" if self.operator is not None else ""
-        return f"{who} {verb} {self.local_name or 'a file'}{owner}: {self.message}"
+        owner = f" of {_short(c.operator)}[{c.subtask}/{self.parallelism}]" if c.operator is not None else ""
+        return f"{who} {verb} {c.local_name or 'a file'}{owner}: {c.message}"
 
     def to_json(self) -> dict:
-        return {
-            "kind": self.kind,
-            "local_name": self.local_name,
-            "path": self.path,
-            "operator": self.operator,
-            "subtask": self.subtask,
-            "checkpoints": self.checkpoints,
-            "explanation": self.explain(),
-        }
+        return {**self.culprit.to_json(), "checkpoints": self.checkpoints, "explanation": self.explain()}
 
 
 @dataclass
@@ -238,9 +230,7 @@ def _damaged_files(errors: list[Finding], order: list[str]) -> list[SharedDamage
     for finding in errors:
         ref = finding.reference
         key = (finding.kind, finding.path, ref.operator, ref.subtask, ref.local_name, finding.message)
-        damage = groups.setdefault(
-            key, SharedDamage(finding.kind, finding.message, ref.local_name, finding.path, ref.operator, ref.subtask, ref.parallelism, [])
-        )
+        damage = groups.setdefault(key, SharedDamage(Culprit.from_finding(finding), ref.parallelism, []))
         if ref.snapshot not in damage.checkpoints:
             damage.checkpoints.append(ref.snapshot)
     for damage in groups.values():
