@@ -154,3 +154,26 @@ def test_real_flink_restores_the_chosen_checkpoint(tmp_path):
     expected = state_model.expected_state(records[:contained])
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+def test_every_fixture_falls_back_past_a_damaged_file(fixture_dir, tmp_path):
+    """Each fixture: damage a file the newest checkpoint references; the prediction comes from raw bytes."""
+    copy = damage.copy_fixture(fixture_dir.name, tmp_path)
+    root = damage.checkpoint_root(copy)
+    newest = damage.checkpoint_ids(root)[-1]
+    ssts = damage.shared_files(root, newest, damage.is_sst)
+    if ssts:
+        victim = min(ssts, key=lambda p: len(damage.referencing_checkpoints(root, p)))
+        data = bytearray(victim.read_bytes())
+        data[7] ^= 0xFF
+        victim.write_bytes(bytes(data))
+        kind = "block_checksum_mismatch"
+    else:  # every SST is inline: lose an external file (an OPTIONS file) instead
+        victim = min(damage.shared_files(root, newest, lambda p: True), key=lambda p: len(damage.referencing_checkpoints(root, p)))
+        victim.unlink()
+        kind = "missing_file"
+    refs = set(damage.referencing_checkpoints(root, victim))
+    result = fallback(str(root))
+    expected = _predicted(root, refs)
+    assert (result.chosen.checkpoint_id if result.chosen else None) == expected
+    assert {c.kind for v in result.checkpoints for c in v.culprits} == {kind}
