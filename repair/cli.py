@@ -104,6 +104,22 @@ def fallback(
     raise typer.Exit(0 if result.chosen is not None else 1)
 
 
+@app.command()
+def orphans(
+    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/, shared/ and taskowned/ (local path or URI)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """List the files in shared/ and taskowned/ that no retained checkpoint references. Read-only: deletes nothing."""
+    from repair.ops.orphans import orphans as run_orphans
+    from repair.render import render_orphans
+
+    result = run_orphans(root)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render_orphans(result)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

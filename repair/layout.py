@@ -171,14 +171,14 @@ class PathResolver:
         """Where the file recorded as ``recorded`` (an absolute path or URI) is read now."""
         split = _split_recorded(recorded)
         if split is None:
-            return _normalize(recorded), False
+            return normalize_uri(recorded), False
         recorded_base, job_id, tail = split
         self.recorded_job_ids.add(job_id)
         actual_root = self._actual_job_root(job_id)
         recorded_root = st.join(recorded_base, job_id)
         if actual_root is None or _same_place(recorded_root, actual_root):
-            return _normalize(recorded), False
-        self.moves[_normalize(recorded_root)] = actual_root
+            return normalize_uri(recorded), False
+        self.moves[normalize_uri(recorded_root)] = actual_root
         return st.join(actual_root, *tail), True
 
     def _actual_job_root(self, job_id: str) -> str | None:
@@ -208,7 +208,7 @@ def _split_recorded(recorded: str) -> tuple[str, str, list[str]] | None:
     return None
 
 
-def _normalize(uri: str) -> str:
+def normalize_uri(uri: str) -> str:
     """``file:/x`` and ``file:///x`` become the local path ``/x``; other URIs stay as they are."""
     location = st.parse_location(uri)
     if location.kind == "local":
@@ -217,4 +217,4 @@ def _normalize(uri: str) -> str:
 
 
 def _same_place(a: str, b: str) -> bool:
-    return _normalize(a).rstrip("/") == _normalize(b).rstrip("/")
+    return normalize_uri(a).rstrip("/") == normalize_uri(b).rstrip("/")

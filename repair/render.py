@@ -182,3 +182,61 @@ def render_fallback(result) -> None:
             console.print(f"    {line}", highlight=False, markup=False)
         for note in result.restore.notes:
             console.print(f"  {note}")
+
+
+def render_orphans(result) -> None:
+    """Orphans of a job root: one row per file, then totals; says how to delete, never deletes."""
+    import time
+
+    from rich.markup import escape
+
+    console = stdout()
+    totals = result.to_json()["totals"]
+    orphaned = totals["orphans"]
+    console.print(
+        f"[bold]{orphaned['files']} orphan file(s), {human_bytes(orphaned['bytes'])}[/] in shared/ and taskowned/ "
+        f"(of {totals['shared_and_taskowned']['files']} files)"
+    )
+    console.print(f"  retained: {', '.join(f'chk-{n}' for n in result.retained_checkpoints)}")
+    if result.incomplete_checkpoints:
+        console.print(f"  [yellow]without _metadata[/] (in progress, failed or half deleted): {', '.join(result.incomplete_checkpoints)}")
+    now = time.time()
+    if result.orphans:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        for column in ("orphan", "size", "age", "note"):
+            table.add_column(column, justify="right" if column in ("size", "age") else "left", overflow="fold")
+        for orphan in result.orphans:
+            age = "?" if orphan.mtime is None else _human_age(now - orphan.mtime)
+            table.add_row(escape(orphan.relative_path), human_bytes(orphan.size), age, _orphan_note(orphan))
+        console.print()
+        console.print(table)
+    referenced, retained = totals["referenced"], totals["retained_checkpoints"]
+    console.print(
+        f"total: orphans {orphaned['files']} files, {human_bytes(orphaned['bytes'])}; "
+        f"referenced {referenced['files']} files, {human_bytes(referenced['bytes'])}; "
+        f"retained checkpoints {retained['checkpoints']}, {retained['files']} files, {human_bytes(retained['bytes'])}"
+    )
+    if referenced["missing"]:
+        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which")
+    if result.orphans:
+        console.print(
+            "Nothing was deleted. Delete orphans only with the job stopped, or only those older than the oldest "
+            "retained _metadata, never while a checkpoint is in progress (docs/commands/orphans.md)."
+        )
+
+
+def _orphan_note(orphan) -> str:
+    if orphan.could_be_needed_by is not None:
+        return f"[yellow]newer than the newest _metadata: may belong to {orphan.could_be_needed_by}[/]"
+    if orphan.older_than_retained:
+        return "older than every retained checkpoint"
+    return "subsumed or failed checkpoint (delete only with the job stopped)"
+
+
+def _human_age(seconds: float) -> str:
+    """``42 s``, ``17 min``, ``5 h``, ``3 d`` (negative ages, from clock skew, read ``0 s``)."""
+    seconds = max(seconds, 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f} {unit}"
+    return f"{seconds:.0f} s"

@@ -26,11 +26,23 @@ format_version 0 footer):
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from dataclasses import dataclass, field
+from itertools import islice
+from operator import add, gt
 from typing import Any, Callable, Iterator, NamedTuple
 
+import cramjam
+import crc32c as _crc32c_module
+
 from repair.errors import FormatError, TruncatedError
-from repair.formats.checksum import ChecksumType, block_checksum, buffer_checksum, checksum_function, context_modifier
+from repair.formats.checksum import (
+    ChecksumType,
+    block_checksum,
+    buffer_checksum,
+    checksum_function,
+    context_modifier,
+)
 from repair.formats.coding import U32, U64
 from repair.formats.compression import (
     DEFAULT_MAX_BLOCK_SIZE,
@@ -380,12 +392,29 @@ class Table:
         self.index_handle = self._find_index_handle()
         self.index_type = self._index_type()
         self.index_value_is_delta_encoded = self._index_value_delta_encoded()
-        #: Handles of the top-level index: data blocks, or index partitions for a partitioned index.
-        self.top_level_index: list[BlockHandle] = self._index_handles(
+        # The top-level index as two lists (offsets, sizes): a big table has tens of thousands of
+        # entries, and verification does not need a BlockHandle object per entry.
+        self._top_offsets, self._top_sizes = self._index_arrays(
             self.index_handle,
             BlockKind.INDEX,
             have_first_key=self.index_type == IndexType.BINARY_SEARCH_WITH_FIRST_KEY,
         )
+        self._top_level_index: list[BlockHandle] | None = None
+
+    @property
+    def top_level_index(self) -> list[BlockHandle]:
+        """Handles of the top-level index: data blocks, or index partitions for a partitioned index.
+
+        Built on first use; the list is the table's own (changes to it are what :meth:`verify` reads).
+        """
+        if self._top_level_index is None:
+            self._top_level_index = [BlockHandle(o, s) for o, s in zip(self._top_offsets, self._top_sizes)]
+        return self._top_level_index
+
+    def _top_level_arrays(self) -> tuple[list[int], list[int]]:
+        if self._top_level_index is None:
+            return self._top_offsets, self._top_sizes
+        return [h.offset for h in self._top_level_index], [h.size for h in self._top_level_index]
 
     # -- layout ----------------------------------------------------------------------------------
     @property
@@ -515,6 +544,16 @@ class Table:
         reader = self.block_reader(handle, kind)
         return reader.index_handles(value_delta_encoded=self.index_value_is_delta_encoded, have_first_key=have_first_key)
 
+    def _index_arrays(self, handle: BlockHandle, kind: BlockKind, *, have_first_key: bool = False) -> tuple[list[int], list[int]]:
+        """Like :meth:`_index_handles`, as ``(offsets, sizes)``; same results and same errors."""
+        reader = self.block_reader(handle, kind)
+        if self.index_value_is_delta_encoded and not have_first_key:
+            fast = _delta_index_arrays(reader.data, reader.layout.entries_end)
+            if fast is not None:
+                return fast
+        handles = reader.index_handles(value_delta_encoded=self.index_value_is_delta_encoded, have_first_key=have_first_key)
+        return [h.offset for h in handles], [h.size for h in handles]
+
     def index_partitions(self) -> list[BlockHandle]:
         """Handles of the index partitions (empty unless the index is partitioned)."""
         return list(self.top_level_index) if self.is_partitioned_index else []
@@ -598,12 +637,17 @@ class Table:
         *,
         chunk_size: int = DEFAULT_CHUNK_SIZE,
         report: VerifyReport | None = None,
+        decompress: bool = True,
     ) -> VerifyReport:
         """Read every block once, check its checksum and decompress it; return the findings.
 
         Index partitions and the filter index are read first (they say where the other blocks are);
         then every remaining block is checked in file order, reading ``chunk_size`` bytes at a time.
         ``progress(done_bytes, total_bytes)`` is called after each chunk.
+
+        ``decompress=False`` only checks the checksums of the data, filter and other leaf blocks, as
+        ``sst_dump --command=verify`` does; blocks that must be decoded (metaindex, properties,
+        index and its partitions, filter index) are decompressed anyway.
         """
         report = report or VerifyReport(self.file_size)
         report.format_version = self.format_version
@@ -626,19 +670,28 @@ class Table:
         for kind, handle in metadata:
             count(kind, handle)
 
-        blocks: list[BlockInfo] = []
+        # The blocks still to check, as three parallel lists (offset, size, kind value): no object
+        # per block.
+        offsets: list[int] = []
+        sizes: list[int] = []
+        kinds: list[str] = []
         # Second-level structures: each read is verified here, and what they point to is queued.
         if self.is_partitioned_index:
             for partition in self.top_level_index:
                 try:
-                    handles = self._index_handles(partition, BlockKind.INDEX_PARTITION)
+                    part_offsets, part_sizes = self._index_arrays(partition, BlockKind.INDEX_PARTITION)
                 except FormatError as exc:
                     report.add(finding_from_error(exc, BlockKind.INDEX_PARTITION.value, partition))
-                    handles = []
+                    part_offsets, part_sizes = [], []
                 count(BlockKind.INDEX_PARTITION, partition)
-                blocks += [BlockInfo(BlockKind.DATA, h) for h in handles]
+                offsets += part_offsets
+                sizes += part_sizes
+                kinds += [BlockKind.DATA.value] * len(part_offsets)
         else:
-            blocks += [BlockInfo(BlockKind.DATA, h) for h in self.top_level_index]
+            top_offsets, top_sizes = self._top_level_arrays()
+            offsets += top_offsets
+            sizes += top_sizes
+            kinds += [BlockKind.DATA.value] * len(top_offsets)
         for info in self.meta_blocks():
             if info.handle.offset in checked:
                 continue
@@ -649,101 +702,265 @@ class Table:
                     report.add(finding_from_error(exc, info.kind.value, info.handle))
                     partitions = []
                 count(info.kind, info.handle)
-                blocks += [BlockInfo(BlockKind.FILTER_PARTITION, h) for h in partitions]
+                offsets += [h.offset for h in partitions]
+                sizes += [h.size for h in partitions]
+                kinds += [BlockKind.FILTER_PARTITION.value] * len(partitions)
             else:
-                blocks.append(info)
-        if self.properties is None and not any(b.kind == BlockKind.PROPERTIES for b in blocks):
+                offsets.append(info.handle.offset)
+                sizes.append(info.handle.size)
+                kinds.append(info.kind.value)
+        if self.properties is None and BlockKind.PROPERTIES.value not in kinds:
             if not any(f.block_kind == BlockKind.PROPERTIES.value for f in report.findings):
                 report.add(Finding("missing_properties", "the metaindex names no properties block", "metaindex", self.footer.metaindex_handle.offset))
 
-        self._verify_blocks(blocks, report, progress, chunk_size)
+        self._verify_blocks(offsets, sizes, kinds, report, progress, chunk_size, decompress)
         return report
 
-    def _verify_blocks(self, blocks: list[BlockInfo], report: VerifyReport, progress, chunk_size: int) -> None:
-        """Check checksums (and decompress) ``blocks``, reading the file in large sequential chunks.
+    def _verify_blocks(
+        self,
+        offsets: list[int],
+        sizes: list[int],
+        kinds: list[str],
+        report: VerifyReport,
+        progress,
+        chunk_size: int,
+        decompress: bool = True,
+    ) -> None:
+        """Check checksums (and decompress) the blocks ``offsets[k], sizes[k]`` of kind ``kinds[k]``.
 
-        This is the hot loop of verification: per block it does one slice, one C checksum call and,
-        for compressed blocks only, one C decompression. Nothing per entry.
+        This is the hot loop of verification. The file is read in large sequential chunks (one
+        memoryview each, sliced without copies); per block it does one checksum call over the block
+        and its type byte (contiguous in the chunk) and, for Snappy blocks, one decompression into a
+        reused buffer. Anything unusual (a checksum mismatch, another codec, a size or decompression
+        problem) goes through the general code (:func:`block_checksum`, :func:`decompress_block`),
+        which makes the exact finding. Nothing per entry, no object per block.
         """
         limit = self._block_limit()
-        max_size = self.max_block_size + 64
-        valid: list[BlockInfo] = []
-        for info in blocks:
-            handle = info.handle
-            if handle.offset + handle.size + BLOCK_TRAILER_SIZE > limit or handle.size > max_size:
-                try:
-                    self.check_handle(handle, info.kind)
-                except TableFormatError as exc:
-                    report.add(finding_from_error(exc, info.kind.value, handle))
-                continue
-            valid.append(info)
-        valid.sort(key=lambda b: b.handle.offset)
-        total = sum(b.handle.size for b in valid) + BLOCK_TRAILER_SIZE * len(valid)
-        checksum = checksum_function(self.footer.checksum_type)
+        max_block_size = self.max_block_size
+        max_size = max_block_size + 64
+        trailer = BLOCK_TRAILER_SIZE
+        n = len(offsets)
+        if n and (max(map(add, offsets, sizes)) + trailer > limit or max(sizes) > max_size):
+            keep = []
+            for k in range(n):
+                offset, size = offsets[k], sizes[k]
+                if offset + size + trailer > limit or size > max_size:
+                    handle = BlockHandle(offset, size)
+                    try:
+                        self.check_handle(handle, kinds[k])
+                    except TableFormatError as exc:
+                        report.add(finding_from_error(exc, kinds[k], handle))
+                    continue
+                keep.append(k)
+            offsets = [offsets[k] for k in keep]
+            sizes = [sizes[k] for k in keep]
+            kinds = [kinds[k] for k in keep]
+            n = len(offsets)
+        if any(map(gt, offsets, islice(offsets, 1, None))):
+            order = sorted(range(n), key=offsets.__getitem__)  # stable, as the file order of blocks
+            offsets = [offsets[k] for k in order]
+            sizes = [sizes[k] for k in order]
+            kinds = [kinds[k] for k in order]
+        total = sum(sizes) + trailer * n
+
+        checksum_type = self.footer.checksum_type
+        checksum = checksum_function(checksum_type)
+        crc = _crc32c_module.crc32c if checksum_type == ChecksumType.CRC32C else None
         base_context = self.footer.base_context_checksum
         format_version = self.format_version
+        source = self.source
         unpack = U32.unpack_from
+        snappy_into = cramjam.snappy.decompress_raw_into
+        snappy = int(CompressionType.SNAPPY)
+        scratch = bytearray(64 << 10)
+        scratch_size = len(scratch)
+        mask32 = 0xFFFFFFFF
+        mask_delta = 0xA282EAD8
+        decompressed = 0
         done = 0
         previous_end = 0
-        tally: dict[BlockKind, int] = {}
         i = 0
-        n = len(valid)
         while i < n:
-            chunk_start = valid[i].handle.offset
-            chunk_end = chunk_start + valid[i].handle.size + BLOCK_TRAILER_SIZE
+            chunk_start = offsets[i]
+            chunk_end = chunk_start + sizes[i] + trailer
+            chunk_limit = chunk_start + chunk_size
             j = i + 1
             while j < n:
-                h = valid[j].handle
-                block_end = h.offset + h.size + BLOCK_TRAILER_SIZE
-                if block_end - chunk_start > chunk_size or h.offset < chunk_end:
+                offset = offsets[j]
+                if offset < chunk_end:
+                    break
+                block_end = offset + sizes[j] + trailer
+                if block_end > chunk_limit:
                     break
                 chunk_end = block_end
                 j += 1
             try:
-                chunk = read_exactly(self.source, chunk_start, chunk_end - chunk_start, "table blocks")
+                chunk = read_exactly(source, chunk_start, chunk_end - chunk_start, "table blocks")
             except FormatError as exc:
-                report.add(finding_from_error(exc, valid[i].kind.value))
+                report.add(finding_from_error(exc, kinds[i]))
                 break
             for k in range(i, j):
-                info = valid[k]
-                offset, size = info.handle
+                offset = offsets[k]
+                size = sizes[k]
                 if offset < previous_end:
                     report.add(Finding(
                         "bad_block_handle",
-                        f"{info.kind.value} block at offset {offset} (size {size}) overlaps the previous block, "
+                        f"{kinds[k]} block at offset {offset} (size {size}) overlaps the previous block, "
                         f"which ends at {previous_end}",
-                        info.kind.value, offset, size,
+                        kinds[k], offset, size,
                     ))
-                previous_end = offset + size + BLOCK_TRAILER_SIZE
+                previous_end = offset + size + trailer
                 start = offset - chunk_start
-                payload = chunk[start : start + size]
-                type_byte = chunk[start + size]
+                end = start + size
+                type_byte = chunk[end]
                 if checksum is not None:
-                    expected = unpack(chunk, start + size + 1)[0]
+                    expected = unpack(chunk, end + 1)[0]
                     if base_context:
-                        expected = (expected - context_modifier(base_context, offset)) & 0xFFFFFFFF
-                    computed = checksum(payload, type_byte)
+                        expected = (expected - (base_context ^ (((offset & mask32) + (offset >> 32)) & mask32))) & mask32
+                    if crc is not None:
+                        # CRC-32C of the block and its type byte, then masked (crc32c::Mask).
+                        value = crc(chunk[start : end + 1])
+                        computed = ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32
+                    else:
+                        computed = checksum(chunk[start:end], type_byte)
                     if computed != expected:
-                        error = BlockChecksumError(info.kind, info.handle, expected, computed, context=bool(base_context))
-                        report.add(finding_from_error(error, info.kind.value, info.handle))
-                        tally[info.kind] = tally.get(info.kind, 0) + 1
+                        kind = BlockKind(kinds[k])
+                        handle = BlockHandle(offset, size)
+                        error = BlockChecksumError(kind, handle, expected, computed, context=bool(base_context))
+                        report.add(finding_from_error(error, kind.value, handle))
                         continue
-                if type_byte:
+                if type_byte and decompress:
+                    if type_byte == snappy and size:
+                        # Snappy's header: the uncompressed length as a varint32 (1 to 3 bytes here).
+                        declared = chunk[start]
+                        if declared >= 0x80:
+                            second = chunk[start + 1] if size > 1 else 0x80
+                            if second < 0x80:
+                                declared = (declared & 0x7F) | (second << 7)
+                            else:
+                                third = chunk[start + 2] if size > 2 else 0x80
+                                declared = (declared & 0x7F) | ((second & 0x7F) << 7) | (third << 14) if third < 0x80 else -1
+                        if 0 <= declared <= max_block_size and declared <= size * 32 + 64:
+                            if declared > scratch_size:
+                                scratch = bytearray(declared)
+                                scratch_size = declared
+                            try:
+                                written = snappy_into(chunk[start:end], scratch)
+                            except Exception:  # the general path below names the problem
+                                written = -1
+                            if written == declared:
+                                decompressed += 1
+                                continue
                     try:
-                        decompress_block(type_byte, payload, format_version, offset=offset, max_size=self.max_block_size)
-                        report.blocks_decompressed += 1
+                        decompress_block(type_byte, chunk[start:end], format_version, offset=offset, max_size=max_block_size)
+                        decompressed += 1
                     except FormatError as exc:
-                        report.add(_decompression_finding(exc, info, type_byte))
-                tally[info.kind] = tally.get(info.kind, 0) + 1
+                        report.add(_decompression_finding(exc, BlockInfo(BlockKind(kinds[k]), BlockHandle(offset, size)), type_byte))
             done += chunk_end - chunk_start
             if progress is not None:
                 progress(min(done, total), total)
-            report.bytes_checked += sum(valid[k].handle.size for k in range(i, j)) + BLOCK_TRAILER_SIZE * (j - i)
             del chunk
             i = j
-        for kind, number in tally.items():
+        # Every block of a chunk that was read counts as checked (also those with findings).
+        report.blocks_decompressed += decompressed
+        report.bytes_checked += sum(sizes[:i]) + trailer * i
+        for kind_value, number in Counter(kinds[:i]).items():
             report.blocks_checked += number
-            report.blocks_by_kind[kind.value] = report.blocks_by_kind.get(kind.value, 0) + number
+            report.blocks_by_kind[kind_value] = report.blocks_by_kind.get(kind_value, 0) + number
+
+
+def _delta_index_arrays(data: bytes, end: int) -> tuple[list[int], list[int]] | None:
+    """The handles of a delta-encoded index block as ``(offsets, sizes)``, or ``None``.
+
+    The fast path of :meth:`BlockReader.index_handles` for the common case (key lengths of at most
+    4 varint bytes, handle varints of at most 9, everything inside the entries): ``None`` whenever
+    anything is unusual, and the caller then runs the general decoder, which gives the result or the
+    error.
+    """
+    offsets: list[int] = []
+    sizes: list[int] = []
+    add_offset = offsets.append
+    add_size = sizes.append
+    pos = 0
+    prev_end = -1
+    prev_size = 0
+    try:
+        while pos < end:
+            shared = data[pos]
+            pos += 1
+            if shared >= 0x80:
+                shared &= 0x7F
+                shift = 7
+                while True:
+                    byte = data[pos]
+                    pos += 1
+                    shared |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift > 21:
+                        return None
+            non_shared = data[pos]
+            pos += 1
+            if non_shared >= 0x80:
+                non_shared &= 0x7F
+                shift = 7
+                while True:
+                    byte = data[pos]
+                    pos += 1
+                    non_shared |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift > 21:
+                        return None
+            pos += non_shared
+            byte = data[pos]
+            pos += 1
+            value = byte
+            if byte >= 0x80:
+                value &= 0x7F
+                shift = 7
+                while True:
+                    byte = data[pos]
+                    pos += 1
+                    value |= (byte & 0x7F) << shift
+                    if byte < 0x80:
+                        break
+                    shift += 7
+                    if shift > 56:
+                        return None
+            if shared == 0 or prev_end < 0:
+                offset = value
+                byte = data[pos]
+                pos += 1
+                size = byte
+                if byte >= 0x80:
+                    size &= 0x7F
+                    shift = 7
+                    while True:
+                        byte = data[pos]
+                        pos += 1
+                        size |= (byte & 0x7F) << shift
+                        if byte < 0x80:
+                            break
+                        shift += 7
+                        if shift > 56:
+                            return None
+            else:
+                offset = prev_end
+                size = prev_size + ((value >> 1) ^ -(value & 1))
+                if size < 0:
+                    return None
+            if pos > end:
+                return None
+            add_offset(offset)
+            add_size(size)
+            prev_end = offset + size + BLOCK_TRAILER_SIZE
+            prev_size = size
+    except IndexError:
+        return None
+    return offsets, sizes
 
 
 def _decompression_finding(exc: FormatError, info: BlockInfo, type_byte: int) -> Finding:
@@ -774,15 +991,20 @@ def verify_table(
     *,
     chunk_size: int = DEFAULT_CHUNK_SIZE,
     max_block_size: int = DEFAULT_MAX_BLOCK_SIZE,
+    decompress: bool = True,
 ) -> VerifyReport:
-    """Verify a whole table; problems become findings, never exceptions (except storage errors)."""
+    """Verify a whole table; problems become findings, never exceptions (except storage errors).
+
+    Every block's checksum is checked and every compressed block is decompressed;
+    ``decompress=False`` skips decompressing the blocks that are only checked (see :meth:`Table.verify`).
+    """
     report = VerifyReport(source.size)
     try:
         table = open_table(source, max_block_size=max_block_size)
     except FormatError as exc:
         report.add(_open_failure(exc))
         return report
-    return table.verify(progress, chunk_size=chunk_size, report=report)
+    return table.verify(progress, chunk_size=chunk_size, report=report, decompress=decompress)
 
 
 def _open_failure(exc: FormatError) -> Finding:

@@ -25,8 +25,7 @@ from repair import storage as st
 from repair.errors import UsageError
 from repair.layout import Layout, discover
 # Maps ``file:/x``, ``file:///x`` and relative local paths to one absolute form, URIs to themselves.
-# TODO: use a public ``layout.normalize_uri`` once layout.py exports one.
-from repair.layout import _normalize as absolute_uri
+from repair.layout import normalize_uri
 from repair.snapshot import load_snapshot
 
 #: Directories below a job root that hold state files shared between checkpoints or owned by TaskManagers.
@@ -34,7 +33,11 @@ STATE_DIRS = ("shared", "taskowned")
 #: ``could_be_needed_by`` of a new orphan when no ``chk-N`` directory of a checkpoint in progress exists yet.
 IN_PROGRESS = "a checkpoint in progress"
 
-_KIND_NAMES = {"checkpoint": "a chk-N checkpoint directory", "savepoint": "a savepoint directory", "metadata-file": "a _metadata file"}
+_KIND_NAMES = {
+    "checkpoint": "a chk-N checkpoint directory",
+    "savepoint": "a savepoint directory",
+    "metadata-file": "a _metadata file",
+}
 
 
 @dataclass
@@ -125,7 +128,7 @@ def orphans(root: str, *, storage: st.Storage | None = None) -> OrphansResult:
     """
     storage = storage or st.default_storage()
     layout = _job_root(root, storage)
-    files = {absolute_uri(info.path): info for info in storage.list_dir(root, recursive=True) if not info.is_dir}
+    files = {normalize_uri(info.path): info for info in storage.list_dir(root, recursive=True) if not info.is_dir}
     referenced = _referenced_files(layout, storage)
     present, missing = _count_referenced(referenced, files, root, storage)
     metadata = _metadata_files(layout, files, storage)
@@ -176,7 +179,7 @@ def _referenced_files(layout: Layout, storage: st.Storage) -> set[str]:
         for _, handle in snapshot.metadata.iter_stream_handles():
             resolved = snapshot.resolver.resolve(handle)
             if resolved is not None and resolved.uri is not None:
-                uris.add(absolute_uri(resolved.uri))
+                uris.add(normalize_uri(resolved.uri))
     return uris
 
 
@@ -188,7 +191,7 @@ def _count_referenced(
     Files below ``root`` are looked up in its listing; others (another job's ``shared/`` after a
     NO_CLAIM restore) are asked for one by one.
     """
-    inside = absolute_uri(root).rstrip("/") + "/"
+    inside = normalize_uri(root).rstrip("/") + "/"
     present, missing = FileCount(), 0
     for uri in referenced:
         info = files.get(uri) if uri.startswith(inside) else storage.stat(uri)
@@ -201,7 +204,7 @@ def _count_referenced(
 
 def _metadata_files(layout: Layout, files: dict[str, st.FileInfo], storage: st.Storage) -> list[st.FileInfo]:
     """The retained checkpoints' ``_metadata`` files (size and mtime); one deleted meanwhile is left out."""
-    infos = [files.get(absolute_uri(ref.metadata_uri)) or storage.stat(ref.metadata_uri) for ref in layout.snapshots]
+    infos = [files.get(normalize_uri(ref.metadata_uri)) or storage.stat(ref.metadata_uri) for ref in layout.snapshots]
     return [info for info in infos if info is not None]
 
 
