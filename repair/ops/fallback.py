@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from repair import storage as st
 from repair.errors import UsageError
+from repair.layout import normalize_uri
 from repair.ops.verify import Finding, SnapshotSummary, verify
 
 
@@ -260,7 +261,7 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
 
 def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary]) -> RestoreAdvice:
     summary = next(s for s in snapshots if s.name == chosen.name)
-    path = chosen.path
+    path = normalize_uri(chosen.path)  # Flink needs an absolute path or a URI
     version = summary.metadata_version or 0
     commands, config = [], []
     if version >= 5 or version == 4:
