@@ -120,6 +120,25 @@ def orphans(
         render_orphans(result)
 
 
+@app.command()
+def relocate(
+    checkpoint: str = typer.Argument(..., help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    to: str = typer.Option(..., "--to", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
+    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root (a self-contained checkpoint)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Write a new _metadata whose paths point to where the files of a moved checkpoint are now. Exit 1 if files are missing."""
+    from repair.ops.relocate import relocate as run_relocate
+    from repair.render import render_relocate
+
+    result = run_relocate(checkpoint, to, copy=copy)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render_relocate(result)
+    raise typer.Exit(0 if result.ok else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

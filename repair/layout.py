@@ -137,8 +137,9 @@ class ResolvedFile:
 class PathResolver:
     """Resolves the stream handles of one snapshot to readable locations (see the module docstring)."""
 
-    def __init__(self, snapshot: SnapshotRef, root: str | None):
+    def __init__(self, snapshot: SnapshotRef, root: str | None, storage: st.Storage | None = None):
         self.snapshot = snapshot
+        self.storage = storage
         #: The directory the snapshot is read from, and the job root around it (None for savepoints).
         self.root = root
         #: Set after resolving: (recorded root, actual root) when the snapshot was moved.
@@ -169,30 +170,31 @@ class PathResolver:
 
     def locate(self, recorded: str) -> tuple[str, bool]:
         """Where the file recorded as ``recorded`` (an absolute path or URI) is read now."""
-        split = _split_recorded(recorded)
+        split = split_recorded_path(recorded)
         if split is None:
             return normalize_uri(recorded), False
         recorded_base, job_id, tail = split
         self.recorded_job_ids.add(job_id)
-        actual_root = self._actual_job_root(job_id)
         recorded_root = st.join(recorded_base, job_id)
-        if actual_root is None or _same_place(recorded_root, actual_root):
+        if self.root is None or _same_place(recorded_root, self.root):
+            return normalize_uri(recorded), False
+        if st.basename(self.root) == job_id:
+            # This job's own files, recorded under another base: the checkpoint was copied or moved.
+            actual_root = self.root
+        else:
+            # Another job's files (a job restored from an older job's checkpoint, or a _metadata that
+            # `repair relocate` pointed at files elsewhere): read them next to the root being read if
+            # that job's directory was copied along, else where they were recorded.
+            actual_root = st.join(st.parent(self.root), job_id)
+            if self.storage is None or self.storage.stat(st.join(actual_root, *tail)) is None:
+                return normalize_uri(recorded), False
+        if _same_place(recorded_root, actual_root):
             return normalize_uri(recorded), False
         self.moves[normalize_uri(recorded_root)] = actual_root
         return st.join(actual_root, *tail), True
 
-    def _actual_job_root(self, job_id: str) -> str | None:
-        """Where the checkpoint root of job ``job_id`` is, seen from the root being read."""
-        if self.root is None:
-            return None
-        if st.basename(self.root) == job_id:
-            return self.root
-        # Another job's files (a job restored in NO_CLAIM mode references the old job's shared/):
-        # that job's directory is expected next to the root being read.
-        return st.join(st.parent(self.root), job_id)
 
-
-def _split_recorded(recorded: str) -> tuple[str, str, list[str]] | None:
+def split_recorded_path(recorded: str) -> tuple[str, str, list[str]] | None:
     """``(base, job_id, tail)`` of a path like ``<base>/<job-id>/shared/<file>``, else None.
 
     The anchor is the last ``shared``, ``taskowned`` or ``chk-N`` segment preceded by a 32-hex job id.

@@ -5,6 +5,7 @@ from __future__ import annotations
 from rich.table import Table
 
 from repair.output import stdout
+from repair.storage import parent
 
 
 def human_bytes(n: int) -> str:
@@ -240,3 +241,19 @@ def _human_age(seconds: float) -> str:
         if seconds >= size:
             return f"{seconds // size:.0f} {unit}"
     return f"{seconds:.0f} s"
+
+
+def render_relocate(result) -> None:
+    console = stdout()
+    if not result.ok:
+        console.print(f"[bold red]not relocated: {len(result.missing)} file(s) missing or short; nothing was written[/]")
+        for missing in result.missing:
+            console.print(f"  {missing.source}: {missing.found}, _metadata records {missing.expected_size} bytes (recorded as {missing.recorded})")
+        return
+    copied = [f for f in result.files if f.copied]
+    console.print(f"[bold green]wrote {result.new_metadata}[/]")
+    console.print(
+        f"  {len(result.files)} files checked; {len(copied)} copied ({human_bytes(sum(f.size for f in copied))}); "
+        f"{len(result.files) - len(copied)} referenced where they are"
+    )
+    console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")

@@ -46,7 +46,7 @@ def load_snapshot(ref: SnapshotRef, root: str | None, storage: st.Storage) -> Lo
         metadata = decode_metadata(data)
     except RepairError as error:
         raise error.in_source(ref.metadata_uri) from None
-    return LoadedSnapshot(ref, metadata, PathResolver(ref, root), len(data))
+    return LoadedSnapshot(ref, metadata, PathResolver(ref, root, storage), len(data))
 
 
 def read_resolved(

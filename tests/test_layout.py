@@ -72,13 +72,25 @@ def test_files_recorded_elsewhere_are_relocated_under_the_root_being_read():
     resolved = resolver.resolve(FileHandle(f"s3a://bucket/ckpts/{JOB}/shared/abc", 10))
     assert (resolved.uri, resolved.relocated) == (f"/mnt/copy/{JOB}/shared/abc", True)
     assert resolver.moves == {f"s3a://bucket/ckpts/{JOB}": f"/mnt/copy/{JOB}"}
-    # A file of another job (restored in NO_CLAIM mode) is looked for next to the root.
-    other = "f" * 32
-    resolved = resolver.resolve(FileHandle(f"file:/old/place/{other}/shared/x", 1))
-    assert resolved.uri == f"/mnt/copy/{other}/shared/x"
     # File-merging segments keep their byte range.
     seg = resolver.resolve(SegmentFileHandle(100, 20, 1, f"hdfs://nn/c/{JOB}/taskowned/tm1/seg", "id"))
     assert (seg.uri, seg.start, seg.size) == (f"/mnt/copy/{JOB}/taskowned/tm1/seg", 100, 20)
+
+
+def test_another_jobs_files_are_read_next_to_the_root_only_when_copied_along(tmp_path):
+    from repair.storage import Storage
+
+    other = "f" * 32
+    (tmp_path / JOB).mkdir()
+    ref = SnapshotRef(str(tmp_path / JOB / "chk-5"), str(tmp_path / JOB / "chk-5" / "_metadata"), 5)
+    resolver = PathResolver(ref, str(tmp_path / JOB), Storage())
+    handle = FileHandle(f"file:/old/place/{other}/shared/x", 1)
+    # Not copied along (a job restored from another job's checkpoint): read where it was recorded.
+    assert resolver.resolve(handle).uri == f"/old/place/{other}/shared/x"
+    (tmp_path / other / "shared").mkdir(parents=True)
+    (tmp_path / other / "shared" / "x").write_bytes(b"x")
+    resolved = resolver.resolve(handle)
+    assert (resolved.uri, resolved.relocated) == (str(tmp_path / other / "shared" / "x"), True)
 
 
 def test_files_read_where_they_were_written_are_not_relocated():

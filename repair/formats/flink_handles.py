@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Iterator, Union
+from typing import Callable, Iterator, Union
 
 from repair.errors import FormatError
 from repair.formats.binary import ByteReader
@@ -839,3 +839,30 @@ def iter_stream_handles(handle, path: str = "") -> Iterator[tuple[str, StreamHan
         return
     else:
         raise TypeError(f"not a state handle: {type(handle).__name__}")
+
+
+def map_stream_handles(handle, fn: "Callable[[StreamHandle], StreamHandle | None]"):
+    """``handle`` with every stream handle ``s`` reachable from it replaced by ``fn(s)``.
+
+    Container handles are updated in place and returned; a stream handle is returned as ``fn`` maps it.
+    Used to rewrite paths (``repair relocate``) before re-encoding with :class:`HandleEncoder`.
+    """
+    if handle is None:
+        return None
+    if isinstance(handle, (ByteStreamHandle, FileHandle, RelativeFileHandle, SegmentFileHandle, EmptySegmentFileHandle)):
+        return fn(handle)
+    if isinstance(handle, (KeyGroupsHandle, OperatorStateHandle, ChannelStateHandle, MergedChannelStateHandle)):
+        handle.delegate = map_stream_handles(handle.delegate, fn)
+    elif isinstance(handle, IncrementalKeyedHandle):
+        handle.meta = map_stream_handles(handle.meta, fn)
+        for entry in (*handle.shared, *handle.private):
+            entry.handle = map_stream_handles(entry.handle, fn)
+    elif isinstance(handle, ChangelogBackendHandle):
+        handle.materialized = [map_stream_handles(h, fn) for h in handle.materialized]
+        handle.non_materialized = [map_stream_handles(h, fn) for h in handle.non_materialized]
+    elif isinstance(handle, ChangelogStreamHandle):
+        for item in handle.handles:
+            item.handle = map_stream_handles(item.handle, fn)
+    elif not isinstance(handle, InMemoryChangelogHandle):
+        raise TypeError(f"not a state handle: {type(handle).__name__}")
+    return handle

@@ -38,6 +38,7 @@ from repair.formats.flink_handles import (
     OperatorStateHandle,
     StreamHandle,
     iter_stream_handles,
+    map_stream_handles,
 )
 from repair.formats.java_io import ByteWriter, read_utf
 from repair.formats.java_serialization import CheckpointProperties, decode_checkpoint_properties
@@ -173,6 +174,16 @@ class CheckpointMetadata:
             if op.operator_id == operator_id:
                 return op
         return None
+
+    def map_stream_handles(self, fn) -> None:
+        """Replace every stream handle ``s`` in the file by ``fn(s)``, in place (see ``flink_handles.map_stream_handles``)."""
+        for op in self.operators:
+            op.coordinator_state = map_stream_handles(op.coordinator_state, fn)
+            for sub in op.subtasks:
+                for slot in ("managed_operator_state", "raw_operator_state", "managed_keyed_state", "raw_keyed_state"):
+                    setattr(sub, slot, map_stream_handles(getattr(sub, slot), fn))
+                sub.input_channel_state = [map_stream_handles(h, fn) for h in sub.input_channel_state]
+                sub.result_subpartition_state = [map_stream_handles(h, fn) for h in sub.result_subpartition_state]
 
     def iter_stream_handles(self) -> Iterator[tuple[str, StreamHandle]]:
         """Every stream handle in the file, with a readable path such as ``op/<id>/subtask/0/managed_keyed_state/shared/000012.sst``."""

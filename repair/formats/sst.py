@@ -28,8 +28,9 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from itertools import islice
-from operator import add, gt
+from bisect import bisect_right
+from itertools import islice, repeat
+from operator import add, gt, lt
 from typing import Any, Callable, Iterator, NamedTuple
 
 import cramjam
@@ -81,6 +82,8 @@ _EXTENDED_MAGIC = b"\x3e\x00\x7a\x00"
 
 #: Default size of the sequential reads of :meth:`Table.verify`.
 DEFAULT_CHUNK_SIZE = 16 << 20
+#: Initial size of the buffer Snappy blocks are decompressed into while verifying (grows as needed).
+_SNAPPY_SCRATCH_SIZE = 1 << 20
 
 
 class IndexType(enum.IntEnum):
@@ -736,8 +739,7 @@ class Table:
         which makes the exact finding. Nothing per entry, no object per block.
         """
         limit = self._block_limit()
-        max_block_size = self.max_block_size
-        max_size = max_block_size + 64
+        max_size = self.max_block_size + 64
         trailer = BLOCK_TRAILER_SIZE
         n = len(offsets)
         if n and (max(map(add, offsets, sizes)) + trailer > limit or max(sizes) > max_size):
@@ -762,17 +764,21 @@ class Table:
             sizes = [sizes[k] for k in order]
             kinds = [kinds[k] for k in order]
         total = sum(sizes) + trailer * n
+        ends = list(map(add, map(add, offsets, sizes), repeat(trailer, n)))  # trailer included
+        # The usual layout: no block starts before the previous one ends. Then chunks are found by
+        # bisection and no block needs the overlap check.
+        clean = not any(map(lt, islice(offsets, 1, None), ends))
 
         checksum_type = self.footer.checksum_type
         checksum = checksum_function(checksum_type)
         crc = _crc32c_module.crc32c if checksum_type == ChecksumType.CRC32C else None
         base_context = self.footer.base_context_checksum
-        format_version = self.format_version
+        check = self._check_block
         source = self.source
         unpack = U32.unpack_from
         snappy_into = cramjam.snappy.decompress_raw_into
-        snappy = int(CompressionType.SNAPPY)
-        scratch = bytearray(64 << 10)
+        max_block_size = self.max_block_size
+        scratch = bytearray(_SNAPPY_SCRATCH_SIZE)
         scratch_size = len(scratch)
         mask32 = 0xFFFFFFFF
         mask_delta = 0xA282EAD8
@@ -782,55 +788,61 @@ class Table:
         i = 0
         while i < n:
             chunk_start = offsets[i]
-            chunk_end = chunk_start + sizes[i] + trailer
             chunk_limit = chunk_start + chunk_size
-            j = i + 1
-            while j < n:
-                offset = offsets[j]
-                if offset < chunk_end:
-                    break
-                block_end = offset + sizes[j] + trailer
-                if block_end > chunk_limit:
-                    break
-                chunk_end = block_end
-                j += 1
+            if clean:
+                j = bisect_right(ends, chunk_limit, i + 1)
+            else:
+                j = i + 1
+                chunk_end = ends[i]
+                while j < n and offsets[j] >= chunk_end and ends[j] <= chunk_limit:
+                    chunk_end = ends[j]
+                    j += 1
+            chunk_end = ends[j - 1]
             try:
                 chunk = read_exactly(source, chunk_start, chunk_end - chunk_start, "table blocks")
             except FormatError as exc:
                 report.add(finding_from_error(exc, kinds[i]))
                 break
-            for k in range(i, j):
-                offset = offsets[k]
-                size = sizes[k]
-                if offset < previous_end:
-                    report.add(Finding(
-                        "bad_block_handle",
-                        f"{kinds[k]} block at offset {offset} (size {size}) overlaps the previous block, "
-                        f"which ends at {previous_end}",
-                        kinds[k], offset, size,
-                    ))
-                previous_end = offset + size + trailer
-                start = offset - chunk_start
-                end = start + size
-                type_byte = chunk[end]
-                if checksum is not None:
-                    expected = unpack(chunk, end + 1)[0]
-                    if base_context:
-                        expected = (expected - (base_context ^ (((offset & mask32) + (offset >> 32)) & mask32))) & mask32
+            if not clean:
+                # General loop: overlap check, then the general check of each block.
+                for k in range(i, j):
+                    offset = offsets[k]
+                    size = sizes[k]
+                    if offset < previous_end:
+                        report.add(Finding(
+                            "bad_block_handle",
+                            f"{kinds[k]} block at offset {offset} (size {size}) overlaps the previous block, "
+                            f"which ends at {previous_end}",
+                            kinds[k], offset, size,
+                        ))
+                    previous_end = ends[k]
+                    decompressed += check(chunk, offset - chunk_start, offset, size, kinds[k], report, decompress)
+            else:
+                # Fast loop. Per block: a slice of the chunk (no copy), one C call for the checksum
+                # (CRC-32C over the block and its type byte, which follows it) and, for Snappy, one C
+                # call decompressing into a reused buffer. Anything else takes the general check.
+                k = i - 1
+                for offset, size in zip(offsets[i:j], sizes[i:j]):
+                    k += 1
+                    start = offset - chunk_start
+                    end = start + size
                     if crc is not None:
-                        # CRC-32C of the block and its type byte, then masked (crc32c::Mask).
+                        expected = unpack(chunk, end + 1)[0]
+                        if base_context:
+                            expected = (expected - (base_context ^ (((offset & mask32) + (offset >> 32)) & mask32))) & mask32
                         value = crc(chunk[start : end + 1])
-                        computed = ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32
-                    else:
-                        computed = checksum(chunk[start:end], type_byte)
-                    if computed != expected:
-                        kind = BlockKind(kinds[k])
-                        handle = BlockHandle(offset, size)
-                        error = BlockChecksumError(kind, handle, expected, computed, context=bool(base_context))
-                        report.add(finding_from_error(error, kind.value, handle))
+                        if ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32 != expected:
+                            check(chunk, start, offset, size, kinds[k], report, decompress)
+                            continue
+                    elif checksum is not None:
+                        decompressed += check(chunk, start, offset, size, kinds[k], report, decompress)
                         continue
-                if type_byte and decompress:
-                    if type_byte == snappy and size:
+                    if not decompress:
+                        continue
+                    type_byte = chunk[end]
+                    if not type_byte:
+                        continue
+                    if type_byte == 1 and size:  # Snappy
                         # Snappy's header: the uncompressed length as a varint32 (1 to 3 bytes here).
                         declared = chunk[start]
                         if declared >= 0x80:
@@ -846,16 +858,12 @@ class Table:
                                 scratch_size = declared
                             try:
                                 written = snappy_into(chunk[start:end], scratch)
-                            except Exception:  # the general path below names the problem
+                            except Exception:  # the general check below names the problem
                                 written = -1
                             if written == declared:
                                 decompressed += 1
                                 continue
-                    try:
-                        decompress_block(type_byte, chunk[start:end], format_version, offset=offset, max_size=max_block_size)
-                        decompressed += 1
-                    except FormatError as exc:
-                        report.add(_decompression_finding(exc, BlockInfo(BlockKind(kinds[k]), BlockHandle(offset, size)), type_byte))
+                    decompressed += check(chunk, start, offset, size, kinds[k], report, decompress, checksum_ok=True)
             done += chunk_end - chunk_start
             if progress is not None:
                 progress(min(done, total), total)
@@ -868,84 +876,123 @@ class Table:
             report.blocks_checked += number
             report.blocks_by_kind[kind_value] = report.blocks_by_kind.get(kind_value, 0) + number
 
+    def _check_block(
+        self, chunk, start: int, offset: int, size: int, kind_value: str, report: VerifyReport, decompress: bool,
+        *, checksum_ok: bool = False,
+    ) -> int:
+        """The general check of one block at ``chunk[start:]``: checksum, then decompression.
+
+        Adds the findings to ``report``; returns 1 when the block was decompressed, else 0.
+        """
+        end = start + size
+        type_byte = chunk[end]
+        footer = self.footer
+        if footer.checksum_type != ChecksumType.NONE and not checksum_ok:
+            base_context = footer.base_context_checksum
+            expected = U32.unpack_from(chunk, end + 1)[0]
+            if base_context:
+                expected = (expected - context_modifier(base_context, offset)) & 0xFFFFFFFF
+            computed = block_checksum(footer.checksum_type, chunk[start:end], type_byte)
+            if computed != expected:
+                kind = BlockKind(kind_value)
+                handle = BlockHandle(offset, size)
+                error = BlockChecksumError(kind, handle, expected, computed, context=bool(base_context))
+                report.add(finding_from_error(error, kind.value, handle))
+                return 0
+        if type_byte and decompress:
+            try:
+                decompress_block(type_byte, chunk[start:end], self.format_version, offset=offset, max_size=self.max_block_size)
+                return 1
+            except FormatError as exc:
+                report.add(_decompression_finding(exc, BlockInfo(BlockKind(kind_value), BlockHandle(offset, size)), type_byte))
+        return 0
+
+
+def _varint(data, pos: int, max_bytes: int = 9) -> tuple[int, int]:
+    """A varint of at most ``max_bytes`` bytes at ``data[pos:]``: ``(value, next)``, value -1 when longer.
+
+    Raises ``IndexError`` past the end of ``data``.
+    """
+    value = 0
+    shift = 0
+    limit = 7 * max_bytes
+    while shift < limit:
+        byte = data[pos]
+        pos += 1
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value, pos
+        shift += 7
+    return -1, pos
+
 
 def _delta_index_arrays(data: bytes, end: int) -> tuple[list[int], list[int]] | None:
     """The handles of a delta-encoded index block as ``(offsets, sizes)``, or ``None``.
 
-    The fast path of :meth:`BlockReader.index_handles` for the common case (key lengths of at most
-    4 varint bytes, handle varints of at most 9, everything inside the entries): ``None`` whenever
-    anything is unusual, and the caller then runs the general decoder, which gives the result or the
-    error.
+    The fast path of :meth:`BlockReader.index_handles` for the common case (varints of at most 9
+    bytes, every entry inside the entries area): ``None`` whenever anything is unusual, and the
+    caller then runs the general decoder, which gives the result or the error. Varints of up to 4
+    bytes (offsets below 256 MiB, sizes below 2 MiB) are decoded inline.
     """
     offsets: list[int] = []
     sizes: list[int] = []
     add_offset = offsets.append
     add_size = sizes.append
+    varint = _varint
     pos = 0
     prev_end = -1
     prev_size = 0
     try:
         while pos < end:
             shared = data[pos]
-            pos += 1
-            if shared >= 0x80:
-                shared &= 0x7F
-                shift = 7
-                while True:
-                    byte = data[pos]
-                    pos += 1
-                    shared |= (byte & 0x7F) << shift
-                    if byte < 0x80:
-                        break
-                    shift += 7
-                    if shift > 21:
-                        return None
-            non_shared = data[pos]
-            pos += 1
-            if non_shared >= 0x80:
-                non_shared &= 0x7F
-                shift = 7
-                while True:
-                    byte = data[pos]
-                    pos += 1
-                    non_shared |= (byte & 0x7F) << shift
-                    if byte < 0x80:
-                        break
-                    shift += 7
-                    if shift > 21:
-                        return None
-            pos += non_shared
-            byte = data[pos]
-            pos += 1
-            value = byte
-            if byte >= 0x80:
-                value &= 0x7F
-                shift = 7
-                while True:
-                    byte = data[pos]
-                    pos += 1
-                    value |= (byte & 0x7F) << shift
-                    if byte < 0x80:
-                        break
-                    shift += 7
-                    if shift > 56:
-                        return None
+            non_shared = data[pos + 1]
+            if shared < 0x80 and non_shared < 0x80:
+                pos += 2 + non_shared
+            else:
+                # varint32s, as BlockReader reads them: at most 5 bytes, below 2^32
+                shared, pos = varint(data, pos, 5)
+                non_shared, pos = varint(data, pos, 5)
+                if not (0 <= shared <= 0xFFFFFFFF and 0 <= non_shared <= 0xFFFFFFFF):
+                    return None
+                pos += non_shared
+            # The handle's first varint: the offset (full handle) or the size delta.
+            b0 = data[pos]
+            if b0 < 0x80:
+                value = b0
+                pos += 1
+            else:
+                b1 = data[pos + 1]
+                if b1 < 0x80:
+                    value = (b0 & 0x7F) | (b1 << 7)
+                    pos += 2
+                else:
+                    b2 = data[pos + 2]
+                    if b2 < 0x80:
+                        value = (b0 & 0x7F) | ((b1 & 0x7F) << 7) | (b2 << 14)
+                        pos += 3
+                    else:
+                        b3 = data[pos + 3]
+                        if b3 < 0x80:
+                            value = (b0 & 0x7F) | ((b1 & 0x7F) << 7) | ((b2 & 0x7F) << 14) | (b3 << 21)
+                            pos += 4
+                        else:
+                            value, pos = varint(data, pos)
+                            if value < 0:
+                                return None
             if shared == 0 or prev_end < 0:
                 offset = value
-                byte = data[pos]
-                pos += 1
-                size = byte
-                if byte >= 0x80:
-                    size &= 0x7F
-                    shift = 7
-                    while True:
-                        byte = data[pos]
-                        pos += 1
-                        size |= (byte & 0x7F) << shift
-                        if byte < 0x80:
-                            break
-                        shift += 7
-                        if shift > 56:
+                b0 = data[pos]
+                if b0 < 0x80:
+                    size = b0
+                    pos += 1
+                else:
+                    b1 = data[pos + 1]
+                    if b1 < 0x80:
+                        size = (b0 & 0x7F) | (b1 << 7)
+                        pos += 2
+                    else:
+                        size, pos = varint(data, pos)
+                        if size < 0:
                             return None
             else:
                 offset = prev_end
