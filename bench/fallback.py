@@ -45,7 +45,7 @@ def ensure_root(cache: Path, records: int) -> Path:
         records_path = work_dir / "records.tsv"
         write_records(records_path, records, waves=4, user_chars=1000, tag_chars=200, seed=7)
         settings = JobSettings(
-            parallelism=2, checkpoint_dir=base / "checkpoints", num_retained=10, interval_ms=5000,
+            parallelism=2, checkpoint_dir=base / "checkpoints", num_retained=10, interval_ms=2000,
             job_id="fa11bac4" * 4, rocksdb_local_dir=work_dir / "rocksdb",
         )
         options = {"--records": str(records_path), "--log": str(work_dir / "run.json"), "--timeout-s": "3000"}
@@ -67,7 +67,7 @@ def best_of(runs: int, func) -> float:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--root", type=Path, help="job checkpoint root (default: generate one)")
-    parser.add_argument("--records", type=int, default=40_000, help="input records when generating (default 40000)")
+    parser.add_argument("--records", type=int, default=6_000, help="input records when generating (default 6000)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE)
     args = parser.parse_args(argv)
@@ -78,11 +78,15 @@ def main(argv: list[str] | None = None) -> int:
     referenced = verify(str(newest), workers=1)
     t_newest = best_of(args.runs, lambda: verify(str(newest), workers=1))
     t_fallback = best_of(args.runs, lambda: fallback(str(root), workers=1))
+    t_all = best_of(args.runs, lambda: fallback(str(root), workers=1, check_all=True))
     retained = len(report.snapshots)
+    mb_all, mb_newest = report.bytes / 1e6, referenced.bytes / 1e6
     print(f"root: {root}")
-    print(f"retained checkpoints: {retained}; distinct files read: {report.files} ({report.bytes / 1e6:.1f} MB); "
-          f"newest alone: {referenced.files} files ({referenced.bytes / 1e6:.1f} MB)")
-    print(f"verify newest: {t_newest:.2f} s   fallback (all {retained}): {t_fallback:.2f} s   ratio {t_fallback / t_newest:.2f}")
+    print(f"retained checkpoints: {retained}; distinct bytes of all: {report.files} files, {mb_all:.1f} MB; "
+          f"of the newest: {referenced.files} files, {mb_newest:.1f} MB (unique-bytes ratio {mb_all / mb_newest:.2f})")
+    print(f"verify newest:          {t_newest:6.2f} s  {mb_newest / t_newest:6.1f} MB/s")
+    print(f"fallback (newest first): {t_fallback:6.2f} s  ratio to verify newest {t_fallback / t_newest:.2f}")
+    print(f"fallback --all:          {t_all:6.2f} s  ratio {t_all / t_newest:.2f}  {mb_all / t_all:6.1f} MB/s of unique bytes")
     return 0
 
 

@@ -86,6 +86,7 @@ def verify(
 def fallback(
     root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
     lineage: Optional[int] = typer.Option(None, "--lineage", help="When the root holds checkpoints of several jobs or deployments: choose within this lineage."),
+    check_all: bool = typer.Option(False, "--all", help="Verify every retained checkpoint, not only down to the newest valid one."),
     master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
@@ -96,7 +97,7 @@ def fallback(
     from repair.render import render_fallback
 
     with progress_bar("verifying") as on_progress:
-        result = run_fallback(root, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
+        result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
     if json_output:
         print_json(result.to_json())
     else:

@@ -157,7 +157,9 @@ def render_fallback(result) -> None:
         table.add_column(column, overflow="fold")
     for verdict in result.checkpoints:
         chosen = result.chosen is not None and verdict is result.chosen
-        status = "[bold green]chosen[/]" if chosen else ("[green]valid[/]" if verdict.valid else "[red]broken[/]")
+        status = "[bold green]chosen[/]" if chosen else (
+            "not checked" if verdict.valid is None else "[green]valid[/]" if verdict.valid else "[red]broken[/]"
+        )
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
         table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id), str(verdict.lineage), status, culprit)

@@ -42,9 +42,15 @@ def _predicted(root: Path, broken: set[int]) -> int | None:
 )
 def test_fallback_picks_the_predicted_checkpoint(tmp_path, kind, fixture, options):
     dmg = damage.damaged_copy(fixture, tmp_path, kind, **options)
-    result = fallback(str(dmg.root))
     expected = _predicted(dmg.root, set(dmg.checkpoints))
-    assert result.chosen is not None and result.chosen.checkpoint_id == expected
+    # Newest first, stopping at the first valid checkpoint: everything newer is checked and broken.
+    quick = fallback(str(dmg.root))
+    assert quick.chosen is not None and quick.chosen.checkpoint_id == expected
+    assert all(v.valid is False for v in quick.checkpoints if v.checkpoint_id > expected)
+    assert {v.checkpoint_id for v in quick.checkpoints if v.valid is False} <= set(dmg.checkpoints)
+    # With --all every retained checkpoint is verified: exactly those referencing the damage are broken.
+    result = fallback(str(dmg.root), check_all=True)
+    assert result.chosen.checkpoint_id == expected
     broken = [v.checkpoint_id for v in result.checkpoints if not v.valid]
     assert sorted(broken) == sorted(dmg.checkpoints)
     assert [v.checkpoint_id for v in result.checkpoints] == sorted(damage.checkpoint_ids(dmg.root), reverse=True)
@@ -112,7 +118,8 @@ def test_json_contract_and_restore_advice(tmp_path, capsys):
     assert ids == sorted(ids, reverse=True)
     for entry in doc["checkpoints"]:
         assert {"checkpoint_id", "path", "valid", "culprits"} <= entry.keys()
-        assert entry["valid"] == (entry["culprits"] == [])
+        if entry["valid"] is not None:  # null: older than the chosen one, not verified
+            assert entry["valid"] == (entry["culprits"] == [])
         assert all({"local_name", "path", "kind"} <= c.keys() for c in entry["culprits"])
     commands = " ".join(doc["restore"]["commands"])
     assert f"-s {doc['chosen']['path']}" in commands and "NO_CLAIM" in commands
@@ -177,3 +184,23 @@ def test_every_fixture_falls_back_past_a_damaged_file(fixture_dir, tmp_path):
     expected = _predicted(root, refs)
     assert (result.chosen.checkpoint_id if result.chosen else None) == expected
     assert {c.kind for v in result.checkpoints for c in v.culprits} == {kind}
+
+
+def test_a_healthy_root_costs_one_checkpoint(monkeypatch):
+    """Newest first: when the newest checkpoint is valid, only its files are read."""
+    from repair.ops import file_checks
+
+    read = []
+    original = file_checks.check_file
+    monkeypatch.setattr("repair.ops.verify.check_file", lambda task, storage=None: read.append(task.key) or original(task, storage))
+    root = damage.checkpoint_root(FIXTURES / EXTERNAL)
+    result = fallback(str(root))
+    newest = max(damage.checkpoint_ids(root))
+    assert result.chosen.checkpoint_id == newest
+    assert [v.valid for v in result.checkpoints] == [True] + [None] * (len(result.checkpoints) - 1)
+    newest_only = len(read)
+    read.clear()
+    from repair.ops.verify import verify
+
+    verify(str(root / f"chk-{newest}"))
+    assert newest_only == len(read)

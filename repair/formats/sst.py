@@ -28,7 +28,7 @@ from __future__ import annotations
 import enum
 from collections import Counter
 from dataclasses import dataclass, field
-from bisect import bisect_right
+from bisect import bisect_left, bisect_right
 from itertools import islice, repeat
 from operator import add, gt, lt
 from typing import Any, Callable, Iterator, NamedTuple
@@ -774,12 +774,14 @@ class Table:
         crc = _crc32c_module.crc32c if checksum_type == ChecksumType.CRC32C else None
         base_context = self.footer.base_context_checksum
         check = self._check_block
+        # The fast loops need the usual layout and a checksum without a context (format_version < 6).
+        fast = clean and checksum is not None and not base_context
         source = self.source
         unpack = U32.unpack_from
         snappy_into = cramjam.snappy.decompress_raw_into
+        snappy_length = cramjam.snappy.decompress_raw_len
         max_block_size = self.max_block_size
         scratch = bytearray(_SNAPPY_SCRATCH_SIZE)
-        scratch_size = len(scratch)
         mask32 = 0xFFFFFFFF
         mask_delta = 0xA282EAD8
         decompressed = 0
@@ -803,7 +805,7 @@ class Table:
             except FormatError as exc:
                 report.add(finding_from_error(exc, kinds[i]))
                 break
-            if not clean:
+            if not fast:
                 # General loop: overlap check, then the general check of each block.
                 for k in range(i, j):
                     offset = offsets[k]
@@ -817,53 +819,64 @@ class Table:
                         ))
                     previous_end = ends[k]
                     decompressed += check(chunk, offset - chunk_start, offset, size, kinds[k], report, decompress)
-            else:
-                # Fast loop. Per block: a slice of the chunk (no copy), one C call for the checksum
-                # (CRC-32C over the block and its type byte, which follows it) and, for Snappy, one C
-                # call decompressing into a reused buffer. Anything else takes the general check.
-                k = i - 1
+                done += chunk_end - chunk_start
+                if progress is not None:
+                    progress(min(done, total), total)
+                del chunk
+                i = j
+                continue
+            # Fast loops. Per block: a slice of the chunk (a memoryview, no copy), one C call for the
+            # checksum (CRC-32C runs over the block and its type byte, which follows it) and, for
+            # Snappy, one C call decompressing into a reused buffer. A block that fails, or needs
+            # another codec, is queued for the general check, which makes the exact finding; the
+            # queue keeps the blocks' order, and so the order of the findings.
+            slow: list[tuple[int, bool]] = []
+            if crc is not None and not decompress:
                 for offset, size in zip(offsets[i:j], sizes[i:j]):
-                    k += 1
+                    start = offset - chunk_start
+                    end = start + size + 1
+                    value = crc(chunk[start:end])
+                    if ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32 != unpack(chunk, end)[0]:
+                        slow.append((offset, False))
+            else:
+                for offset, size in zip(offsets[i:j], sizes[i:j]):
                     start = offset - chunk_start
                     end = start + size
                     if crc is not None:
-                        expected = unpack(chunk, end + 1)[0]
-                        if base_context:
-                            expected = (expected - (base_context ^ (((offset & mask32) + (offset >> 32)) & mask32))) & mask32
                         value = crc(chunk[start : end + 1])
-                        if ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32 != expected:
-                            check(chunk, start, offset, size, kinds[k], report, decompress)
-                            continue
-                    elif checksum is not None:
-                        decompressed += check(chunk, start, offset, size, kinds[k], report, decompress)
+                        value = ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32
+                    else:
+                        value = checksum(chunk[start:end], chunk[end])
+                    if value != unpack(chunk, end + 1)[0]:
+                        slow.append((offset, False))
                         continue
                     if not decompress:
                         continue
                     type_byte = chunk[end]
                     if not type_byte:
                         continue
-                    if type_byte == 1 and size:  # Snappy
-                        # Snappy's header: the uncompressed length as a varint32 (1 to 3 bytes here).
-                        declared = chunk[start]
-                        if declared >= 0x80:
-                            second = chunk[start + 1] if size > 1 else 0x80
-                            if second < 0x80:
-                                declared = (declared & 0x7F) | (second << 7)
-                            else:
-                                third = chunk[start + 2] if size > 2 else 0x80
-                                declared = (declared & 0x7F) | ((second & 0x7F) << 7) | (third << 14) if third < 0x80 else -1
-                        if 0 <= declared <= max_block_size and declared <= size * 32 + 64:
-                            if declared > scratch_size:
-                                scratch = bytearray(declared)
-                                scratch_size = declared
-                            try:
-                                written = snappy_into(chunk[start:end], scratch)
-                            except Exception:  # the general check below names the problem
-                                written = -1
-                            if written == declared:
-                                decompressed += 1
-                                continue
-                    decompressed += check(chunk, start, offset, size, kinds[k], report, decompress, checksum_ok=True)
+                    if type_byte == 1 and size > 2 and (chunk[start] < 0x80 or chunk[start + 1] < 0x80 or chunk[start + 2] < 0x80):
+                        # Snappy, with a header (the uncompressed length, a varint) of at most 3 bytes,
+                        # which the general path reads alike. The decoder checks that the output has
+                        # exactly that length, so a success returns it.
+                        try:
+                            written = snappy_into(chunk[start:end], scratch)
+                        except Exception:  # the general check names the problem
+                            written = -1
+                        if 0 <= written <= max_block_size and written <= size * 32 + 64:
+                            decompressed += 1
+                            continue
+                    slow.append((offset, True))
+            for offset, checksum_ok in slow:
+                k = bisect_left(offsets, offset, i, j)
+                start = offset - chunk_start
+                size = sizes[k]
+                if check(chunk, start, offset, size, kinds[k], report, decompress, checksum_ok=checksum_ok):
+                    decompressed += 1
+                    if chunk[start + size] == 1:  # a Snappy block larger than the buffer: grow it
+                        length = snappy_length(chunk[start : start + size])
+                        if length > len(scratch):
+                            scratch = bytearray(length)
             done += chunk_end - chunk_start
             if progress is not None:
                 progress(min(done, total), total)
@@ -940,8 +953,6 @@ def _delta_index_arrays(data: bytes, end: int) -> tuple[list[int], list[int]] | 
     add_size = sizes.append
     varint = _varint
     pos = 0
-    prev_end = -1
-    prev_size = 0
     try:
         while pos < end:
             shared = data[pos]
@@ -979,7 +990,7 @@ def _delta_index_arrays(data: bytes, end: int) -> tuple[list[int], list[int]] | 
                             value, pos = varint(data, pos)
                             if value < 0:
                                 return None
-            if shared == 0 or prev_end < 0:
+            if shared == 0 or not offsets:
                 offset = value
                 b0 = data[pos]
                 if b0 < 0x80:
@@ -995,16 +1006,16 @@ def _delta_index_arrays(data: bytes, end: int) -> tuple[list[int], list[int]] | 
                         if size < 0:
                             return None
             else:
-                offset = prev_end
-                size = prev_size + ((value >> 1) ^ -(value & 1))
+                # A size delta: the block follows the previous one (and its trailer).
+                size = sizes[-1]
+                offset = offsets[-1] + size + BLOCK_TRAILER_SIZE
+                size += (value >> 1) ^ -(value & 1)
                 if size < 0:
                     return None
             if pos > end:
                 return None
             add_offset(offset)
             add_size(size)
-            prev_end = offset + size + BLOCK_TRAILER_SIZE
-            prev_size = size
     except IndexError:
         return None
     return offsets, sizes

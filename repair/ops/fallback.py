@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from repair import storage as st
 from repair.errors import UsageError
 from repair.layout import normalize_uri
-from repair.ops.verify import Finding, SnapshotSummary, verify
+from repair.ops.verify import Finding, SnapshotSummary, verify, verify_newest_first
 
 
 @dataclass
@@ -59,7 +59,8 @@ class CheckpointVerdict:
     checkpoint_id: int | None
     name: str
     path: str
-    valid: bool
+    #: None when not verified: older than the chosen checkpoint (use ``check_all`` to verify all).
+    valid: bool | None
     lineage: int
     culprits: list[Culprit] = field(default_factory=list)
 
@@ -149,13 +150,20 @@ def fallback(
     root: str,
     *,
     lineage: int | None = None,
+    check_all: bool = False,
     storage: st.Storage | None = None,
     workers: int | None = None,
     master: str | None = None,
     on_progress=None,
 ) -> FallbackResult:
     """Verify every retained checkpoint under ``root`` and pick the newest valid one (see module doc)."""
-    report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
+    if check_all:
+        report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
+    else:
+        report = verify_newest_first(
+            root, storage=storage, workers=workers, master=master, on_progress=on_progress,
+            enough=lambda partial: _every_lineage_has_a_valid_checkpoint(partial, lineage),
+        )
     if report.layout != "job-root":
         raise UsageError(f"fallback needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
     snapshots = sorted(report.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True)
@@ -164,7 +172,8 @@ def fallback(
     verdicts = []
     for snap in snapshots:
         culprits = [Culprit.from_finding(f) for f in errors if f.reference.snapshot == snap.name]
-        verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, not culprits, lineage_of[snap.name], culprits))
+        valid = not culprits if snap.checked or culprits else None
+        verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits))
     damaged = _damaged_files(errors, [s.name for s in snapshots])
 
     if len(lineages) > 1 and lineage is None:
@@ -189,6 +198,15 @@ def fallback(
         newer = [v.name for v in candidates if v is not chosen and (v.checkpoint_id or 0) > (chosen.checkpoint_id or 0)]
         message = f"restore {chosen.name}" + (f" (newer {_and_list(newer)} {'is' if len(newer) == 1 else 'are'} broken)" if newer else "")
     return FallbackResult(root, verdicts, lineages, damaged, chosen, restore, lost, message)
+
+
+def _every_lineage_has_a_valid_checkpoint(report, wanted: int | None) -> bool:
+    """Stop rule of the newest-first verification: the wanted lineage (or every one) has a checked valid checkpoint."""
+    snapshots = sorted(report.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True)
+    lineages, lineage_of = _lineages(snapshots)
+    targets = [wanted] if wanted is not None else [l.index for l in lineages]
+    found = {lineage_of[s.name] for s in snapshots if s.checked and s.ok}
+    return all(t in found for t in targets)
 
 
 def _lineages(snapshots: list[SnapshotSummary]) -> tuple[list[Lineage], dict[str, int]]:

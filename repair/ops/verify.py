@@ -149,9 +149,13 @@ class SnapshotSummary:
     written_at: float | None = None
     #: Recorded job roots -> where they are read now, when the snapshot was copied or moved.
     relocated_from: dict[str, str] = field(default_factory=dict)
+    #: False when verification stopped before this snapshot (``verify_newest_first``); ``ok`` then
+    #: reflects only the problems found in files it shares with checked snapshots.
+    checked: bool = True
 
     def to_json(self) -> dict:
-        return {"name": self.name, "checkpoint_id": self.checkpoint_id, "kind": self.kind, "path": self.path, "ok": self.ok}
+        return {"name": self.name, "checkpoint_id": self.checkpoint_id, "kind": self.kind, "path": self.path, "ok": self.ok,
+                "checked": self.checked}
 
 
 @dataclass
@@ -225,6 +229,40 @@ def verify(
     layout = _plan_path(path, storage, plan)
     results = _execute(plan, storage, workers, master, on_progress)
     return _assemble(path, layout, plan, results)
+
+
+def verify_newest_first(
+    path: str,
+    *,
+    storage: st.Storage | None = None,
+    workers: int | None = None,
+    master: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    enough: Callable[[VerifyResult], bool] | None = None,
+) -> VerifyResult:
+    """Verify the retained checkpoints of a job root newest first, until ``enough(report)`` is true.
+
+    The default ``enough`` stops at the first valid checkpoint. Each file is still read at most once;
+    checkpoints after the stop are not checked (``SnapshotSummary.checked`` is False), except that
+    problems already found in files they share are reported for them too. Anything that is not a job
+    root is verified whole.
+    """
+    storage = storage or st.default_storage()
+    plan = _Plan()
+    layout = _plan_path(path, storage, plan)
+    if layout != "job-root":
+        return _assemble(path, layout, plan, _execute(plan, storage, workers, master, on_progress))
+    results: dict[tuple, FileResult] = {}
+    checked: set[str] = set()
+    report = None
+    for summary in sorted(plan.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True):
+        keys = [k for k, refs in plan.references.items() if k not in results and any(r.snapshot == summary.name for r in refs)]
+        results.update(_execute(plan, storage, workers, master, on_progress, keys))
+        checked.add(summary.name)
+        report = _assemble(path, layout, plan, results, checked)
+        if enough(report) if enough is not None else summary.ok:
+            break
+    return report
 
 
 def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
@@ -361,8 +399,11 @@ def _plan_single_file(path: str, size: int, plan: _Plan) -> None:
 # -- execution -----------------------------------------------------------------------------------
 
 
-def _execute(plan: _Plan, storage: st.Storage, workers: int | None, master: str | None, on_progress) -> dict[tuple, FileResult]:
-    tasks = list(plan.tasks.values())
+def _execute(
+    plan: _Plan, storage: st.Storage, workers: int | None, master: str | None, on_progress, keys: list[tuple] | None = None
+) -> dict[tuple, FileResult]:
+    """Check the tasks of ``plan`` (only those of ``keys`` when given); results by task key."""
+    tasks = list(plan.tasks.values()) if keys is None else [plan.tasks[k] for k in keys]
     inline = [t for t in tasks if t.inline is not None]
     external = sorted((t for t in tasks if t.inline is None), key=lambda t: -t.size)  # big files first
     total = sum(t.size for t in tasks)
@@ -384,7 +425,10 @@ def _execute(plan: _Plan, storage: st.Storage, workers: int | None, master: str 
 # -- assembly ------------------------------------------------------------------------------------
 
 
-def _assemble(path: str, layout: str, plan: _Plan, results: dict[tuple, FileResult]) -> VerifyResult:
+def _assemble(
+    path: str, layout: str, plan: _Plan, results: dict[tuple, FileResult], checked: set[str] | None = None
+) -> VerifyResult:
+    """Findings for every reference of every checked file, plus cross-checks of the checked snapshots."""
     findings = list(plan.findings)
     column_families = _sst_column_families(plan, results)
     for key, result in results.items():
@@ -397,10 +441,12 @@ def _assemble(path: str, layout: str, plan: _Plan, results: dict[tuple, FileResu
                             offset=problem.offset, expected=problem.expected, found=problem.found, column_family=cf)
                 )
     for instance in plan.instances:
-        findings.extend(_cross_check(instance, results))
+        if checked is None or instance.reference.snapshot in checked:
+            findings.extend(_cross_check(instance, results))
     failed = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == "error"}
     for summary in plan.snapshots:
         summary.ok = summary.ok and (summary.name, summary.checkpoint_id) not in failed
+        summary.checked = checked is None or summary.name in checked
     order = {s.name: i for i, s in enumerate(plan.snapshots)}
     findings.sort(key=lambda f: (order.get(f.reference.snapshot, 0), f.reference.operator or "", f.reference.subtask or 0, f.reference.local_name or ""))
     return VerifyResult(
@@ -417,7 +463,8 @@ def _sst_column_families(plan: _Plan, results: dict[tuple, FileResult]) -> dict[
     for instance in plan.instances:
         ref = instance.reference
         for manifest_name, task in instance.private.items():
-            summary = results[task.key].manifest if manifest_name.startswith("MANIFEST-") else None
+            result = results.get(task.key) if manifest_name.startswith("MANIFEST-") else None
+            summary = result.manifest if result is not None else None
             for number, (_size, cf_name, _level) in (summary.live.items() if summary else ()):
                 names[(ref.snapshot, ref.operator, ref.subtask, table_file_name(number))] = cf_name
     return names
