@@ -140,6 +140,25 @@ def relocate(
     raise typer.Exit(0 if result.ok else 1)
 
 
+@app.command("rebuild-manifest")
+def rebuild_manifest(
+    checkpoint: str = typer.Argument(..., help="The checkpoint (chk-N directory or _metadata file) whose MANIFEST or CURRENT is missing or broken."),
+    out: str = typer.Option(..., "--out", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs."),
+    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint. Exit 1 if it cannot."""
+    from repair.ops.rebuild import rebuild_manifest as run_rebuild
+    from repair.render import render_rebuild
+
+    result = run_rebuild(checkpoint, out, copy=copy)
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render_rebuild(result)
+    raise typer.Exit(0 if result.ok else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

@@ -259,3 +259,27 @@ def render_relocate(result) -> None:
         f"{len(result.files) - len(copied)} referenced where they are"
     )
     console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")
+
+
+def render_rebuild(result) -> None:
+    console = stdout()
+    if result.unrepairable:
+        console.print("[bold red]not rebuilt: these problems are not in a MANIFEST or CURRENT; nothing was written[/]")
+        for line in result.unrepairable:
+            console.print(f"  {line}", highlight=False)
+        return
+    if not result.rebuilt:
+        console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]")
+    for inst in result.rebuilt:
+        levels = sorted(set(inst.levels.values()))
+        console.print(
+            f"rebuilt {inst.manifest} for {inst.operator}[{inst.subtask}]: {inst.sst_files} SSTs on levels "
+            f"{', '.join(map(str, levels)) or '-'}, {len(inst.column_families)} column families  "
+            f"(because: {'; '.join(inst.reasons)})",
+            highlight=False,
+        )
+    if result.written is not None:
+        render_relocate(result.written)
+        if result.output_verified is not None:
+            status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
+            console.print(f"  repair verify of the new checkpoint: {status}")

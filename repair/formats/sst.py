@@ -84,6 +84,9 @@ _EXTENDED_MAGIC = b"\x3e\x00\x7a\x00"
 DEFAULT_CHUNK_SIZE = 16 << 20
 #: Initial size of the buffer Snappy blocks are decompressed into while verifying (grows as needed).
 _SNAPPY_SCRATCH_SIZE = 1 << 20
+#: Use the fast paths of verification (index decoding, block loop). The general paths give the same
+#: results; tests switch this off to compare.
+_FAST_PATHS = True
 
 
 class IndexType(enum.IntEnum):
@@ -550,7 +553,7 @@ class Table:
     def _index_arrays(self, handle: BlockHandle, kind: BlockKind, *, have_first_key: bool = False) -> tuple[list[int], list[int]]:
         """Like :meth:`_index_handles`, as ``(offsets, sizes)``; same results and same errors."""
         reader = self.block_reader(handle, kind)
-        if self.index_value_is_delta_encoded and not have_first_key:
+        if _FAST_PATHS and self.index_value_is_delta_encoded and not have_first_key:
             fast = _delta_index_arrays(reader.data, reader.layout.entries_end)
             if fast is not None:
                 return fast
@@ -775,7 +778,7 @@ class Table:
         base_context = self.footer.base_context_checksum
         check = self._check_block
         # The fast loops need the usual layout and a checksum without a context (format_version < 6).
-        fast = clean and checksum is not None and not base_context
+        fast = _FAST_PATHS and clean and checksum is not None and not base_context
         source = self.source
         unpack = U32.unpack_from
         snappy_into = cramjam.snappy.decompress_raw_into

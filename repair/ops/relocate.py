@@ -25,7 +25,7 @@ from repair.errors import RepairError, UsageError
 from repair.formats.flink_handles import FileHandle, RelativeFileHandle, SegmentFileHandle
 from repair.formats.flink_metadata import decode_metadata, encode_metadata
 from repair.layout import discover, normalize_uri, split_recorded_path
-from repair.snapshot import load_snapshot
+from repair.snapshot import LoadedSnapshot, load_snapshot
 
 
 @dataclass
@@ -79,11 +79,24 @@ class RelocateResult:
 def relocate(path: str, to: str, *, copy: bool = False, storage: st.Storage | None = None) -> RelocateResult:
     """Write ``to/<snapshot>/_metadata`` for the checkpoint or savepoint at ``path`` (see module doc)."""
     storage = storage or st.default_storage()
+    return write_snapshot(load_single_snapshot(path, storage, "relocate"), to, copy=copy, storage=storage)
+
+
+def load_single_snapshot(path: str, storage: st.Storage, command: str) -> LoadedSnapshot:
+    """The one checkpoint or savepoint at ``path``; a job root is a usage error for ``command``."""
     layout = discover(path, storage)
     if layout.kind == "job-root":
-        raise UsageError("relocate takes one checkpoint (chk-N), savepoint or _metadata file, not a job root", source=path)
-    ref = layout.snapshots[0]
-    snapshot = load_snapshot(ref, layout.root, storage)
+        raise UsageError(f"{command} takes one checkpoint (chk-N), savepoint or _metadata file, not a job root", source=path)
+    return load_snapshot(layout.snapshots[0], layout.root, storage)
+
+
+def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st.Storage) -> RelocateResult:
+    """Write ``snapshot`` (its metadata possibly edited) as ``to/<snapshot dir>/_metadata``.
+
+    Every file handle is resolved where its bytes are now, checked, and rewritten to point there (or
+    to a copy under ``to`` with ``copy``); nothing is written when a file is missing.
+    """
+    ref = snapshot.ref
     new_root = normalize_uri(to)
     if storage.stat(new_root) is not None and storage.list_dir(new_root):
         raise UsageError("already exists and is not empty; relocate writes a new root", source=to)
