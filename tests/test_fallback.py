@@ -83,7 +83,9 @@ def test_no_valid_checkpoint_says_what_is_lost(tmp_path, capsys):
     result = fallback(str(root))
     assert result.chosen is None and result.restore is None
     assert all(not v.valid for v in result.checkpoints)
-    assert result.lost and all("key groups" in line for line in result.lost)
+    *losses, hint = result.lost
+    assert losses and all("key groups" in line for line in losses)
+    assert "cannot be recovered" in hint and "rebuild-manifest" not in hint
     assert main(["fallback", str(root), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["chosen"] is None and doc["lost"]
@@ -204,3 +206,15 @@ def test_a_healthy_root_costs_one_checkpoint(monkeypatch):
 
     verify(str(root / f"chk-{newest}"))
     assert newest_only == len(read)
+
+
+def test_broken_manifests_everywhere_point_to_rebuild_manifest(tmp_path):
+    copy = damage.copy_fixture(EXTERNAL, tmp_path)
+    root = damage.checkpoint_root(copy)
+    for checkpoint in damage.checkpoint_ids(root):
+        for manifest in damage.shared_files(root, checkpoint, damage.is_manifest)[:1]:
+            if manifest.exists():
+                manifest.unlink()
+    result = fallback(str(root), check_all=True)
+    assert result.chosen is None
+    assert "repair rebuild-manifest" in result.lost[-1]

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from repair import storage as st
 from repair.errors import UsageError
 from repair.layout import normalize_uri
+from repair.ops.rebuild import REPAIRABLE
 from repair.ops.verify import Finding, SnapshotSummary, verify, verify_newest_first
 
 
@@ -192,8 +193,8 @@ def fallback(
     restore = _restore_advice(chosen, snapshots) if chosen else None
     lost: list[str] = []
     if chosen is None and candidates:
-        lost = _what_is_lost(candidates[0])
-        message = f"no retained checkpoint is valid; the newest, {candidates[0].name}, cannot restore: " + "; ".join(lost)
+        lost = _what_is_lost(candidates[0]) + [_repair_hint(candidates[0])]
+        message = f"no retained checkpoint is valid; the newest, {candidates[0].name}, cannot restore: " + "; ".join(lost[:-1])
     elif chosen is not None:
         newer = [v.name for v in candidates if v is not chosen and (v.checkpoint_id or 0) > (chosen.checkpoint_id or 0)]
         message = f"restore {chosen.name}" + (f" (newer {_and_list(newer)} {'is' if len(newer) == 1 else 'are'} broken)" if newer else "")
@@ -275,6 +276,20 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
         groups = f" key groups {key_groups[0]}-{key_groups[1]}" if key_groups else ""
         lines.append(f"{_short(operator)} subtask {subtask}{groups}: {', '.join(sorted(what))}")
     return lines
+
+
+def _repair_hint(verdict: CheckpointVerdict) -> str:
+    """Which repair could recover a broken checkpoint, from the kinds of its culprits."""
+    manifest_only = all(
+        c.kind in REPAIRABLE or (c.local_name or "") == "CURRENT" or (c.local_name or "").startswith("MANIFEST-")
+        for c in verdict.culprits
+    )
+    if verdict.culprits and manifest_only:
+        return (f"only MANIFEST or CURRENT files are broken: `repair rebuild-manifest {verdict.path} --out NEW_ROOT` "
+                "rebuilds them from the SSTs into a new checkpoint")
+    return ("SST files or _metadata are lost or corrupt: the key groups and states above cannot be recovered from "
+            "this checkpoint (a rebuild without the lost files is not available yet); check older checkpoints, "
+            "savepoints, or the TaskManagers' local recovery directories (`repair verify DIR` on a RocksDB dir)")
 
 
 def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary]) -> RestoreAdvice:
