@@ -41,6 +41,15 @@ def _root(
     """Emergency toolkit for Apache Flink RocksDB checkpoints."""
 
 
+def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
+    """Print ``result`` as its documented JSON document or through ``render``; then exit with ``exit_code``."""
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render(result)
+    raise typer.Exit(exit_code)
+
+
 @app.command()
 def inspect(
     path: str = typer.Argument(..., help="Job checkpoint root, chk-N directory, savepoint directory or _metadata file (local path or URI)."),
@@ -55,10 +64,7 @@ def inspect(
     from repair.render import render_inspect
 
     result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
-    if json_output:
-        print_json(result.to_json())
-    else:
-        render_inspect(result, show_files=files, show_subtasks=subtasks)
+    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks))
 
 
 @app.command()
@@ -75,11 +81,7 @@ def verify(
 
     with progress_bar("verifying") as on_progress:
         result = run_verify(path, master=master, workers=workers, on_progress=on_progress)
-    if json_output:
-        print_json(result.to_json())
-    else:
-        render_verify(result)
-    raise typer.Exit(0 if result.ok else 1)
+    _show(result, json_output, render_verify, exit_code=0 if result.ok else 1)
 
 
 @app.command()
@@ -98,11 +100,7 @@ def fallback(
 
     with progress_bar("verifying") as on_progress:
         result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
-    if json_output:
-        print_json(result.to_json())
-    else:
-        render_fallback(result)
-    raise typer.Exit(0 if result.chosen is not None else 1)
+    _show(result, json_output, render_fallback, exit_code=0 if result.chosen is not None else 1)
 
 
 @app.command()
@@ -115,10 +113,7 @@ def orphans(
     from repair.render import render_orphans
 
     result = run_orphans(root)
-    if json_output:
-        print_json(result.to_json())
-    else:
-        render_orphans(result)
+    _show(result, json_output, render_orphans)
 
 
 @app.command()
@@ -133,11 +128,7 @@ def relocate(
     from repair.render import render_relocate
 
     result = run_relocate(checkpoint, to, copy=copy)
-    if json_output:
-        print_json(result.to_json())
-    else:
-        render_relocate(result)
-    raise typer.Exit(0 if result.ok else 1)
+    _show(result, json_output, render_relocate, exit_code=0 if result.ok else 1)
 
 
 @app.command("rebuild-manifest")
@@ -152,11 +143,7 @@ def rebuild_manifest(
     from repair.render import render_rebuild
 
     result = run_rebuild(checkpoint, out, copy=copy)
-    if json_output:
-        print_json(result.to_json())
-    else:
-        render_rebuild(result)
-    raise typer.Exit(0 if result.ok else 1)
+    _show(result, json_output, render_rebuild, exit_code=0 if result.ok else 1)
 
 
 def main(argv: list[str] | None = None) -> int:
