@@ -4,7 +4,7 @@
 Usage::
 
     python bench/make_checkpoint.py                  # default: ~/.cache/flink-checkpoint-repair/bench/flink-1.20-p2-1g
-    python bench/make_checkpoint.py --records 40000  # smaller (about 1/5 of the default size)
+    python bench/make_checkpoint.py --records 23000  # smaller (about 1/10 of the default size)
     python bench/make_checkpoint.py --force          # regenerate even if the cached one is complete
 
 Real Flink (1.20.3 from the PyPI jars, a local MiniCluster, see ``fixtures/flink_harness.py``) runs the
@@ -43,7 +43,7 @@ from fixtures.flink_harness import DEFAULT_CACHE, JobSettings, ensure_flink, run
 
 DEFAULT_NAME = "flink-1.20-p2-1g"
 DEFAULT_FLINK = "1.20.3"
-DEFAULT_RECORDS = 200_000
+DEFAULT_RECORDS = 230_000
 BLOCK_BASED_MAGIC = (0x88E241B785F4CFF7).to_bytes(8, "little")
 LEGACY_BLOCK_BASED_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
 
@@ -119,7 +119,7 @@ def generate(
     *,
     flink: str = DEFAULT_FLINK,
     records: int = DEFAULT_RECORDS,
-    waves: int = 4,
+    waves: int = 2,
     user_chars: int = 1000,
     tag_chars: int = 200,
     parallelism: int = 2,
@@ -143,10 +143,13 @@ def generate(
             parallelism=parallelism,
             checkpoint_dir=root / "checkpoints",
             num_retained=1,
-            interval_ms=3000,
+            interval_ms=10_000,
             job_id=job_id,
             rocksdb_local_dir=work_dir / "rocksdb",
             jvm_heap="3g",
+            # Flink's local default (128 MB of managed memory for RocksDB) makes tiny memtables: with
+            # these long keys RocksDB then flushes and compacts all the time. 2 GB is a modest TM.
+            extra_conf={"taskmanager.memory.managed.size": "2g"},
         )
         options = {"--records": str(records_path), "--log": str(work_dir / "run.json"), "--timeout-s": "3000"}
         run_fixture_job(dist, "generate", settings, options, cache=cache, timeout_s=3600)

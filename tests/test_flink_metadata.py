@@ -107,7 +107,10 @@ def test_real_metadata_matches_fixture_json(item):
             handle = sub.managed_keyed_state
             start, end = key_group_range_for_operator(op.max_parallelism, op.parallelism, sub.index)
             assert (handle.key_groups.start, handle.key_groups.end) == (start, end)
-            assert sub.managed_operator_state is None and sub.raw_keyed_state is None
+            # With file merging (1.20+) every operator carries an empty segment operator state (code 17).
+            operator_state = sub.managed_operator_state
+            assert operator_state is None or (operator_state.type_code == 17 and operator_state.is_empty and not operator_state.states)
+            assert sub.raw_keyed_state is None
             assert sub.input_channel_state == [] and sub.result_subpartition_state == []
             if is_savepoint and _savepoint_format(info, path) == "CANONICAL":
                 assert isinstance(handle, KeyGroupsHandle) and handle.type_code == 7
@@ -124,7 +127,8 @@ def test_real_metadata_matches_fixture_json(item):
         op = by_id[operator_id_for_uid(uid)]
         (sub,) = op.subtasks
         handle = sub.managed_operator_state
-        assert isinstance(handle, OperatorStateHandle) and handle.type_code == 4
+        # Code 17 (segments of merged files) when file merging is on (1.20+), else code 4.
+        assert isinstance(handle, OperatorStateHandle) and handle.type_code in (4, 17)
         assert {e.name: e.mode_name for e in handle.states} == {name: "SPLIT_DISTRIBUTE" for name in states}
 
     props = m.properties

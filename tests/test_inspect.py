@@ -82,7 +82,10 @@ def test_external_file_sizes_equal_the_bytes_on_disk(fixture_dir):
         inline = [f for op in result.operators for s in op.subtasks for f in s.files if f.inline]
         for f in external:
             assert Path(f.path).is_file(), f.path
-            assert os.path.getsize(f.path) == f.size, f.path
+            if f.segment_start is None:
+                assert os.path.getsize(f.path) == f.size, f.path
+            else:  # a segment of a merged file (file merging, 1.20+)
+                assert f.segment_start + f.size <= os.path.getsize(f.path), f.path
             assert Path(f.path).resolve().is_relative_to(fixture_dir.resolve())
         assert result.inline_bytes == sum(f.size for f in inline)
         assert result.external_bytes == sum(f.size for f in external)

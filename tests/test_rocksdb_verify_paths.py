@@ -187,3 +187,39 @@ def test_decompress_false_misses_a_block_that_only_fails_to_decompress(tables):
     # A checksum mismatch is found either way.
     data[offset + 5] ^= 0x01
     assert [f.kind for f in verify_table(BytesSource(bytes(data)), decompress=False).findings] == ["block_checksum_mismatch"]
+
+
+# -- read size -----------------------------------------------------------------------------------
+
+
+class _RecordingSource:
+    """A RandomAccess over bytes that records its reads and prefers ``preferred_read_size``."""
+
+    def __init__(self, data: bytes, preferred_read_size: int | None):
+        self._inner = BytesSource(data)
+        self.size = self._inner.size
+        self.preferred_read_size = preferred_read_size
+        self.reads: list[int] = []
+
+    def read(self, offset: int, length: int):
+        self.reads.append(length)
+        return self._inner.read(offset, length)
+
+
+def test_verify_reads_in_the_size_the_source_prefers(tables, tmp_path):
+    data = max(tables, key=len)
+    default = _RecordingSource(data, None)
+    assert verify_table(default).ok
+    preferring = _RecordingSource(data, 2048)
+    assert verify_table(preferring).ok
+    assert max(preferring.reads) <= 2048 < max(default.reads)
+    chosen = _RecordingSource(data, 2048)
+    assert verify_table(chosen, chunk_size=1 << 20).ok  # the caller's choice wins
+    assert max(chosen.reads) > 2048
+
+    from repair.storage import LOCAL_READ_SIZE, default_storage
+
+    path = tmp_path / "table.sst"
+    path.write_bytes(data)
+    with default_storage().open_input(str(path)) as local:
+        assert local.preferred_read_size == LOCAL_READ_SIZE

@@ -3,6 +3,9 @@
 Decoders never open files: the storage layer hands them an object with ``size`` and
 ``read(offset, length)`` (local file, object store range reads, ...). :class:`BytesSource` is the
 in-memory implementation, used for SSTs held inline in Flink's ``_metadata`` and in tests.
+
+A source may also have ``preferred_read_size`` (bytes, or ``None``): the size of the sequential reads
+that suit it, used by whole-file scans such as SST verification when the caller does not choose one.
 """
 
 from __future__ import annotations

@@ -80,7 +80,9 @@ FOOTER_SIZE = 53
 LATEST_FORMAT_VERSION = 7
 _EXTENDED_MAGIC = b"\x3e\x00\x7a\x00"
 
-#: Default size of the sequential reads of :meth:`Table.verify`.
+#: Default size of the sequential reads of :meth:`Table.verify`, unless the source prefers another
+#: (``preferred_read_size``: local files read faster in 1 MiB pieces, which stay in the CPU cache
+#: while their blocks are checked; object stores want large ranged reads).
 DEFAULT_CHUNK_SIZE = 16 << 20
 #: Initial size of the buffer Snappy blocks are decompressed into while verifying (grows as needed).
 _SNAPPY_SCRATCH_SIZE = 1 << 20
@@ -417,6 +419,10 @@ class Table:
             self._top_level_index = [BlockHandle(o, s) for o, s in zip(self._top_offsets, self._top_sizes)]
         return self._top_level_index
 
+    @top_level_index.setter
+    def top_level_index(self, handles: list[BlockHandle]) -> None:
+        self._top_level_index = handles
+
     def _top_level_arrays(self) -> tuple[list[int], list[int]]:
         if self._top_level_index is None:
             return self._top_offsets, self._top_sizes
@@ -641,14 +647,15 @@ class Table:
         self,
         progress: Callable[[int, int], None] | None = None,
         *,
-        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        chunk_size: int | None = None,
         report: VerifyReport | None = None,
         decompress: bool = True,
     ) -> VerifyReport:
         """Read every block once, check its checksum and decompress it; return the findings.
 
         Index partitions and the filter index are read first (they say where the other blocks are);
-        then every remaining block is checked in file order, reading ``chunk_size`` bytes at a time.
+        then every remaining block is checked in file order, reading ``chunk_size`` bytes at a time
+        (default: the source's ``preferred_read_size`` if it has one, else :data:`DEFAULT_CHUNK_SIZE`).
         ``progress(done_bytes, total_bytes)`` is called after each chunk.
 
         ``decompress=False`` only checks the checksums of the data, filter and other leaf blocks, as
@@ -719,6 +726,8 @@ class Table:
             if not any(f.block_kind == BlockKind.PROPERTIES.value for f in report.findings):
                 report.add(Finding("missing_properties", "the metaindex names no properties block", "metaindex", self.footer.metaindex_handle.offset))
 
+        if chunk_size is None:
+            chunk_size = getattr(self.source, "preferred_read_size", None) or DEFAULT_CHUNK_SIZE
         self._verify_blocks(offsets, sizes, kinds, report, progress, chunk_size, decompress)
         return report
 
@@ -745,7 +754,8 @@ class Table:
         max_size = self.max_block_size + 64
         trailer = BLOCK_TRAILER_SIZE
         n = len(offsets)
-        if n and (max(map(add, offsets, sizes)) + trailer > limit or max(sizes) > max_size):
+        ends = list(map(add, map(add, offsets, sizes), repeat(trailer, n)))  # trailer included
+        if n and (max(ends) > limit or max(sizes) > max_size):
             keep = []
             for k in range(n):
                 offset, size = offsets[k], sizes[k]
@@ -760,17 +770,18 @@ class Table:
             offsets = [offsets[k] for k in keep]
             sizes = [sizes[k] for k in keep]
             kinds = [kinds[k] for k in keep]
+            ends = [ends[k] for k in keep]
             n = len(offsets)
-        if any(map(gt, offsets, islice(offsets, 1, None))):
+        # The usual layout: no block starts before the previous one ends (so they are sorted). Then
+        # chunks are found by bisection and no block needs the overlap check.
+        clean = not any(map(lt, islice(offsets, 1, None), ends))
+        if not clean and any(map(gt, offsets, islice(offsets, 1, None))):
             order = sorted(range(n), key=offsets.__getitem__)  # stable, as the file order of blocks
             offsets = [offsets[k] for k in order]
             sizes = [sizes[k] for k in order]
             kinds = [kinds[k] for k in order]
+            ends = [ends[k] for k in order]
         total = sum(sizes) + trailer * n
-        ends = list(map(add, map(add, offsets, sizes), repeat(trailer, n)))  # trailer included
-        # The usual layout: no block starts before the previous one ends. Then chunks are found by
-        # bisection and no block needs the overlap check.
-        clean = not any(map(lt, islice(offsets, 1, None), ends))
 
         checksum_type = self.footer.checksum_type
         checksum = checksum_function(checksum_type)
@@ -838,16 +849,16 @@ class Table:
                 for offset, size in zip(offsets[i:j], sizes[i:j]):
                     start = offset - chunk_start
                     end = start + size + 1
-                    value = crc(chunk[start:end])
-                    if ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32 != unpack(chunk, end)[0]:
+                    # Masked CRC (crc32c::Mask): rotate right by 15 (v * (2^32 + 1) >> 15 puts
+                    # the rotated value in the low 32 bits), add the delta, keep 32 bits.
+                    if ((crc(chunk[start:end]) * 0x100000001 >> 15) + mask_delta) & mask32 != unpack(chunk, end)[0]:
                         slow.append((offset, False))
             else:
                 for offset, size in zip(offsets[i:j], sizes[i:j]):
                     start = offset - chunk_start
                     end = start + size
                     if crc is not None:
-                        value = crc(chunk[start : end + 1])
-                        value = ((((value >> 15) | (value << 17)) & mask32) + mask_delta) & mask32
+                        value = ((crc(chunk[start : end + 1]) * 0x100000001 >> 15) + mask_delta) & mask32
                     else:
                         value = checksum(chunk[start:end], chunk[end])
                     if value != unpack(chunk, end + 1)[0]:
@@ -887,8 +898,8 @@ class Table:
             i = j
         # Every block of a chunk that was read counts as checked (also those with findings).
         report.blocks_decompressed += decompressed
-        report.bytes_checked += sum(sizes[:i]) + trailer * i
-        for kind_value, number in Counter(kinds[:i]).items():
+        report.bytes_checked += total if i == n else sum(sizes[:i]) + trailer * i
+        for kind_value, number in Counter(kinds if i == n else kinds[:i]).items():
             report.blocks_checked += number
             report.blocks_by_kind[kind_value] = report.blocks_by_kind.get(kind_value, 0) + number
 
@@ -1050,7 +1061,7 @@ def verify_table(
     source: RandomAccess,
     progress: Callable[[int, int], None] | None = None,
     *,
-    chunk_size: int = DEFAULT_CHUNK_SIZE,
+    chunk_size: int | None = None,
     max_block_size: int = DEFAULT_MAX_BLOCK_SIZE,
     decompress: bool = True,
 ) -> VerifyReport:

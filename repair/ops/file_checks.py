@@ -128,6 +128,7 @@ class _Segment:
 
     def __init__(self, source, start: int, size: int):
         self._source, self._start, self.size = source, start, size
+        self.preferred_read_size = getattr(source, "preferred_read_size", None)
 
     def read(self, offset: int, length: int) -> bytes:
         length = max(min(length, self.size - offset), 0)

@@ -16,6 +16,7 @@ from repair.formats.flink_handles import (
     IncrementalKeyedHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
+    SegmentFileHandle,
 )
 from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
@@ -33,6 +34,8 @@ class FileEntry:
     path: str | None  # where the bytes are read now (None when inline)
     recorded: str | None = None  # the path as _metadata records it
     relocated: bool = False
+    #: Byte offset of the state inside ``path`` for file-merging segments (1.20+), else None.
+    segment_start: int | None = None
 
     def to_json(self) -> dict:
         return {
@@ -41,6 +44,7 @@ class FileEntry:
             "inline": self.inline,
             "size": self.size,
             "path": self.path,
+            "segment_start": self.segment_start,
             "recorded_path": self.recorded,
             "relocated": self.relocated,
         }
@@ -223,8 +227,9 @@ def _subtask(snapshot: LoadedSnapshot, sub, storage: st.Storage) -> SubtaskInfo:
         resolved = resolver.resolve(handle)
         if resolved is None:
             return
+        segment = resolved.start if isinstance(handle, SegmentFileHandle) else None
         info.files.append(
-            FileEntry(local_name, role, resolved.is_inline, resolved.size, resolved.uri, resolved.recorded, resolved.relocated)
+            FileEntry(local_name, role, resolved.is_inline, resolved.size, resolved.uri, resolved.recorded, resolved.relocated, segment)
         )
 
     for slot, role in (("managed_operator_state", "operator-state"), ("raw_operator_state", "raw-operator")):

@@ -77,7 +77,10 @@ def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str) -> li
     context = spark.sparkContext
     context.setLogLevel("ERROR")
     slices = max(1, min(len(tasks), context.defaultParallelism * 4))
-    indexed: Iterable[tuple[int, T]] = list(enumerate(tasks))
-    pairs = context.parallelize(indexed, slices).map(lambda item: (item[0], func(item[1]))).collect()
+    # parallelize() cuts the list into contiguous slices; deal the tasks round-robin so that slices of
+    # size-sorted tasks (the largest first) get similar amounts of work.
+    n = len(tasks)
+    dealt: Iterable[tuple[int, T]] = [(i, tasks[i]) for s in range(slices) for i in range(s, n, slices)]
+    pairs = context.parallelize(dealt, slices).map(lambda item: (item[0], func(item[1]))).collect()
     pairs.sort(key=lambda pair: pair[0])
     return [result for _, result in pairs]

@@ -1,0 +1,364 @@
+"""Decoders of Flink-serialized values, chosen by serializer snapshot.
+
+``decoder_for(snapshot)`` returns a :class:`Decoder` whose ``decode(data, offset)`` gives ``(value,
+offset after it)``. Errors are :class:`~repair.errors.FormatError` naming the field and its byte offset.
+A snapshot class without a known wire format gives a decoder that raises
+:class:`UnsupportedSerializerError` ("cannot decode <class>") on use, so callers can keep raw bytes.
+
+Wire formats (flink-core / flink-runtime, ``serialize`` methods):
+
+* ``StringSerializer``: ``StringValue.writeString``, length+1 then UTF-16 chars, each a little-endian
+  base-128 varint (high bit = continuation); length 0 is null. Not Java ``writeUTF``.
+* ``Long``/``Int``/``Short``/``Byte``/``Double``/``Float``/``Char``: big-endian; ``Boolean``: one byte.
+* ``byte[]``: ``int length`` + bytes. ``VoidNamespace`` and ``Void``: one byte 0. ``TimeWindow``: start, end.
+* ``Tuple``: the fields in order, no null flags. ``Enum``: ``int ordinal``.
+* ``POJO``: ``byte flags`` (1 null, 2 no subclass); then per field ``bool isNull`` + field bytes.
+* ``List``: ``int size`` + elements. ``Map``: ``int size`` + (key, ``bool isNull``, value if not null).
+* ``TTL`` (``TtlSerializer``, a ``CompositeSerializer``): ``long lastAccess`` + user value.
+* ``Timer`` (``TimerSerializer``): ``long timestamp`` with its sign bit flipped, key, namespace.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable, NamedTuple
+
+from repair.errors import FormatError
+from repair.formats.binary import ByteReader
+from repair.formats.flink_serializers import (
+    COMPOSITE_SNAPSHOTS,
+    ENUM_SNAPSHOT,
+    POJO_SNAPSHOT,
+    SIMPLE_SNAPSHOTS,
+    TTL_AWARE_SNAPSHOT,
+    SerializerSnapshot,
+    describe,
+)
+
+_F64 = struct.Struct(">d")
+_F32 = struct.Struct(">f")
+_SIGN_BIT = 1 << 63
+
+
+class UnsupportedSerializerError(FormatError):
+    """A value of a serializer whose wire format this module does not know."""
+
+    def __init__(self, class_name: str, offset: int, *, detail: str | None = None):
+        self.class_name = class_name
+        super().__init__("value", offset, "a serializer this decoder knows", class_name, detail=detail or f"cannot decode {class_name}")
+
+
+class TtlValue(NamedTuple):
+    """``TtlValue``: the last-access timestamp (ms) and the user value."""
+
+    timestamp: int
+    value: Any
+
+
+class Timer(NamedTuple):
+    """``TimerHeapInternalTimer``: timestamp (ms), key and namespace."""
+
+    timestamp: int
+    key: Any
+    namespace: Any
+
+
+#: The namespace of non-windowed state (VoidNamespace.INSTANCE).
+VOID_NAMESPACE = None
+
+
+class Decoder:
+    """Decodes one serialized value. ``length`` is Flink's ``getLength()`` (-1: variable length)."""
+
+    def __init__(self, name: str, read: Callable[[ByteReader], Any], length: int = -1):
+        self.name = name
+        self._read = read
+        self.length = length
+
+    @property
+    def is_variable_length(self) -> bool:
+        return self.length < 0
+
+    def read(self, reader: ByteReader) -> Any:
+        return self._read(reader)
+
+    def decode(self, data: bytes, offset: int = 0, end: int | None = None) -> tuple[Any, int]:
+        """The value at ``offset`` of ``data`` (not reading at or past ``end``) and the offset after it."""
+        reader = ByteReader(data, offset, end)
+        value = self._read(reader)
+        return value, reader.pos
+
+    def decode_all(self, data: bytes, offset: int = 0, field: str = "value") -> Any:
+        """The value filling ``data[offset:]`` exactly; trailing bytes are a :class:`FormatError`."""
+        value, end = self.decode(data, offset)
+        if end != len(data):
+            raise FormatError(field, end, f"the end of the {self.name} bytes", f"{len(data) - end} more bytes")
+        return value
+
+    def __repr__(self) -> str:
+        return f"Decoder({self.name})"
+
+
+# -- primitives --------------------------------------------------------------------------------------
+
+
+def _varint7(r: ByteReader, field: str) -> int:
+    """``StringValue``'s varint: 7 bits per byte, least significant first, high bit = more."""
+    value = r.u8(field)
+    if value < 0x80:
+        return value
+    value &= 0x7F
+    shift = 7
+    while True:
+        at = r.offset
+        byte = r.u8(field)
+        if shift > 28:
+            raise FormatError(field, at, "a varint of at most 5 bytes", "a longer varint")
+        if byte < 0x80:
+            return value | (byte << shift)
+        value |= (byte & 0x7F) << shift
+        shift += 7
+
+
+def read_string_value(r: ByteReader) -> str | None:
+    """``StringValue.readString``: length+1 (0 = null), then UTF-16 code units as varints."""
+    at = r.offset
+    length = _varint7(r, "string length")
+    if length == 0:
+        return None
+    length -= 1
+    if length > r.remaining:  # every char takes at least one byte
+        raise FormatError("string length", at, f"at most {r.remaining} chars", length)
+    data, pos = r.data, r.pos
+    end = pos + length
+    if end <= r.end and all(b < 0x80 for b in data[pos:end]):
+        r.pos = end
+        return bytes(data[pos:end]).decode("ascii")
+    units = bytearray()
+    for _ in range(length):
+        unit = _varint7(r, "string char")
+        if unit > 0xFFFF:
+            raise FormatError("string char", r.offset, "a UTF-16 code unit", unit)
+        units += unit.to_bytes(2, "big")
+    return units.decode("utf-16-be", errors="surrogatepass")
+
+
+def _char(r: ByteReader) -> str:
+    return chr(r.u16("char"))
+
+
+def _double(r: ByteReader) -> float:
+    return _F64.unpack(r.raw(8, "double"))[0]
+
+
+def _float(r: ByteReader) -> float:
+    return _F32.unpack(r.raw(4, "float"))[0]
+
+
+def _byte_array(r: ByteReader) -> bytes:
+    return r.raw(r.count("byte[] length"), "byte[]")
+
+
+def _one_zero_byte(what: str) -> Callable[[ByteReader], None]:
+    def read(r: ByteReader) -> None:
+        at = r.offset
+        value = r.u8(what)
+        if value != 0:
+            raise FormatError(what, at, "0x00", f"0x{value:02x}")
+        return None
+
+    return read
+
+
+def _time_window(r: ByteReader) -> dict[str, int]:
+    return {"start": r.i64("window start"), "end": r.i64("window end")}
+
+
+_B = "org.apache.flink.api.common.typeutils.base."
+#: Simple snapshot class -> (type name, reader, Flink getLength()).
+_SIMPLE: dict[str, tuple[Callable[[ByteReader], Any], int]] = {
+    _B + "StringSerializer$StringSerializerSnapshot": (read_string_value, -1),
+    _B + "LongSerializer$LongSerializerSnapshot": (lambda r: r.i64("long"), 8),
+    _B + "IntSerializer$IntSerializerSnapshot": (lambda r: r.i32("int"), 4),
+    _B + "ShortSerializer$ShortSerializerSnapshot": (lambda r: r.i16("short"), 2),
+    _B + "ByteSerializer$ByteSerializerSnapshot": (lambda r: r.i8("byte"), 1),
+    _B + "BooleanSerializer$BooleanSerializerSnapshot": (lambda r: r.bool("boolean"), 1),
+    _B + "DoubleSerializer$DoubleSerializerSnapshot": (_double, 8),
+    _B + "FloatSerializer$FloatSerializerSnapshot": (_float, 4),
+    _B + "CharSerializer$CharSerializerSnapshot": (_char, 2),
+    _B + "VoidSerializer$VoidSerializerSnapshot": (_one_zero_byte("void"), 1),
+    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, -1),
+    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": (
+        _one_zero_byte("void namespace"),
+        0,  # VoidNamespaceSerializer.getLength() is 0, yet it writes one byte
+    ),
+    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": (
+        _one_zero_byte("void namespace"),
+        0,
+    ),
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": (
+        _time_window,
+        16,
+    ),
+}
+
+
+# -- composites --------------------------------------------------------------------------------------
+
+
+def _unsupported(snapshot: SerializerSnapshot | None, detail: str | None = None) -> Decoder:
+    class_name = snapshot.class_name if snapshot is not None else "<no serializer snapshot>"
+
+    def read(r: ByteReader) -> Any:
+        raise UnsupportedSerializerError(class_name, r.offset, detail=detail)
+
+    return Decoder(describe(snapshot) if snapshot is not None else "?", read)
+
+
+def _nested(snapshot: SerializerSnapshot, count: int) -> list[Decoder] | None:
+    if len(snapshot.nested) != count:
+        return None
+    return [decoder_for(n) for n in snapshot.nested]
+
+
+def _fixed_sum(decoders: list[Decoder]) -> int:
+    return -1 if any(d.length < 0 for d in decoders) else sum(d.length for d in decoders)
+
+
+def _tuple(snapshot: SerializerSnapshot) -> Decoder:
+    fields = [decoder_for(n) for n in snapshot.nested]
+
+    def read(r: ByteReader) -> list:
+        return [f.read(r) for f in fields]
+
+    return Decoder(describe(snapshot), read, _fixed_sum(fields))
+
+
+def _list(snapshot: SerializerSnapshot) -> Decoder | None:
+    nested = _nested(snapshot, 1)
+    if nested is None:
+        return None
+    element = nested[0]
+
+    def read(r: ByteReader) -> list:
+        size = r.count("list size")
+        return [element.read(r) for _ in range(size)]
+
+    return Decoder(describe(snapshot), read)
+
+
+def _map(snapshot: SerializerSnapshot) -> Decoder | None:
+    nested = _nested(snapshot, 2)
+    if nested is None:
+        return None
+    key, value = nested
+
+    def read(r: ByteReader) -> list[tuple[Any, Any]]:
+        size = r.count("map size", item_size=2)
+        out = []
+        for _ in range(size):
+            k = key.read(r)
+            out.append((k, None if r.bool("map value is null") else value.read(r)))
+        return out
+
+    return Decoder(describe(snapshot), read)
+
+
+def _ttl(snapshot: SerializerSnapshot) -> Decoder | None:
+    # TtlSerializer(LongSerializer, user serializer); older snapshots may nest only the user one.
+    if not snapshot.nested or len(snapshot.nested) > 2:
+        return None
+    value = decoder_for(snapshot.nested[-1])
+
+    def read(r: ByteReader) -> TtlValue:
+        return TtlValue(r.i64("ttl timestamp"), value.read(r))
+
+    return Decoder(describe(snapshot), read, -1 if value.length < 0 else 8 + value.length)
+
+
+def _timer(snapshot: SerializerSnapshot) -> Decoder | None:
+    nested = _nested(snapshot, 2)
+    if nested is None:
+        return None
+    key, namespace = nested
+
+    def read(r: ByteReader) -> Timer:
+        flipped = r.i64("timer timestamp") & 0xFFFFFFFFFFFFFFFF
+        timestamp = flipped ^ _SIGN_BIT
+        if timestamp >= _SIGN_BIT:
+            timestamp -= 1 << 64
+        return Timer(timestamp, key.read(r), namespace.read(r))
+
+    return Decoder(describe(snapshot), read)
+
+
+def _pojo(snapshot: SerializerSnapshot) -> Decoder | None:
+    fields = snapshot.pojo_fields or []
+    if any(f.snapshot is None for f in fields):
+        return None
+    decoders = [(f.name, decoder_for(f.snapshot)) for f in fields]
+    pojo_class = snapshot.attributes.get("pojo_class")
+
+    def read(r: ByteReader) -> dict[str, Any] | None:
+        at = r.offset
+        flags = r.u8("pojo flags")
+        if flags & 1:
+            return None
+        if flags != 2:
+            raise UnsupportedSerializerError(
+                POJO_SNAPSHOT, at, detail=f"cannot decode {pojo_class} subclasses (pojo flags 0x{flags:02x})"
+            )
+        out = {}
+        for name, decoder in decoders:
+            out[name] = None if r.bool(f"pojo field {name} is null") else decoder.read(r)
+        return out
+
+    return Decoder(describe(snapshot), read)
+
+
+def _enum(snapshot: SerializerSnapshot) -> Decoder:
+    constants = snapshot.attributes.get("enum_constants") or []
+
+    def read(r: ByteReader) -> str:
+        at = r.offset
+        ordinal = r.i32("enum ordinal")
+        if not 0 <= ordinal < len(constants):
+            raise FormatError("enum ordinal", at, f"0..{len(constants) - 1}", ordinal)
+        return constants[ordinal]
+
+    return Decoder(describe(snapshot), read, 4)
+
+
+_COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
+    "Tuple": _tuple,
+    "List": _list,
+    "ArrayList": _list,
+    "Map": _map,
+    "TTL": _ttl,
+    "Timer": _timer,
+}
+
+
+def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
+    """The decoder of values written by the serializer ``snapshot`` describes.
+
+    Never raises: a class without a known wire format gives a decoder raising
+    :class:`UnsupportedSerializerError` when used.
+    """
+    if snapshot is None:
+        return _unsupported(None)
+    name = snapshot.class_name
+    if name in _SIMPLE:
+        read, length = _SIMPLE[name]
+        return Decoder(SIMPLE_SNAPSHOTS[name], read, length)
+    decoder: Decoder | None = None
+    if name in COMPOSITE_SNAPSHOTS:
+        builder = _COMPOSITE_BUILDERS.get(COMPOSITE_SNAPSHOTS[name][0])
+        decoder = builder(snapshot) if builder else None
+    elif name == POJO_SNAPSHOT:
+        decoder = _pojo(snapshot)
+    elif name == ENUM_SNAPSHOT:
+        decoder = _enum(snapshot)
+    elif name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
+        decoder = decoder_for(snapshot.nested[0])
+    return decoder if decoder is not None else _unsupported(snapshot)
