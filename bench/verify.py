@@ -3,7 +3,7 @@
 
 Usage::
 
-    python bench/verify.py                 # generate (or reuse) the 1 GB checkpoint, run, write docs/benchmarks.md
+    python bench/verify.py                 # generate (or reuse) the 1 GB checkpoint, run, write docs/benchmarks/verify.md
     python bench/verify.py --runs 5        # best of 5 instead of 3
     python bench/verify.py --no-doc        # print the table only
     python bench/verify.py --skip-spark    # no Spark variant
@@ -53,7 +53,7 @@ REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 
-DOC = REPO / "docs" / "benchmarks.md"
+DOC = REPO / "docs" / "benchmarks" / "verify.md"
 
 
 # -- worker: runs in its own process -------------------------------------------------------------
@@ -501,7 +501,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--skip-spark", action="store_true", help="do not run the Spark variant")
     parser.add_argument("--only", default=None, help="run only variants whose name contains this text")
     parser.add_argument("--no-doc", action="store_true", help=f"do not rewrite {DOC.relative_to(REPO)}")
-    parser.add_argument("--doc", type=Path, default=DOC, help="where to write the results (default docs/benchmarks.md)")
+    parser.add_argument("--doc", type=Path, default=DOC, help="where to write the results (default docs/benchmarks/verify.md)")
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--jobs", type=int, default=1, help=argparse.SUPPRESS)
     parser.add_argument("--decompress", type=int, default=1, help=argparse.SUPPRESS)
