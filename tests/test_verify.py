@@ -246,3 +246,11 @@ def test_checkpoint_on_s3_verifies_like_on_disk(s3, s3_storage, tmp_path):
     assert strip(remote.to_json()) == strip(local.to_json()) and not remote.ok
     assert all(f.path.startswith(f"s3://{bucket}/") for f in remote.findings)
     assert remote.to_json()["checked"] == local.to_json()["checked"]
+
+
+def test_checksums_only_still_finds_checksum_damage(tmp_path, capsys):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "sst_flipped_byte")
+    full = verify(str(dmg.root)).to_json()
+    quick = verify(str(dmg.root), decompress=False).to_json()
+    assert quick["findings"] == full["findings"] and quick["checked"]["blocks"] == full["checked"]["blocks"]
+    assert main(["verify", str(dmg.root), "--checksums-only"]) == 1

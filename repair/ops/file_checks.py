@@ -37,6 +37,8 @@ class FileTask:
     inline: bytes | None = None
     #: True when ``uri`` holds exactly these bytes (not a segment of a larger file).
     whole_file: bool = True
+    #: SSTs: decompress every compressed block (False: checksums only, like ``sst_dump --verify_checksum``).
+    decompress: bool = True
 
     @property
     def key(self) -> tuple:
@@ -147,7 +149,7 @@ def _whole(source, result: FileResult) -> bytes:
 
 
 def _check_sst(source, result: FileResult) -> None:
-    report = verify_table(source)
+    report = verify_table(source, decompress=result.task.decompress)
     result.bytes_checked += report.bytes_checked
     result.blocks_checked += report.blocks_checked
     for finding in report.findings:

@@ -18,7 +18,7 @@ TaskManager's working or local-recovery ``db/`` dir) and on single SST or MANIFE
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from repair import storage as st
@@ -207,8 +207,11 @@ class _Plan:
     instances: list[_Instance] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     snapshots: list[SnapshotSummary] = field(default_factory=list)
+    decompress: bool = True
 
     def add(self, task: FileTask, reference: Reference) -> FileTask:
+        if not self.decompress and task.kind == "sst":
+            task = replace(task, decompress=False)
         key = task.key
         self.tasks.setdefault(key, task)
         self.references.setdefault(key, []).append(reference)
@@ -222,10 +225,15 @@ def verify(
     workers: int | None = None,
     master: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
+    decompress: bool = True,
 ) -> VerifyResult:
-    """Verify everything under ``path``; see the module docstring. Raises only for unusable input."""
+    """Verify everything under ``path``; see the module docstring. Raises only for unusable input.
+
+    ``decompress=False`` checks SST block checksums without decompressing blocks (as
+    ``sst_dump --verify_checksum`` does): faster, but it does not prove that every block decompresses.
+    """
     storage = storage or st.default_storage()
-    plan = _Plan()
+    plan = _Plan(decompress=decompress)
     layout = _plan_path(path, storage, plan)
     results = _execute(plan, storage, workers, master, on_progress)
     return _assemble(path, layout, plan, results)
@@ -239,6 +247,7 @@ def verify_newest_first(
     master: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     enough: Callable[[VerifyResult], bool] | None = None,
+    decompress: bool = True,
 ) -> VerifyResult:
     """Verify the retained checkpoints of a job root newest first, until ``enough(report)`` is true.
 
@@ -248,7 +257,7 @@ def verify_newest_first(
     root is verified whole.
     """
     storage = storage or st.default_storage()
-    plan = _Plan()
+    plan = _Plan(decompress=decompress)
     layout = _plan_path(path, storage, plan)
     if layout != "job-root":
         return _assemble(path, layout, plan, _execute(plan, storage, workers, master, on_progress))
