@@ -147,6 +147,37 @@ def rebuild_manifest(
     _show(result, json_output, render_rebuild, exit_code=0 if result.ok else 1)
 
 
+@app.command()
+def diagnose(
+    file: Optional[str] = typer.Argument(None, help="A JobManager/TaskManager log or a saved stack trace; '-' or nothing reads standard input."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """From a Flink log or stack trace to the incident, its runbook, the evidence and the next repair command. Exit 1 when no known incident is found."""
+    from repair.ops.diagnose import diagnose as run_diagnose
+    from repair.render import render_diagnose
+    from repair.textinput import read_text
+
+    text, source = read_text(file)
+    result = run_diagnose(text, source=source)
+    _show(result, json_output, render_diagnose, exit_code=0 if result.known else 1)
+
+
+@app.command()
+def doctor(
+    config: Optional[str] = typer.Argument(None, help="flink-conf.yaml, config.yaml, a FlinkDeployment or -D key=value lines; '-' or nothing reads standard input."),
+    flink: Optional[str] = typer.Option(None, "--flink", help="Flink version the configuration is for (1.15, 1.20, 2.1): judge key names for it."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Lint a Flink configuration for the hazards behind checkpoint incidents. Exit 1 when a finding is an error."""
+    from repair.ops.doctor import doctor as run_doctor
+    from repair.render import render_doctor
+    from repair.textinput import read_text
+
+    text, source = read_text(config)
+    result = run_doctor(text, flink_version=flink, source=source)
+    _show(result, json_output, render_doctor, exit_code=0 if result.ok else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from rich.markup import escape
 from rich.table import Table
 
 from repair.output import stdout
@@ -283,3 +284,60 @@ def render_rebuild(result) -> None:
         if result.output_verified is not None:
             status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
             console.print(f"  repair verify of the new checkpoint: {status}")
+
+
+def render_diagnose(result) -> None:
+    console = stdout()
+    if not result.incidents:
+        console.print(f"[bold yellow]{result.message}[/] in {result.source}")
+        for line in result.unrecognised:
+            console.print(f"  {line}", markup=False)
+        console.print("See docs/runbooks/ for the incident classes repair knows.")
+        return
+    console.print(f"[bold]{result.message}[/]")
+    for incident in result.incidents:
+        e = incident.evidence
+        colour = "cyan" if incident.kind == "question" else "red"
+        times = f" ({incident.count}x)" if incident.count > 1 else ""
+        console.print()
+        console.print(f"[bold {colour}]{incident.cause_id}[/]{times}: {incident.cause}", highlight=False)
+        facts = []
+        if e["operator"] or e["operator_id"]:
+            facts.append(f"operator {e['operator'] or ''} {(e['operator_id'] or '')[:8]}".rstrip())
+        if e["subtasks"]:
+            of = f" of {e['parallelism']}" if e["parallelism"] else ""
+            facts.append(f"subtask{'s' if len(e['subtasks']) > 1 else ''} {', '.join(map(str, e['subtasks']))}{of}")
+        if e["job_id"]:
+            facts.append(f"job {e['job_id']}")
+        if e["checkpoint_ids"]:
+            facts.append(f"checkpoint {', '.join(map(str, e['checkpoint_ids']))}")
+        if e["phase"]:
+            facts.append(f"during {e['phase']}")
+        if facts:
+            console.print(f"  {'; '.join(facts)}", markup=False, highlight=False)
+        if e["files"]:
+            console.print(f"  files: {', '.join(e['files'])}", markup=False, highlight=False)
+        if e["checkpoint_root"]:
+            console.print(f"  checkpoint root: {e['checkpoint_root']}", markup=False, highlight=False)
+        console.print(f"  runbook: {incident.runbook}", markup=False, highlight=False)
+        console.print(f"  next:    [bold]{escape(incident.next_command)}[/]", highlight=False)
+        for command in incident.also:
+            console.print(f"  also:    {command}", markup=False, highlight=False)
+
+
+def render_doctor(result) -> None:
+    console = stdout()
+    counts = result.counts()
+    version = f" (Flink {result.flink_version})" if result.flink_version else ""
+    status = "[bold green]no errors[/]" if result.ok else f"[bold red]{counts['error']} error(s)[/]"
+    console.print(f"{result.source}: {len(result.config)} keys, {result.format}{version}: {status}, "
+                  f"{counts['warning']} warning(s), {counts['info']} note(s)", highlight=False)
+    colours = {"error": "red", "warning": "yellow", "info": "cyan"}
+    for finding in result.findings:
+        value = "" if finding.value is None else f" = {finding.value}"
+        console.print(f"[{colours[finding.severity]}]{finding.severity.upper():7}[/] "
+                      f"{escape(finding.key)}{escape(value)}", highlight=False)
+        console.print(f"        {finding.why}", markup=False, highlight=False)
+        console.print(f"        fix: {finding.fix}", markup=False, highlight=False)
+        if finding.runbook:
+            console.print(f"        runbook: {finding.runbook}", markup=False, highlight=False)

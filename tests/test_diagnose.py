@@ -1,0 +1,230 @@
+"""``repair diagnose``: real incident reports (tests/data/seeds, kept as found), traces captured from real
+Flink (tests/data/traces), several incidents in one log, wrapped and garbled pastes, unknown traces.
+
+The slow test damages a freshly generated checkpoint, restores it in real Flink and diagnoses Flink's
+own exception text.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from repair import diagnose_rules
+from repair.ops.diagnose import NO_KNOWN_INCIDENT, diagnose
+
+DATA = Path(__file__).parent / "data"
+SEEDS = DATA / "seeds"
+TRACES = DATA / "traces"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _read(path: Path) -> str:
+    return path.read_text(encoding="utf-8", errors="replace")
+
+
+def _by_cause(result) -> dict[str, list]:
+    found: dict[str, list] = {}
+    for incident in result.incidents:
+        found.setdefault(incident.cause_id, []).append(incident)
+    return found
+
+
+def test_seed_000_missing_manifest_in_the_local_dir_per_job_and_subtask():
+    result = diagnose(_read(SEEDS / "000_7d51caae2bf38c34.txt"))
+    causes = _by_cause(result)
+    assert set(causes) == {"manifest-missing", "small-state-inline"}
+    first, second = causes["manifest-missing"]
+    assert first.job_id == "d781983f4967703b0480c7943e8100af"
+    assert (first.operator, first.operator_id) == ("KeyedProcessOperator", "b9daf26d7397cd4b00184cc833054139")
+    assert (first.subtasks, first.parallelism, first.count) == ([27], 60, 1)
+    assert first.files == ["MANIFEST-000006"]
+    assert first.paths[0].endswith("__27_60__uuid_dee7e33b-9bce-42f3-909a-f6fa4ab52d8c/db/MANIFEST-000006")
+    # the grep of the JobManager log: 13 lines, 8 distinct subtasks of one job: one incident, counted
+    assert second.job_id == "03a4b302f44a8d9f5b31693a80bde30c"
+    assert second.subtasks == [1, 2, 4, 5, 6, 9, 13, 40]
+    assert second.count == 13 and len(second.paths) == 8
+    assert first.phase == "checkpoint"  # Checkpoint.createCheckpoint in the stack: the local dir lost it
+    assert first.next_command == "repair doctor <flink-conf.yaml>"
+    assert first.runbook == "docs/runbooks/manifest-missing.md"
+    assert causes["small-state-inline"][0].kind == "question"
+
+
+def test_seed_001_hard_links_not_supported():
+    result = diagnose(_read(SEEDS / "001_80391559a6aa6771.txt"))
+    (incident,) = result.incidents
+    assert incident.cause_id == "hard-link-not-supported"
+    assert (incident.operator, incident.subtasks, incident.parallelism) == ("testOperator", [1], 2)
+    assert incident.checkpoint_ids == [1]
+    assert incident.files == ["000022.sst"]
+    assert incident.phase == "checkpoint"
+    assert incident.next_command == "repair doctor <flink-conf.yaml>"
+
+
+def test_seed_002_checksum_mismatch_on_restore_names_the_task():
+    (incident,) = diagnose(_read(SEEDS / "002_9f05c2d9aa2afda0.txt")).incidents
+    assert incident.cause_id == "checksum-mismatch"
+    assert (incident.operator, incident.operator_id) == ("KeyedMapBundleOperator", "44cfc1ca74b40bb44eed1f38f72b3ea9")
+    assert (incident.subtasks, incident.parallelism) == ([71], 300)
+    assert incident.phase == "restore"
+    assert incident.next_command == "repair fallback <checkpoint-root>"
+
+
+def test_seed_003_four_incidents_in_one_report():
+    result = diagnose(_read(SEEDS / "003_101fbd5754fb6c45.txt"))
+    causes = _by_cause(result)
+    assert list(causes) == ["tolerable-failure-threshold", "bad-sst", "metadata-already-exists", "kafka-offset-commit"]
+    assert all(len(v) == 1 for v in causes.values())
+    root = "/opt/flink/pm/checkpoint/000000006e6b13320000000000000000"
+    bad = causes["bad-sst"][0]
+    assert (bad.operator, bad.subtasks, bad.parallelism, bad.files) == ("WindowOperator", [1], 2, ["000210.sst"])
+    assert bad.job_id == "000000006e6b13320000000000000000"
+    assert bad.count == 3  # the heading lines name nothing else: the same incident
+    exists = causes["metadata-already-exists"][0]
+    assert exists.paths == [f"{root}/chk-1/_metadata"]  # wrapped after chk-1 in the report
+    assert exists.checkpoint_root == root and exists.checkpoint_ids == [1]
+    assert exists.next_command == f"repair fallback {root}"
+    kafka = causes["kafka-offset-commit"][0]
+    assert kafka.checkpoint_ids == [4] and kafka.count == 2
+    assert result.to_json()["known"] is True
+
+
+def test_seed_004_design_review_is_no_known_incident():
+    result = diagnose(_read(SEEDS / "004_84d7dcd0ccbf68b4.txt"))
+    assert result.incidents == [] and not result.known
+    assert result.message == NO_KNOWN_INCIDENT
+
+
+def test_every_seed_runbook_exists():
+    for seed in SEEDS.glob("*.txt"):
+        for incident in diagnose(_read(seed)).incidents:
+            assert (REPO / incident.runbook).is_file(), incident.runbook
+    for rule in diagnose_rules.RULES:
+        assert (REPO / rule.runbook).is_file(), rule.runbook
+
+
+def test_real_flink_missing_manifest_trace():
+    (incident,) = diagnose(_read(TRACES / "flink-1.20-restore-missing-manifest.txt")).incidents
+    root = ("/tmp/capture/flink-1.20-p3-external-xxhash-lz4/staging/checkpoints/flink-1.20-p3-external-xxhash-lz4/"
+            "7f725960ff6eb2ce5516f53d7277aa03")
+    assert incident.cause_id == "checkpoint-file-missing"
+    assert incident.runbook == "docs/runbooks/manifest-missing.md"
+    assert incident.count == 2  # wrapped IOException and its cause: one incident
+    assert incident.files == ["1a93f2d5-567e-484d-86f1-f614326e4268"]
+    assert (incident.operator, incident.subtasks, incident.parallelism) == ("KeyedProcessOperator", [1], 3)
+    assert incident.checkpoint_root == root and incident.phase == "restore"
+    assert incident.next_command == f"repair fallback {root}"
+    assert f"repair verify {root}" in incident.also
+
+
+def test_real_flink_bad_magic_trace():
+    (incident,) = diagnose(_read(TRACES / "flink-1.20-restore-bad-table-magic.txt")).incidents
+    assert incident.cause_id == "bad-sst"
+    assert (incident.operator, incident.subtasks, incident.parallelism) == ("KeyedProcessOperator", [3], 3)
+    assert incident.files == ["000081.sst"] and incident.phase == "restore"
+
+
+def test_several_logs_pasted_together_keep_their_incidents_apart():
+    text = "\n\n".join(_read(SEEDS / name) for name in ("001_80391559a6aa6771.txt", "002_9f05c2d9aa2afda0.txt"))
+    causes = _by_cause(diagnose(text))
+    assert list(causes) == ["hard-link-not-supported", "checksum-mismatch"]
+    assert causes["hard-link-not-supported"][0].operator == "testOperator"
+    assert causes["checksum-mismatch"][0].operator == "KeyedMapBundleOperator"
+
+
+def test_wrapped_and_garbled_trace():
+    # a chat paste: non-breaking spaces, curly quotes, a path broken over two lines, tabs for line breaks
+    text = (
+        "2024-02-01 10:00:00,000 WARN  CheckpointFailureManager [] - Failed to trigger or complete checkpoint 7 for job\u00a0"
+        "0123456789abcdef0123456789abcdef.\n"
+        "Caused by: java.io.IOException: Target file \u201cs3://bucket/ckpt/0123456789abcdef0123456789abcdef/chk-7\n"
+        "/_metadata\u201d already exists.\tat org.apache.flink.runtime.state.filesystem.FsCheckpointMetadataOutputStream"
+        ".getOutputStreamWrapper(FsCheckpointMetadataOutputStream.java:168)\n"
+        "Caused by:\u00a0org.rocksdb.RocksDBException: Bad table\u00a0magic\nnumber: expected 1, found 0 in /data/tm/job_"
+        "0123456789abcdef0123456789abcdef_op_StreamGroupedReduceOperator_aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa__2_4__uuid_"
+        "11111111-2222-3333-4444-555555555555/db/000042.sst\tat org.rocksdb.RocksDB.open(Native Method)"
+    )
+    causes = _by_cause(diagnose(text))
+    exists = causes["metadata-already-exists"][0]
+    assert exists.checkpoint_root == "s3://bucket/ckpt/0123456789abcdef0123456789abcdef"
+    assert exists.checkpoint_ids == [7] and exists.job_id == "0123456789abcdef0123456789abcdef"
+    assert exists.next_command == "repair fallback s3://bucket/ckpt/0123456789abcdef0123456789abcdef"
+    bad = causes["bad-sst"][0]
+    assert (bad.operator, bad.subtasks, bad.parallelism, bad.files) == ("StreamGroupedReduceOperator", [2], 4, ["000042.sst"])
+
+
+def test_task_name_with_attempt_number():
+    text = ("2024-03-05 04:12:09,113 INFO  org.apache.flink.runtime.taskmanager.Task [] - per-user (2/4)#0 "
+            "(7c3b1d2e9f0a4b5c6d7e8f9a0b1c2d3e_c27dcf7b54ef6bfd6cff02ca8870b681_1_0) switched from INITIALIZING to "
+            "FAILED with failure cause:\njava.io.FileNotFoundException: File hdfs://nn/flink/cp/"
+            "aaaabbbbccccddddaaaabbbbccccdddd/shared/0b8e2f57-2b1c-4d0e-9a51-3f7c2a9e6d10 does not exist.\n")
+    (incident,) = diagnose(text).incidents
+    assert incident.cause_id == "checkpoint-file-missing"
+    assert (incident.operator, incident.subtasks, incident.parallelism) == ("per-user", [2], 4)
+    assert incident.next_command == "repair fallback hdfs://nn/flink/cp/aaaabbbbccccddddaaaabbbbccccdddd"
+
+
+def test_unknown_trace_says_so_and_shows_the_root_cause():
+    text = ("java.lang.RuntimeException: oops\n\tat com.example.Job.main(Job.java:10)\n"
+            "Caused by: java.lang.IllegalStateException: the widget is broken\n\tat com.example.Widget.run(Widget.java:3)")
+    result = diagnose(text)
+    assert not result.known and result.message == NO_KNOWN_INCIDENT
+    assert result.unrecognised == ["Caused by: java.lang.IllegalStateException: the widget is broken"]
+    document = result.to_json()
+    assert document["incidents"] == [] and document["message"] == "no known incident"
+    json.dumps(document)
+
+
+def test_configuration_dump_in_a_log_is_not_a_question():
+    text = "INFO GlobalConfiguration - Loading configuration property: state.storage.fs.memory-threshold, 20kb state.backend: rocksdb"
+    assert diagnose(text).incidents == []
+
+
+def test_json_contract():
+    document = diagnose(_read(SEEDS / "001_80391559a6aa6771.txt"), source="seed-001").to_json()
+    assert set(document) == {"source", "known", "message", "incidents", "unrecognised"}
+    (incident,) = document["incidents"]
+    assert {"cause", "runbook", "evidence", "next_command"} <= set(incident)
+    assert set(incident["evidence"]) == {"job_id", "operator", "operator_id", "subtasks", "parallelism", "files",
+                                         "paths", "checkpoint_ids", "checkpoint_root", "phase"}
+    json.dumps(document)
+
+
+@pytest.mark.slow
+def test_real_flink_restore_failure_is_diagnosed(tmp_path):
+    from fixtures import state_model
+    from fixtures.flink_harness import FlinkRunError, JobSettings, ensure_flink, run_fixture_job
+    from fixtures.generate import SPECS, generate
+    from tests import damage
+    from tests.conftest import fixture_info
+
+    spec = SPECS["flink-1.20-p3-external-xxhash-lz4"]  # inline threshold 0: MANIFESTs are files
+    fresh = generate(spec, tmp_path / "out", staging=tmp_path / "staging")
+    info = fixture_info(fresh)
+    root = tmp_path / "staging" / "checkpoints" / spec.name / info["job_id"]  # the paths _metadata names
+    newest = damage.checkpoint_ids(root)[-1]
+    victim = damage.shared_files(root, newest, damage.is_manifest)[0]
+    victim.unlink()
+
+    dist = ensure_flink(spec.flink_version)
+    records = state_model.read_records(fresh / "records.tsv")
+    with tempfile.TemporaryDirectory(dir=tmp_path) as work:
+        dumps = Path(work) / "dumps.tsv"
+        state_model.write_records(state_model.dump_records(records), dumps)
+        # no restarts: Flink's default with checkpointing retries forever instead of failing
+        settings = JobSettings(parallelism=spec.parallelism, max_parallelism=spec.max_parallelism,
+                               restore_from=(root / f"chk-{newest}").as_uri(), rocksdb_local_dir=Path(work) / "rocksdb",
+                               extra_conf={"restart-strategy.type": "none"})
+        with pytest.raises(FlinkRunError) as failure:
+            run_fixture_job(dist, "restore", settings, {"--records": str(dumps), "--out": str(Path(work) / "out.jsonl")},
+                            timeout_s=300)
+    result = diagnose(str(failure.value))
+    (incident,) = result.incidents
+    assert incident.cause_id == "checkpoint-file-missing"
+    assert incident.files == [victim.name]
+    assert incident.checkpoint_root == str(root)
+    assert incident.next_command == f"repair fallback {root}"
+    assert incident.operator and incident.subtasks and incident.parallelism == spec.parallelism

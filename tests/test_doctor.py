@@ -1,0 +1,169 @@
+"""``repair doctor``: the configurations quoted in the incident reports raise the hazards they describe;
+a clean modern configuration raises no error; renamed keys are judged per Flink version (key names
+checked against the Flink 1.15.4, 1.18.1, 1.20.3 and 2.1.1 jars, see repair/flink_keys.py)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from repair.errors import UsageError
+from repair.flink_keys import OPTIONS
+from repair.ops.doctor import doctor, parse_config
+
+CONFIGS = Path(__file__).parent / "data" / "configs"
+REPO = Path(__file__).resolve().parent.parent
+
+
+def _checks(result, severity: str | None = None) -> set[str]:
+    return {f.check for f in result.findings if severity is None or f.severity == severity}
+
+
+def _finding(result, check: str):
+    (found,) = [f for f in result.findings if f.check == check]
+    return found
+
+
+def test_seed_001_rocksdb_dir_on_the_checkpoint_share_is_an_error():
+    result = doctor(str(CONFIGS / "seed-001-azure-file-share.yaml"), flink_version="1.15")
+    assert not result.ok
+    finding = _finding(result, "rocksdb-localdir-on-checkpoint-fs")
+    assert (finding.severity, finding.key, finding.value) == ("error", "state.backend.rocksdb.localdir", "/mnt/checkpoints/job")
+    assert finding.runbook == "docs/runbooks/hard-links-not-supported.md"
+    assert result.config["state.backend.incremental"] == "true"  # 'true' quoted in the report
+
+
+def test_seed_003_shared_dir_fixed_job_id_one_retained_local_recovery():
+    result = doctor(str(CONFIGS / "seed-003-shared-nfs.yaml"), flink_version="1.16")
+    checks = _checks(result)
+    assert {"fixed-job-id", "num-retained", "local-recovery", "tolerable-failures"} <= checks
+    assert _finding(result, "fixed-job-id").severity == "warning"
+    assert _finding(result, "fixed-job-id").runbook == "docs/runbooks/metadata-already-exists.md"
+    retained = _finding(result, "num-retained")
+    assert (retained.severity, retained.value) == ("warning", "1")
+    assert _finding(result, "tolerable-failures").severity == "info"  # not set: Flink tolerates none
+    assert "deprecated-key" not in checks  # these are the current names in 1.16
+
+
+def test_clean_flink_2_config_yaml_has_no_error_and_nothing_to_fix():
+    result = doctor(str(CONFIGS / "clean-2.1-config.yaml"), flink_version="2.1")
+    assert result.format == "nested-yaml"
+    assert result.config["execution.checkpointing.num-retained"] == "3"
+    assert result.config["state.backend.rocksdb.localdir"] == "/mnt/local-ssd/flink-rocksdb"
+    assert result.ok and result.findings == []
+
+
+@pytest.mark.parametrize("version, severity", [("1.20", "warning"), ("2.1", "warning"), (None, "info")])
+def test_old_names_are_deprecated_from_1_20(version, severity):
+    text = ("state.checkpoints.dir: s3://b/c\nstate.savepoints.dir: s3://b/s\nstate.checkpoints.num-retained: 3\n"
+            "state.backend.incremental: true\nstate.storage.fs.memory-threshold: 20kb\n"
+            "execution.savepoint.path: s3://b/c/x/chk-3\nexecution.checkpointing.tolerable-failed-checkpoints: 3\n"
+            "state.backend.rocksdb.localdir: /mnt/ssd/rocksdb\n")
+    result = doctor(text, flink_version=version)
+    deprecated = {f.key: f for f in result.findings if f.check == "deprecated-key"}
+    assert set(deprecated) == {"state.checkpoints.dir", "state.savepoints.dir", "state.checkpoints.num-retained",
+                               "state.backend.incremental", "state.storage.fs.memory-threshold", "execution.savepoint.path"}
+    assert {f.severity for f in deprecated.values()} == {severity}
+    assert "execution.checkpointing.dir" in deprecated["state.checkpoints.dir"].fix
+    assert "execution.state-recovery.path" in deprecated["execution.savepoint.path"].fix
+    assert "execution.checkpointing.data-inline-threshold" in deprecated["state.storage.fs.memory-threshold"].fix
+    assert result.ok
+
+
+def test_old_names_are_current_in_1_15_and_new_names_are_ignored_there():
+    text = "state.backend: rocksdb\nstate.checkpoints.dir: s3://b/c\nexecution.checkpointing.num-retained: 3\n"
+    result = doctor(text, flink_version="1.15.4")
+    unknown = [f for f in result.findings if f.check == "unknown-key"]
+    assert [f.key for f in unknown] == ["execution.checkpointing.num-retained"]
+    assert unknown[0].severity == "error" and "state.checkpoints.num-retained" in unknown[0].fix
+    assert "deprecated-key" not in _checks(result)
+    # the ignored key does not count: 1.15 keeps the default, one checkpoint
+    assert _finding(result, "num-retained").value is None
+
+
+def test_state_backend_type_is_current_from_1_17():
+    assert "deprecated-key" in _checks(doctor("state.backend: rocksdb", flink_version="1.20"))
+    assert "unknown-key" in _checks(doctor("state.backend.type: rocksdb", flink_version="1.15"))
+    assert not {"deprecated-key", "unknown-key"} & _checks(doctor("state.backend.type: rocksdb", flink_version="1.18"))
+
+
+def test_one_option_under_two_names():
+    result = doctor("state.checkpoints.dir: s3://a\nexecution.checkpointing.dir: s3://b", flink_version="1.20")
+    twice = _finding(result, "key-set-twice")
+    assert twice.severity == "warning" and "execution.checkpointing.dir" in twice.fix
+
+
+@pytest.mark.parametrize("localdir", [
+    "/mnt/nfs/flink/rocksdb", "/mnt/azurefiles/rocksdb", "/mnt/efs/rocksdb", "/mnt/s3fs/tmp", "/data/gcsfuse/x",
+    "/mnt/cifs-share/rocksdb", "/mnt/smb/rocksdb",
+])
+def test_rocksdb_localdir_on_a_network_filesystem(localdir):
+    result = doctor(f"state.backend.rocksdb.localdir: {localdir}\nexecution.checkpointing.dir: s3://bucket/cp")
+    finding = _finding(result, "rocksdb-localdir-network-fs")
+    assert finding.severity == "error" and not result.ok
+
+
+def test_rocksdb_localdir_under_tmp_and_unset():
+    assert _finding(doctor("state.backend.rocksdb.localdir: /tmp/rocksdb"), "rocksdb-localdir-tmp").severity == "warning"
+    unset = _finding(doctor("execution.checkpointing.dir: s3://b/c"), "rocksdb-localdir")
+    assert unset.severity == "info" and unset.runbook == "docs/runbooks/manifest-missing.md"
+
+
+def test_tolerable_failures_zero_and_no_job_subdir():
+    result = doctor("-Dexecution.checkpointing.tolerable-failed-checkpoints=0 -Dexecution.checkpointing.dir=s3://b/c "
+                    "-D execution.checkpointing.create-subdir=false", flink_version="1.20")
+    assert result.format == "dynamic-properties"
+    assert _finding(result, "tolerable-failures").severity == "warning"
+    assert _finding(result, "no-job-id-subdir").severity == "error"
+
+
+def test_inline_threshold_far_above_default_bloats_metadata():
+    assert _finding(doctor("execution.checkpointing.data-inline-threshold: 512kb"), "inline-threshold").severity == "warning"
+    assert _finding(doctor("execution.checkpointing.data-inline-threshold: 5 mb"), "inline-threshold").severity == "warning"
+    assert "inline-threshold" not in _checks(doctor("execution.checkpointing.data-inline-threshold: 20kb"))
+
+
+def test_flink_deployment_flink_configuration():
+    text = """
+apiVersion: flink.apache.org/v1beta1
+kind: FlinkDeployment
+spec:
+  flinkVersion: v1_20
+  flinkConfiguration:
+    state.backend.type: rocksdb
+    execution.checkpointing.dir: file:///flink-data/checkpoints
+    state.backend.rocksdb.localdir: /flink-data/checkpoints/rocksdb
+"""
+    result = doctor(text, flink_version="1.20")
+    assert result.format == "flink-deployment"
+    assert _finding(result, "rocksdb-localdir-on-checkpoint-fs").severity == "error"
+
+
+def test_dynamic_properties_with_quotes_and_a_dollar_key():
+    fmt, config = parse_config("flink run -D'$internal.pipeline.job-id=00000000000000000000000000000001' "
+                               '-Dstate.backend.rocksdb.localdir="/mnt/local ssd/rocksdb" job.jar')
+    assert fmt == "dynamic-properties"
+    assert config == {"$internal.pipeline.job-id": "00000000000000000000000000000001",
+                      "state.backend.rocksdb.localdir": "/mnt/local ssd/rocksdb"}
+
+
+def test_bad_version_is_a_usage_error():
+    with pytest.raises(UsageError):
+        doctor("state.backend: rocksdb", flink_version="latest")
+
+
+def test_json_contract_and_runbooks_exist():
+    document = doctor(str(CONFIGS / "seed-003-shared-nfs.yaml")).to_json()
+    assert set(document) == {"source", "format", "flink_version", "ok", "counts", "findings", "config"}
+    for finding in document["findings"]:
+        assert set(finding) == {"check", "severity", "key", "value", "why", "fix", "runbook"}
+        assert finding["runbook"] is None or (REPO / finding["runbook"]).is_file()
+    json.dumps(document)
+
+
+def test_every_option_name_has_a_version_order():
+    for option in OPTIONS.values():
+        versions = [since for since, _ in option.names]
+        assert versions == sorted(versions), option.id
