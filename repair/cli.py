@@ -178,6 +178,23 @@ def doctor(
     _show(result, json_output, render_doctor, exit_code=0 if result.ok else 1)
 
 
+@app.command()
+def export(
+    checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    out: str = typer.Option(..., "--out", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
+    operator: Optional[List[str]] = typer.Option(None, "--operator", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
+    state: Optional[List[str]] = typer.Option(None, "--state", help="Export only the state with this name. Repeatable."),
+    master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
+) -> None:
+    """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
+    from repair.ops.export import export as run_export
+    from repair.render import render_export
+    result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers)
+    _show(result, json_output, render_export)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

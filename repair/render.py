@@ -341,3 +341,37 @@ def render_doctor(result) -> None:
         console.print(f"        fix: {finding.fix}", markup=False, highlight=False)
         if finding.runbook:
             console.print(f"        runbook: {finding.runbook}", markup=False, highlight=False)
+
+
+def render_export(result) -> None:
+    console = stdout()
+    snapshot = result.snapshot if not result.savepoint_format else f"{result.snapshot} ({result.savepoint_format})"
+    console.print(
+        f"[bold green]exported {result.rows} rows[/] of {result.kind} {result.checkpoint_id} ({escape(snapshot)}) "
+        f"to {escape(result.out)}: {result.files} Parquet files",
+        highlight=False,
+    )
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "state", "kind", "rows", "subtasks", "value", "notes"):
+        table.add_column(column, justify="right" if column in ("rows", "subtasks") else "left", overflow="fold")
+    for op in result.operators:
+        for state in op.states:
+            notes = []
+            if state.raw_fallback:
+                notes.append(f"raw bytes only: {', '.join(state.raw_fallback)} ({state.rows_with_errors} rows)")
+            if state.outside_key_groups:
+                notes.append(f"{state.outside_key_groups} keys outside key groups dropped")
+            table.add_row(
+                escape(op.label if op.label != op.operator_id else op.operator_id[:8]), escape(state.state), state.kind,
+                str(state.rows), str(len(state.rows_per_subtask)), state.columns.get("value", ""), "; ".join(notes),
+            )
+    if result.operators:
+        console.print(table)
+    if result.skipped:
+        groups: dict[tuple[str, str], list] = {}
+        for skipped in result.skipped:
+            groups.setdefault((skipped.operator, skipped.what), []).append(skipped)
+        console.print(f"[yellow]skipped (not exported yet): {len(result.skipped)}[/]")
+        for (operator, what), items in groups.items():
+            label = operator[:8] if len(operator) == 32 else operator
+            console.print(f"  {escape(label)}: {what} x{len(items)} ({escape(items[0].reason)})", highlight=False)
