@@ -11,7 +11,7 @@ from typing import List, Optional
 import typer
 
 from repair import __version__
-from repair.errors import RepairError
+from repair.errors import RepairError, UsageError
 from repair.output import print_error, print_json
 
 app = typer.Typer(
@@ -134,16 +134,32 @@ def relocate(
 
 @app.command("rebuild-manifest")
 def rebuild_manifest(
-    checkpoint: str = typer.Argument(..., help="The checkpoint (chk-N directory or _metadata file) whose MANIFEST or CURRENT is missing or broken."),
-    out: str = typer.Option(..., "--out", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs."),
+    checkpoint: str = typer.Argument(..., help="The checkpoint (chk-N directory or _metadata file), or a bare RocksDB directory (a TaskManager's db/), whose MANIFEST or CURRENT is missing or broken."),
+    out: str = typer.Option(..., "--out", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs. For a RocksDB directory: the new DB directory."),
     copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root."),
+    drop_missing: bool = typer.Option(
+        False, "--drop-missing",
+        help="Rebuild without SSTs that are missing or corrupt for good, reporting the state, key groups and key range each held (their data is lost; exit 1).",
+    ),
+    manifest_format: Optional[str] = typer.Option(
+        None, "--format", help="RocksDB directory only: write the MANIFEST for frocksdb6 (Flink <= 1.20) or frocksdb8 (Flink 2.x) instead of the format the evidence points to.",
+    ),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
 ) -> None:
-    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint. Exit 1 if it cannot."""
+    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing lost data."""
     from repair.ops.rebuild import rebuild_manifest as run_rebuild
-    from repair.render import render_rebuild
+    from repair.ops.rebuild_db import is_rocksdb_dir, rebuild_db
+    from repair.render import render_rebuild, render_rebuild_db
 
-    result = run_rebuild(checkpoint, out, copy=copy)
+    if is_rocksdb_dir(checkpoint):
+        if copy:
+            raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
+        result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
+        _show(result, json_output, render_rebuild_db, exit_code=0 if result.ok else 1)
+        return
+    if manifest_format is not None:
+        raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
+    result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing)
     _show(result, json_output, render_rebuild, exit_code=0 if result.ok else 1)
 
 

@@ -262,28 +262,136 @@ def render_relocate(result) -> None:
     console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")
 
 
+def _render_unrepairable(result, headline: str) -> bool:
+    """The problems that kept a rebuild from writing anything, and the hint; False when there are none."""
+    if not result.unrepairable:
+        return False
+    console = stdout()
+    console.print(f"[bold red]{headline}[/]")
+    for line in result.unrepairable:
+        console.print(f"  {line}", highlight=False, markup=False)
+    if result.hint:
+        console.print(f"[yellow]{escape(result.hint)}[/]")
+    return True
+
+
 def render_rebuild(result) -> None:
     console = stdout()
-    if result.unrepairable:
-        console.print("[bold red]not rebuilt: these problems are not in a MANIFEST or CURRENT; nothing was written[/]")
-        for line in result.unrepairable:
-            console.print(f"  {line}", highlight=False)
+    if _render_unrepairable(result, "not rebuilt: these problems are not in a MANIFEST or CURRENT; nothing was written"):
         return
     if not result.rebuilt:
         console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]")
     for inst in result.rebuilt:
         levels = sorted(set(inst.levels.values()))
+        dropped = f", {len(inst.dropped)} dropped" if inst.dropped else ""
         console.print(
-            f"rebuilt {inst.manifest} for {inst.operator}[{inst.subtask}]: {inst.sst_files} SSTs on levels "
+            f"rebuilt {inst.manifest_name} for {_short_operator(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} on levels "
             f"{', '.join(map(str, levels)) or '-'}, {len(inst.column_families)} column families  "
-            f"(because: {'; '.join(inst.reasons)})",
-            highlight=False,
+            f"(because: {'; '.join(inst.reasons)})"
+            + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
+            highlight=False, markup=False,
         )
+    if result.lost:
+        _render_lost(result.lost)
     if result.written is not None:
         render_relocate(result.written)
         if result.output_verified is not None:
             status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
             console.print(f"  repair verify of the new checkpoint: {status}")
+        if result.lost and result.written.ok:
+            console.print("  [yellow]restoring it loses the state above (exit code 1: written with losses)[/]")
+
+
+def _render_lost(lost) -> None:
+    """The table of SSTs a ``--drop-missing`` rebuild left out, and what dropping each does."""
+    console = stdout()
+    console.print()
+    console.print(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"):
+        table.add_column(column, justify="right" if column == "entries" else "left", overflow="fold")
+    for item in lost:
+        groups = "-".join(map(str, item.key_groups)) if item.key_groups else "unknown"
+        keys = f"{_boundary(item.smallest)} .. {_boundary(item.largest)}" if item.smallest else "unknown"
+        seqnos = f"{item.smallest_seqno}-{item.largest_seqno}" if item.smallest_seqno is not None else "?"
+        why = item.reason + (f" at offset {item.offset}" if item.offset is not None else "")
+        table.add_row(
+            escape(f"{_short_operator(item.operator)}[{item.subtask}]"), escape(item.local_name), escape(why),
+            escape(item.column_family or "unknown"), groups, escape(keys), seqnos, "?" if item.entries is None else str(item.entries),
+        )
+    console.print(table)
+    for item in lost:
+        where = f"{_short_operator(item.operator)}[{item.subtask}] {item.local_name}"
+        if item.range_unknown:
+            console.print(f"  {escape(where)}: key range unknown: {escape(item.range_unknown)}", highlight=False)
+        for warning in item.warnings():
+            console.print(f"  [yellow]{escape(where)}: {escape(warning)}[/]", highlight=False)
+
+
+def _boundary(boundary) -> str:
+    """A range end as the Flink key when decoded, else its raw user key in hex."""
+    import json
+
+    from repair.formats.flink_key_range import plain
+
+    if boundary.key is not None:
+        return json.dumps(plain(boundary.key), ensure_ascii=False)
+    return "0x" + boundary.user_key.hex()
+
+
+def _short_operator(operator: str) -> str:
+    """An operator known only by its 32-hex-digit id is shown by the first 8 digits, as verify does."""
+    if len(operator) == 32 and all(c in "0123456789abcdef" for c in operator):
+        return operator[:8]
+    return operator
+
+
+def render_rebuild_db(result) -> None:
+    """``repair rebuild-manifest DB_DIR``: what the new DB holds, where each decision came from, what was left out."""
+    console = stdout()
+    if _render_unrepairable(result, "not rebuilt: nothing was written"):
+        return
+    files = sum(len(cf.files) for cf in result.column_families)
+    console.print(f"[bold green]rebuilt {escape(result.new_db or '')}[/]: {result.manifest_name} with {files} SSTs in "
+                  f"{len(result.column_families)} column families, MANIFEST format {result.format}", highlight=False)
+    for line in result.format_evidence:
+        console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+    old = result.old_manifest
+    state = old.state + (f" ({old.name})" if old.name else "") + (f": {old.detail}" if old.detail else "")
+    console.print(f"  CURRENT: {escape(result.current or '-')}; old MANIFEST: {escape(state)}", highlight=False)
+    options = result.options
+    if options.action == "kept":
+        note = " without its wal_dir" if options.removed_wal_dir else ""
+        note += f", sections added for {', '.join(options.appended)}" if options.appended else ""
+        console.print(f"  OPTIONS: kept {escape(options.name)}{escape(note)}", highlight=False)
+    else:
+        console.print(f"  OPTIONS: wrote {escape(options.name)} from the SST properties ({escape(options.why or '')})", highlight=False)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("id", "column family", "id from", "SSTs", "levels", "WAL entries"):
+        table.add_column(column, justify="right" if column in ("id", "SSTs", "WAL entries") else "left", overflow="fold")
+    for cf in result.column_families:
+        levels = ", ".join(map(str, sorted(set(cf.files.values())))) or "-"
+        table.add_row(str(cf.id), escape(cf.name), escape(cf.id_source), str(len(cf.files)), levels, str(cf.wal_entries or ""))
+    console.print(table)
+    for wal in result.wals:
+        verb = "copied" if wal.included else "left out"
+        console.print(f"  WAL {escape(wal.name)}: {verb}: {escape(wal.why)}", highlight=False)
+    for skipped in result.skipped:
+        console.print(f"  [dim]not copied: {escape(skipped.name)}: {escape(skipped.why)}[/]", highlight=False)
+    if result.lost:
+        console.print(f"[bold yellow]DATA LOST: {len(result.lost)} item(s) left out (--drop-missing):[/]")
+        for item in result.lost:
+            where = f" (column family {item.column_family}, level {item.level}, seqnos {item.seqnos[0]}-{item.seqnos[1]}, from {item.source})" \
+                if item.column_family else ""
+            console.print(f"  {escape(item.name)}: {item.reason}: {escape(item.message)}{escape(where)}", highlight=False)
+    for warning in result.warnings:
+        console.print(f"  [yellow]{escape(warning)}[/]", highlight=False)
+    console.print(f"  {result.written_files} files written ({human_bytes(result.written_bytes)})")
+    if result.output_verified is not None:
+        status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
+        console.print(f"  repair verify of the new DB: {status}")
+    if result.lost:
+        console.print("  [yellow]it holds less than the original: exit code 1 (written with losses)[/]")
 
 
 def render_diagnose(result) -> None:

@@ -275,3 +275,63 @@ def ldb_live_files(manifest: Path) -> set[tuple[str, int, int, int, int, int]]:
         elif m := re.match(r"\s*(\d+):(\d+)\[(\d+) \.\. (\d+)\]", line):
             files.add((cf, level, *map(int, m.groups())))
     return files
+
+
+_ADD_FILE = re.compile(r"AddFile: (\d+) (\d+) (\d+) '([0-9A-F]*)' seq:(\d+), type:(\d+) \.\. '([0-9A-F]*)' seq:(\d+), type:(\d+)")
+_EDIT_FIELDS = {"Comparator": "comparator", "LogNumber": "log_number", "PrevLogNumber": "prev_log_number",
+                "NextFileNumber": "next_file_number", "LastSeq": "last_sequence", "MaxColumnFamily": "max_column_family",
+                "MinLogNumberToKeep": "min_log_number_to_keep", "ColumnFamily": "column_family",
+                "ColumnFamilyAdd": "column_family_add"}
+_VERSION_FILE = re.compile(r"\s*(\d+):(\d+)\[(\d+) \.\. (\d+)\]\['([0-9A-F]*)' seq:(\d+), type:(\d+) \.\. '([0-9A-F]*)' seq:(\d+), type:(\d+)\]")
+
+
+def ldb_manifest_dump(manifest: Path) -> tuple[list[dict], dict]:
+    """``ldb manifest_dump --verbose --hex``, parsed: every VersionEdit as ldb decoded it, and the version it built.
+
+    Each edit is a dict of the fields ldb prints (names as :class:`repair.formats.manifest.VersionEdit`'s;
+    numbers as ints) with ``new_files`` as ``(level, number, size, smallest, largest)``, keys as
+    ``(user key hex, seqno, type)``; ``deleted_files`` as ``(level, number)``. The version:
+    ``{"column_families": {id: {"name", "log_number", "comparator", "files": {number: (level, size,
+    smallest_seqno, largest_seqno, smallest, largest)}}}, "next_file_number", "last_sequence", ...}``
+    (``next_file_number`` as recorded: ldb prints one more, see ``VersionSet::Recover``).
+    """
+    out = ldb("manifest_dump", f"--path={manifest}", "--verbose", "--hex")
+    assert out.returncode == 0, out.stderr + out.stdout
+    edits: list[dict] = []
+    version: dict = {"column_families": {}}
+    edit = cf = level = None
+    for line in out.stdout.splitlines():
+        stripped = line.strip()
+        if stripped == "VersionEdit {":
+            edit = {"new_files": [], "deleted_files": []}
+        elif stripped == "}" and edit is not None:
+            edits.append(edit)
+            edit = None
+        elif edit is not None:
+            key, _, value = stripped.partition(": ")
+            if key == "AddFile":
+                m = _ADD_FILE.match(stripped)
+                g = m.groups()
+                edit["new_files"].append((int(g[0]), int(g[1]), int(g[2]), (g[3], int(g[4]), int(g[5])), (g[6], int(g[7]), int(g[8]))))
+            elif key == "DeleteFile":
+                lv, number = value.split()
+                edit["deleted_files"].append((int(lv), int(number)))
+            elif key in _EDIT_FIELDS:
+                edit[_EDIT_FIELDS[key]] = value if key in ("Comparator", "ColumnFamilyAdd") else int(value)
+            elif stripped:
+                edit.setdefault("other", []).append(stripped)
+        elif m := re.match(r'-+ Column family "(.*)"\s+\(ID (\d+)\)', line):
+            cf = version["column_families"][int(m.group(2))] = {"name": m.group(1), "files": {}}
+        elif m := re.match(r"--- level (\d+) ---", line):
+            level = int(m.group(1))
+        elif m := re.match(r"log number: (\d+)", line):
+            cf["log_number"] = int(m.group(1))
+        elif m := re.match(r"comparator: (.*)", line):
+            cf["comparator"] = m.group(1).strip()
+        elif m := _VERSION_FILE.match(line):
+            g = m.groups()
+            cf["files"][int(g[0])] = (level, int(g[1]), int(g[2]), int(g[3]), (g[4], int(g[5]), int(g[6])), (g[7], int(g[8]), int(g[9])))
+        elif m := re.match(r"next_file_number (\d+) last_sequence (\d+)\s+prev_log_number (\d+) max_column_family (\d+)", line):
+            version.update(next_file_number=int(m.group(1)) - 1, last_sequence=int(m.group(2)),
+                           prev_log_number=int(m.group(3)), max_column_family=int(m.group(4)))
+    return edits, version

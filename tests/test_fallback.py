@@ -85,7 +85,7 @@ def test_no_valid_checkpoint_says_what_is_lost(tmp_path, capsys):
     assert all(not v.valid for v in result.checkpoints)
     *losses, hint = result.lost
     assert losses and all("key groups" in line for line in losses)
-    assert "cannot be recovered" in hint and "rebuild-manifest" not in hint
+    assert "cannot be recovered" in hint and "--drop-missing" in hint and "last resort" in hint
     assert main(["fallback", str(root), "--json"]) == 1
     doc = json.loads(capsys.readouterr().out)
     assert doc["chosen"] is None and doc["lost"]

@@ -163,6 +163,7 @@ def parse_options(text: str | bytes) -> OptionsFile:
             if match is None:
                 raise _syntax(line_no, offset, 'a section header like [DBOptions] or [CFOptions "name"]', line)
             section, arg = match.group(1), match.group(2)
+            arg = None if arg is None else unescape_option_string(arg)
             if (section, arg) in seen_headers:
                 raise _syntax(line_no, offset, "each section once", line, detail="duplicate section")
             if not seen_headers and section != "Version":
@@ -194,6 +195,29 @@ def parse_options(text: str | bytes) -> OptionsFile:
     if not seen_headers:
         raise FormatError("OPTIONS", 1, "a [Version] section", "no sections", detail="empty OPTIONS file")
     return result
+
+
+_ESCAPED = {"\n": "n", "\r": "r"}
+_UNESCAPED = {v: k for k, v in _ESCAPED.items()}
+
+
+def escape_option_string(text: str) -> str:
+    """``EscapeOptionString``: a backslash before ``\\``, ``#`` and ``:``; newline and CR as ``\\n``, ``\\r``."""
+    return "".join("\\" + _ESCAPED.get(c, c) if c in "\\#:\r\n" else c for c in text)
+
+
+def unescape_option_string(text: str) -> str:
+    """``UnescapeOptionString``, the inverse of :func:`escape_option_string` (column family names in headers)."""
+    out, escaped = [], False
+    for c in text:
+        if escaped:
+            out.append(_UNESCAPED.get(c, c))
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def _strip_comment(line: str) -> str:

@@ -278,18 +278,29 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
     return lines
 
 
+def _manifest_only(culprit) -> bool:
+    """Whether a rebuilt MANIFEST and CURRENT repair this culprit."""
+    name = culprit.local_name or ""
+    return culprit.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-")
+
+
 def _repair_hint(verdict: CheckpointVerdict) -> str:
     """Which repair could recover a broken checkpoint, from the kinds of its culprits."""
-    manifest_only = all(
-        c.kind in REPAIRABLE or (c.local_name or "") == "CURRENT" or (c.local_name or "").startswith("MANIFEST-")
-        for c in verdict.culprits
-    )
-    if verdict.culprits and manifest_only:
+    if verdict.culprits and all(_manifest_only(c) for c in verdict.culprits):
         return (f"only MANIFEST or CURRENT files are broken: `repair rebuild-manifest {verdict.path} --out NEW_ROOT` "
                 "rebuilds them from the SSTs into a new checkpoint")
-    return ("SST files or _metadata are lost or corrupt: the key groups and states above cannot be recovered from "
-            "this checkpoint (a rebuild without the lost files is not available yet); check older checkpoints, "
-            "savepoints, or the TaskManagers' local recovery directories (`repair verify DIR` on a RocksDB dir)")
+    lost_ssts = verdict.culprits and all(
+        (c.local_name or "").endswith(".sst") or _manifest_only(c) for c in verdict.culprits
+    )
+    if lost_ssts:
+        return ("SST files are lost or corrupt: the key groups and states above cannot be recovered from this "
+                "checkpoint as it is; check older checkpoints, savepoints, or the TaskManagers' local recovery "
+                "directories (`repair verify DIR` on a RocksDB dir) first. As a last resort, "
+                f"`repair rebuild-manifest {verdict.path} --out NEW_ROOT --drop-missing` rebuilds it without the lost "
+                "SSTs and reports exactly which states, key groups and key ranges are lost")
+    return ("_metadata or files other than SSTs are lost or corrupt: the key groups and states above cannot be "
+            "recovered from this checkpoint; check older checkpoints, savepoints, or the TaskManagers' local "
+            "recovery directories (`repair verify DIR` on a RocksDB dir)")
 
 
 def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary]) -> RestoreAdvice:

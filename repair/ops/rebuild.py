@@ -10,7 +10,11 @@ format version), whose shared state points at the original SSTs (or copies with 
 to a new root like ``repair relocate`` does. The input is never modified.
 
 Instances whose SSTs are themselves missing or corrupt cannot be rebuilt this way; the result says
-which, and nothing is written.
+which, and nothing is written. Unless ``drop_missing``: then missing, truncated, corrupt or unreadable
+SSTs are left out of their instance's rebuilt MANIFEST (and of the new ``_metadata``), and
+:attr:`RebuildResult.lost` says per dropped file which state, key groups and key range were lost and
+which remaining files may bring older values back (:mod:`repair.ops.rebuild_losses`). Such a result
+is written but not ``ok``: data was lost.
 """
 
 from __future__ import annotations
@@ -25,6 +29,8 @@ from repair.formats.flink_handles import ByteStreamHandle, ChangelogBackendHandl
 from repair.formats.manifest_builder import build_manifest, describe_sst
 from repair.formats.random_access import BytesSource
 from repair.formats.rocksdb_files import file_number
+from repair.ops.rebuild_losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason
+from repair.ops.rebuild_options import instance_options, is_options_name, options_file_name, options_number_if_missing
 from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
 from repair.ops.verify import Finding, verify
 from repair.snapshot import LoadedSnapshot, read_resolved
@@ -45,12 +51,17 @@ class RebuiltInstance:
     column_families: list[str]
     levels: dict[str, int]  # local SST name -> level
     reasons: list[str]  # the findings that made it necessary
+    dropped: list[str] = field(default_factory=list)  # local SST names left out (--drop-missing)
+    #: What the rebuild read of each remaining SST (not in the JSON document).
+    summaries: list = field(default_factory=list, repr=False)
+    #: Name of the OPTIONS file written from the SSTs because the instance had none (or a broken one).
+    options_written: str | None = None
 
     def to_json(self) -> dict:
         return {
             "operator": self.operator, "subtask": self.subtask, "manifest": self.manifest_name,
             "sst_files": self.sst_files, "column_families": self.column_families, "levels": self.levels,
-            "reasons": self.reasons,
+            "reasons": self.reasons, "dropped": self.dropped, "options_written": self.options_written,
         }
 
 
@@ -61,66 +72,124 @@ class RebuildResult:
     unrepairable: list[str] = field(default_factory=list)  # problems a MANIFEST rebuild cannot fix
     written: RelocateResult | None = None
     output_verified: bool | None = None
+    #: SSTs left out of the rebuilt MANIFESTs (``drop_missing``) and what they held.
+    lost: list[LostFile] = field(default_factory=list)
+    #: What to do about ``unrepairable`` SSTs (``--drop-missing`` and its cost), when that applies.
+    hint: str | None = None
+
+    @property
+    def written_clean(self) -> bool:
+        return not self.unrepairable and self.written is not None and self.written.ok and bool(self.output_verified)
 
     @property
     def ok(self) -> bool:
-        return not self.unrepairable and self.written is not None and self.written.ok and bool(self.output_verified)
+        """Rebuilt, written and clean, and nothing was lost."""
+        return self.written_clean and not self.lost
+
+    @property
+    def status(self) -> str:
+        """``rebuilt``, ``rebuilt_with_losses``, ``not_clean`` (written, but verify finds problems) or ``not_rebuilt``."""
+        if self.written_clean:
+            return "rebuilt_with_losses" if self.lost else "rebuilt"
+        return "not_clean" if self.written is not None and self.written.new_metadata else "not_rebuilt"
 
     def to_json(self) -> dict:
         return {
             "ok": self.ok,
+            "status": self.status,
             "source": self.source,
             "new_metadata": self.written.new_metadata if self.written else None,
             "rebuilt": [r.to_json() for r in self.rebuilt],
+            "lost": [item.to_json() for item in self.lost],
             "unrepairable": self.unrepairable,
+            "hint": self.hint,
             "output_verified": self.output_verified,
             "files": self.written.to_json() if self.written else None,
         }
 
 
-def rebuild_manifest(path: str, out: str, *, copy: bool = False, storage: st.Storage | None = None) -> RebuildResult:
-    """Rebuild the broken MANIFESTs of the checkpoint at ``path`` into a new checkpoint under ``out``."""
+def rebuild_manifest(
+    path: str, out: str, *, copy: bool = False, drop_missing: bool = False, storage: st.Storage | None = None,
+) -> RebuildResult:
+    """Rebuild the broken MANIFESTs of the checkpoint at ``path`` into a new checkpoint under ``out``.
+
+    ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held.
+    """
     storage = storage or st.default_storage()
     snapshot = load_single_snapshot(path, storage, "rebuild-manifest")
     report = verify(path, storage=storage)
     result = RebuildResult(snapshot.ref.metadata_uri)
-    broken: dict[tuple[str, int], list[Finding]] = {}
-    for finding in report.findings:
-        ref = finding.reference
-        if finding.severity != "error" and finding.kind != "sst_not_in_manifest":
-            continue
-        if _is_manifest_problem(finding):
-            broken.setdefault((ref.operator, ref.subtask), []).append(finding)
-        elif finding.severity == "error":
-            result.unrepairable.append(finding.describe())
+    broken, dropped = _classify(report.findings, drop_missing, result)
     if result.unrepairable:
         return result
     format_ = "frocksdb8" if snapshot.metadata.version >= 5 else "frocksdb6"
     for op in snapshot.metadata.operators:
         label = op.operator_uid or op.operator_name or op.operator_id
         for sub in op.subtasks:
-            findings = broken.get((label, sub.index))
+            drops = dropped.get((label, sub.index), {})
+            findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]
             handle = sub.managed_keyed_state
             if isinstance(handle, ChangelogBackendHandle):
                 handle = next((h for h in handle.materialized if h is not None), None)
             if not findings or not isinstance(handle, IncrementalKeyedHandle):
                 continue
-            result.rebuilt.append(_rebuild_instance(snapshot, handle, label, sub.index, findings, format_, storage))
+            lost = describe_lost_files(snapshot, op, sub.index, handle, drops, storage) if drops else []
+            instance = _rebuild_instance(snapshot, handle, label, sub.index, findings, format_, storage, drop=set(drops))
+            add_overlaps(lost, instance.summaries, instance.levels)
+            result.rebuilt.append(instance)
+            result.lost.extend(lost)
     result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)
     if result.written.ok:
         result.output_verified = verify(result.written.new_metadata, storage=storage).ok
     return result
 
 
+def _classify(
+    findings: list[Finding], drop_missing: bool, result: RebuildResult,
+) -> tuple[dict[tuple[str, int], list[Finding]], dict[tuple[str, int], dict[str, list[Finding]]]]:
+    """Split verify's findings into MANIFEST problems and dropped SSTs, per instance; the rest become unrepairable."""
+    broken: dict[tuple[str, int], list[Finding]] = {}
+    ssts: dict[tuple[str, int, str], list[Finding]] = {}
+    for finding in findings:
+        ref = finding.reference
+        if finding.severity != "error" and finding.kind != "sst_not_in_manifest":
+            continue
+        if _is_manifest_problem(finding):
+            broken.setdefault((ref.operator, ref.subtask), []).append(finding)
+        elif finding.severity == "error" and is_sst_file_finding(finding):
+            ssts.setdefault((ref.operator, ref.subtask, ref.local_name), []).append(finding)
+        elif finding.severity == "error":
+            result.unrepairable.append(finding.describe())
+    dropped: dict[tuple[str, int], dict[str, list[Finding]]] = {}
+    droppable = 0
+    for (operator, subtask, name), problems in ssts.items():
+        reason = loss_reason(problems)
+        if reason is not None and drop_missing:
+            dropped.setdefault((operator, subtask), {})[name] = problems
+            continue
+        droppable += reason is not None
+        suffix = " [--drop-missing can rebuild without it]" if reason is not None else ""
+        result.unrepairable.extend(f.describe() + suffix for f in problems)
+    if droppable:
+        result.hint = (
+            f"{droppable} SST file(s) are missing or corrupt. Restore an older checkpoint if one is sound "
+            "(repair fallback). Otherwise --drop-missing rebuilds without them: the state they hold is lost (reported per file: "
+            "state, key groups, key range), and keys they last updated may come back with older values from other files."
+        )
+    return broken, dropped
+
+
 def _is_manifest_problem(finding: Finding) -> bool:
     name = finding.reference.local_name or ""
-    return finding.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-")
+    return finding.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-") or is_options_name(name)
 
 
 def _rebuild_instance(
     snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, label: str, subtask: int,
-    findings: list[Finding], format_: str, storage: st.Storage,
+    findings: list[Finding], format_: str, storage: st.Storage, drop: set[str] = frozenset(),
 ) -> RebuiltInstance:
+    """Replace ``handle``'s MANIFEST and CURRENT by ones built from its SSTs, leaving out (and unlisting) ``drop``."""
+    handle.shared = [e for e in handle.shared if e.local_path not in drop]
     ssts = []
     for entry in handle.shared:
         if not entry.local_path.endswith(".sst"):
@@ -148,17 +217,25 @@ def _rebuild_instance(
             extra.append((next_id, name))
             known.add(name)
             next_id += 1
-    kept = [e for e in handle.private if not (e.local_path == "CURRENT" or e.local_path.startswith("MANIFEST-"))]
+    broken_options = {f.reference.local_name for f in findings if is_options_name(f.reference.local_name or "")}
+    kept = [e for e in handle.private if not (e.local_path == "CURRENT" or e.local_path.startswith("MANIFEST-")
+                                              or e.local_path in broken_options)]
     existing = [n for n in (file_number(e.local_path) for e in kept) if n is not None]
-    rebuilt = build_manifest(ssts, [(0, "default"), *extra], format=format_, existing_numbers=existing)
+    options_number = options_number_if_missing([e.local_path for e in kept], existing + [s.number for s in ssts])
+    rebuilt = build_manifest(ssts, [(0, "default"), *extra], format=format_,
+                             existing_numbers=existing + ([options_number] if options_number else []))
     prefix = f"repair-rebuild-manifest/{uuid.uuid4()}"
     handle.private = [
         *kept,
         LocalFile(rebuilt.manifest_name, ByteStreamHandle(f"{prefix}/{rebuilt.manifest_name}", rebuilt.manifest)),
         LocalFile("CURRENT", ByteStreamHandle(f"{prefix}/CURRENT", rebuilt.current)),
     ]
+    options_name = options_file_name(options_number) if options_number else None
+    if options_name:  # the instance has no usable OPTIONS file: one written from its SSTs
+        options = instance_options(snapshot, handle, rebuilt.column_families, format_, storage)
+        handle.private.append(LocalFile(options_name, ByteStreamHandle(f"{prefix}/{options_name}", options)))
     levels = {s.local_name: rebuilt.levels[s.column_family_id].levels[s.number] for s in ssts}
     return RebuiltInstance(
         label, subtask, rebuilt.manifest_name, len(ssts), [name for _, name in rebuilt.column_families], levels,
-        sorted({f"{f.reference.local_name or ''} {f.kind}".strip() for f in findings}),
+        sorted({f"{f.reference.local_name or ''} {f.kind}".strip() for f in findings}), sorted(drop), ssts, options_name,
     )

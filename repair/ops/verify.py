@@ -281,7 +281,7 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
     if not info.is_dir and st.basename(path) != METADATA:
         _plan_single_file(path, info.size, plan)
         return "file"
-    if info.is_dir and _is_rocksdb_dir(path, storage):
+    if is_rocksdb_dir(path, storage):
         _plan_rocksdb_dir(path, storage, plan)
         return "rocksdb-dir"
     layout = discover(path, storage)
@@ -309,7 +309,12 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
     return layout.kind
 
 
-def _is_rocksdb_dir(path: str, storage: st.Storage) -> bool:
+def is_rocksdb_dir(path: str, storage: st.Storage | None = None) -> bool:
+    """Whether ``path`` is a directory that looks like a RocksDB DB (not a checkpoint or job root)."""
+    storage = storage or st.default_storage()
+    info = storage.stat(path)
+    if info is None or not info.is_dir:
+        return False
     names = {st.basename(e.path) for e in storage.list_dir(path)}
     if METADATA in names or any(n.startswith("chk-") for n in names):
         return False
