@@ -7,28 +7,39 @@ import sys
 from typing import Any
 
 from contextlib import contextmanager
+from functools import lru_cache
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
-
-# Piped output is not cut at 80 columns: tables keep one line per row for grep and less.
-_stdout = Console(highlight=False, width=None if sys.stdout.isatty() else 160)
-_stderr = Console(stderr=True, highlight=False, soft_wrap=True)
+if TYPE_CHECKING:  # rich is imported on first use: `--json` runs and scripts do not pay for it
+    from rich.console import Console
 
 
-def stdout() -> Console:
-    return _stdout
+@lru_cache(maxsize=None)
+def _console(stderr: bool) -> "Console":
+    from rich.console import Console
+
+    if stderr:
+        return Console(stderr=True, highlight=False, soft_wrap=True)
+    # Piped output is not cut at 80 columns: tables keep one line per row for grep and less.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def stdout() -> "Console":
+    return _console(False)
 
 
 @contextmanager
 def progress_bar(description: str):
     """Yields ``on_progress(done, total)`` for long work; draws a bar on stderr only for a terminal."""
-    if not _stderr.is_terminal:
+    stderr = _console(True)
+    if not stderr.is_terminal:
         yield None
         return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
     with Progress(
         TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-        console=_stderr, transient=True,
+        console=stderr, transient=True,
     ) as progress:
         task = progress.add_task(description, total=None)
 
@@ -40,7 +51,7 @@ def progress_bar(description: str):
 
 def print_error(message: str) -> None:
     """A one-line error on stderr (no traceback)."""
-    _stderr.print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    _console(True).print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
 
 
 def print_json(document: Any) -> None:

@@ -26,23 +26,21 @@ format_version 0 footer):
 from __future__ import annotations
 
 import enum
-from collections import Counter
 from dataclasses import dataclass, field
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from itertools import islice, repeat
-from operator import add, gt, lt
+from operator import add, gt, lt, sub
 from typing import Any, Callable, Iterator, NamedTuple
 
 import cramjam
-import crc32c as _crc32c_module
 
 from repair.errors import FormatError, TruncatedError
 from repair.formats.checksum import (
     ChecksumType,
     block_checksum,
     buffer_checksum,
-    checksum_function,
     context_modifier,
+    mismatched_blocks,
 )
 from repair.formats.coding import U32, U64
 from repair.formats.compression import (
@@ -60,6 +58,7 @@ from repair.formats.sst_block import (
     BlockReader,
     TableFormatError,
     ValueType,
+    bulk_index_arrays,
     decode_block_handle,
 )
 from repair.formats.sst_properties import TableProperties, decode_properties
@@ -560,7 +559,7 @@ class Table:
         """Like :meth:`_index_handles`, as ``(offsets, sizes)``; same results and same errors."""
         reader = self.block_reader(handle, kind)
         if _FAST_PATHS and self.index_value_is_delta_encoded and not have_first_key:
-            fast = _delta_index_arrays(reader.data, reader.layout.entries_end)
+            fast = bulk_index_arrays(reader.data, reader.layout) or _delta_index_arrays(reader.data, reader.layout.entries_end)
             if fast is not None:
                 return fast
         handles = reader.index_handles(value_delta_encoded=self.index_value_is_delta_encoded, have_first_key=have_first_key)
@@ -744,11 +743,14 @@ class Table:
         """Check checksums (and decompress) the blocks ``offsets[k], sizes[k]`` of kind ``kinds[k]``.
 
         This is the hot loop of verification. The file is read in large sequential chunks (one
-        memoryview each, sliced without copies); per block it does one checksum call over the block
-        and its type byte (contiguous in the chunk) and, for Snappy blocks, one decompression into a
-        reused buffer. Anything unusual (a checksum mismatch, another codec, a size or decompression
-        problem) goes through the general code (:func:`block_checksum`, :func:`decompress_block`),
-        which makes the exact finding. Nothing per entry, no object per block.
+        memoryview each, sliced without copies); the checksums of a chunk's blocks are compared all at
+        once (:func:`~repair.formats.checksum.mismatched_blocks`: per block one checksum call over the
+        block and its type byte, contiguous in the chunk, and one read of the stored value; format
+        version 6 context checksums included) and, for Snappy blocks, each is decompressed in one
+        call into a reused buffer. Anything unusual (a checksum mismatch, another codec, a size or
+        decompression problem) goes through the general code (:func:`block_checksum`,
+        :func:`decompress_block`), which makes the exact finding. Nothing per entry, no object per
+        block.
         """
         limit = self._block_limit()
         max_size = self.max_block_size + 64
@@ -784,20 +786,15 @@ class Table:
         total = sum(sizes) + trailer * n
 
         checksum_type = self.footer.checksum_type
-        checksum = checksum_function(checksum_type)
-        crc = _crc32c_module.crc32c if checksum_type == ChecksumType.CRC32C else None
         base_context = self.footer.base_context_checksum
         check = self._check_block
-        # The fast loops need the usual layout and a checksum without a context (format_version < 6).
-        fast = _FAST_PATHS and clean and checksum is not None and not base_context
+        # The fast loop needs the usual layout (blocks in file order, none overlapping).
+        fast = _FAST_PATHS and clean
         source = self.source
-        unpack = U32.unpack_from
         snappy_into = cramjam.snappy.decompress_raw_into
         snappy_length = cramjam.snappy.decompress_raw_len
         max_block_size = self.max_block_size
-        scratch = bytearray(_SNAPPY_SCRATCH_SIZE)
-        mask32 = 0xFFFFFFFF
-        mask_delta = 0xA282EAD8
+        scratch = bytearray(_SNAPPY_SCRATCH_SIZE) if decompress else None
         decompressed = 0
         done = 0
         previous_end = 0
@@ -839,37 +836,26 @@ class Table:
                 del chunk
                 i = j
                 continue
-            # Fast loops. Per block: a slice of the chunk (a memoryview, no copy), one C call for the
-            # checksum (CRC-32C runs over the block and its type byte, which follows it) and, for
-            # Snappy, one C call decompressing into a reused buffer. A block that fails, or needs
-            # another codec, is queued for the general check, which makes the exact finding; the
-            # queue keeps the blocks' order, and so the order of the findings.
-            slow: list[tuple[int, bool]] = []
-            if crc is not None and not decompress:
-                for offset, size in zip(offsets[i:j], sizes[i:j]):
-                    start = offset - chunk_start
-                    end = start + size + 1
-                    # Masked CRC (crc32c::Mask): rotate right by 15 (v * (2^32 + 1) >> 15 puts
-                    # the rotated value in the low 32 bits), add the delta, keep 32 bits.
-                    if ((crc(chunk[start:end]) * 0x100000001 >> 15) + mask_delta) & mask32 != unpack(chunk, end)[0]:
-                        slow.append((offset, False))
-            else:
-                for offset, size in zip(offsets[i:j], sizes[i:j]):
-                    start = offset - chunk_start
-                    end = start + size
-                    if crc is not None:
-                        value = ((crc(chunk[start : end + 1]) * 0x100000001 >> 15) + mask_delta) & mask32
-                    else:
-                        value = checksum(chunk[start:end], chunk[end])
-                    if value != unpack(chunk, end + 1)[0]:
-                        slow.append((offset, False))
-                        continue
-                    if not decompress:
-                        continue
+            # Fast loop. The checksums of all blocks of the chunk at once (one C call per block over
+            # a memoryview slice, the comparison in bulk: checksum.mismatched_blocks); then, for
+            # Snappy, one C call per block decompressing into a reused buffer. A block that fails, or
+            # needs another codec, is queued for the general check, which makes the exact finding;
+            # the queue is sorted into the blocks' order, and so the order of the findings.
+            starts = list(map(sub, offsets[i:j], repeat(chunk_start)))
+            stops = list(map(sub, ends[i:j], repeat(chunk_start + 4)))  # each block's end, type byte included
+            bad = mismatched_blocks(
+                checksum_type, chunk, starts, stops,
+                base_context_checksum=base_context, offsets=offsets[i:j] if base_context else None,
+            )
+            slow: list[tuple[int, bool]] = [(i + k, False) for k in bad]
+            if decompress:
+                skip = set(bad)
+                for k, start, end in zip(range(i, j), starts, stops):
+                    end -= 1  # the type byte
                     type_byte = chunk[end]
-                    if not type_byte:
+                    if not type_byte or (skip and k - i in skip):
                         continue
-                    if type_byte == 1 and size > 2 and (chunk[start] < 0x80 or chunk[start + 1] < 0x80 or chunk[start + 2] < 0x80):
+                    if type_byte == 1 and end - start > 2 and (chunk[start] < 0x80 or chunk[start + 1] < 0x80 or chunk[start + 2] < 0x80):
                         # Snappy, with a header (the uncompressed length, a varint) of at most 3 bytes,
                         # which the general path reads alike. The decoder checks that the output has
                         # exactly that length, so a success returns it.
@@ -877,12 +863,14 @@ class Table:
                             written = snappy_into(chunk[start:end], scratch)
                         except Exception:  # the general check names the problem
                             written = -1
-                        if 0 <= written <= max_block_size and written <= size * 32 + 64:
+                        if 0 <= written <= max_block_size and written <= (end - start) * 32 + 64:
                             decompressed += 1
                             continue
-                    slow.append((offset, True))
-            for offset, checksum_ok in slow:
-                k = bisect_left(offsets, offset, i, j)
+                    slow.append((k, True))
+                if bad:
+                    slow.sort()
+            for k, checksum_ok in slow:
+                offset = offsets[k]
                 start = offset - chunk_start
                 size = sizes[k]
                 if check(chunk, start, offset, size, kinds[k], report, decompress, checksum_ok=checksum_ok):
@@ -899,9 +887,12 @@ class Table:
         # Every block of a chunk that was read counts as checked (also those with findings).
         report.blocks_decompressed += decompressed
         report.bytes_checked += total if i == n else sum(sizes[:i]) + trailer * i
-        for kind_value, number in Counter(kinds if i == n else kinds[:i]).items():
+        counted = kinds if i == n else kinds[:i]
+        by_kind = report.blocks_by_kind
+        for kind_value in dict.fromkeys(counted):  # in order of first appearance, as Counter
+            number = counted.count(kind_value)
             report.blocks_checked += number
-            report.blocks_by_kind[kind_value] = report.blocks_by_kind.get(kind_value, 0) + number
+            by_kind[kind_value] = by_kind.get(kind_value, 0) + number
 
     def _check_block(
         self, chunk, start: int, offset: int, size: int, kind_value: str, report: VerifyReport, decompress: bool,
