@@ -451,6 +451,15 @@ def render_doctor(result) -> None:
             console.print(f"        runbook: {finding.runbook}", markup=False, highlight=False)
 
 
+def _value_type(state) -> str:
+    """The value column's type, e.g. ``int64``, ``json (Kryo com.x.Y)``, ``+ttl`` for TTL states."""
+    if state.kind == "priority-queue":
+        return "timers"
+    value = state.columns.columns["value"]
+    text = f"json ({value.describes})" if value.is_json else value.type_name
+    return text + (" +ttl" if state.columns.ttl else "")
+
+
 def render_export(result) -> None:
     console = stdout()
     snapshot = result.snapshot if not result.savepoint_format else f"{result.snapshot} ({result.savepoint_format})"
@@ -469,9 +478,11 @@ def render_export(result) -> None:
                 notes.append(f"raw bytes only: {', '.join(state.raw_fallback)} ({state.rows_with_errors} rows)")
             if state.outside_key_groups:
                 notes.append(f"{state.outside_key_groups} keys outside key groups dropped")
+            if state.not_representable:
+                notes.append("not representable: " + ", ".join(f"{c} x{n}" for c, n in state.not_representable.items()))
             table.add_row(
                 escape(op.label if op.label != op.operator_id else op.operator_id[:8]), escape(state.state), state.kind,
-                str(state.rows), str(len(state.rows_per_subtask)), state.columns.get("value", ""), "; ".join(notes),
+                str(state.rows), str(len(state.rows_per_subtask)), _value_type(state), "; ".join(notes),
             )
     if result.operators:
         console.print(table)

@@ -739,6 +739,12 @@ class DirectoryPublisher:
 
     Names are relative paths checked like :func:`resolve_within`; the target must not exist yet
     (or be an empty directory).
+
+    Other processes (Spark executors, pool workers) may write files too: they write below
+    :attr:`staging_uri` (with :meth:`Storage.write_atomic`, ``overwrite=True`` so that a retried task
+    replaces its own file), and the driver names what they wrote with :meth:`adopt`. On commit, any
+    other file below the staging directory (left by a task attempt that died) is deleted; on abort
+    everything below it is.
     """
 
     def __init__(self, storage: Storage, uri: str, *, commit_file: str | None = "_metadata"):
@@ -747,7 +753,15 @@ class DirectoryPublisher:
         self.commit_file = commit_file
         self._location, self._fs = storage._resolve(uri)
         self._staged = self._location.kind in _RENAME_KINDS
-        self._root = _temporary_name(self._location.fs_path) if self._staged else self._location.fs_path
+        suffix = _temporary_name("") if self._staged else ""
+        self._root = self._location.fs_path.rstrip("/") + suffix if self._staged else self._location.fs_path
+        #: Where other processes write their files: the temporary directory (absolute, for processes
+        #: with another working directory), or the target itself on object stores.
+        self.staging_uri = uri
+        if self._staged:
+            self.staging_uri = self._root if self._location.kind == "local" else uri.rstrip("/") + suffix
+        self._shared = False
+        self._adopted: set[str] = set()
         self._written: list[str] = []
         self._commit_data: bytes | None = None
         self._state = "not opened (use it in a with block)"
@@ -783,11 +797,37 @@ class DirectoryPublisher:
         self._written.append(fs_path)
         self.storage._write_file(self._location, self._fs, fs_path, data, final_uri)
 
+    def share(self) -> str:
+        """:attr:`staging_uri`, for other processes to write into; from now on an abort deletes
+        everything below it (the target was empty when the block began)."""
+        if self._state != "open":
+            raise StorageError(f"cannot share the staging directory: it is {self._state}", source=self.uri)
+        self._shared = True
+        return self.staging_uri
+
+    def adopt(self, names: Iterable[str]) -> None:
+        """Files other processes wrote below :attr:`staging_uri` (relative names): they are part of the
+        directory; on commit, every other file below it that this publisher did not write is deleted."""
+        for name in names:
+            resolve_within(self.uri, name)
+            self._adopted.add(name.strip("/"))
+
+    def _remove_strays(self) -> None:
+        mine = {path[len(self._root) + 1 :] for path in self._written} | self._adopted
+        with _StorageErrors(self.uri, "list the staging directory"):
+            infos = self._fs.get_file_info(pafs.FileSelector(self._root, recursive=True, allow_not_found=True))
+        for info in infos:
+            if info.type == pafs.FileType.File and info.path[len(self._root) + 1 :] not in mine:
+                with _StorageErrors(self.uri, "delete a file left by a failed task"):
+                    self._fs.delete_file(info.path)
+
     def commit(self) -> None:
         """Writes the commit file and publishes the directory (called when the ``with`` block ends)."""
         if self._state != "open":
             raise StorageError(f"cannot commit: the directory is {self._state}", source=self.uri)
         try:
+            if self._shared:
+                self._remove_strays()
             if self._commit_data is not None:
                 self._write(self.commit_file, self._commit_data, join(self.uri, self.commit_file))
             if self._staged:
@@ -820,17 +860,27 @@ class DirectoryPublisher:
         if self._staged:
             _delete_quietly(self._fs, self._root, directory=True)
             return
+        if self._shared:  # files of other processes too: everything below the (formerly empty) target
+            self._clear_root()
+            return
         for fs_path in reversed(self._written):
             _delete_quietly(self._fs, fs_path, directory=False)
         # Deleting an object makes pyarrow leave an empty "directory" marker for its parent; remove
         # them when nothing but such markers is left below the target (which was empty at the start).
         try:
             remaining = self._fs.get_file_info(pafs.FileSelector(self._root, recursive=True, allow_not_found=True))
-            if all(info.type == pafs.FileType.Directory for info in remaining):
-                if self._target_existed:
-                    self._fs.delete_dir_contents(self._root, missing_dir_ok=True)
-                else:
-                    self._fs.delete_dir(self._root)
+        except (OSError, pa.ArrowException):
+            return
+        if all(info.type == pafs.FileType.Directory for info in remaining):
+            self._clear_root()
+
+    def _clear_root(self) -> None:
+        """Best effort: delete everything below the target (the target itself unless it existed before)."""
+        try:
+            if self._target_existed:
+                self._fs.delete_dir_contents(self._root, missing_dir_ok=True)
+            else:
+                self._fs.delete_dir(self._root)
         except (OSError, pa.ArrowException):
             pass
 

@@ -1,24 +1,39 @@
-"""repair export: keyed state of real Flink checkpoints to Hive-partitioned Parquet, read back with
-pyarrow and compared with each fixture's expected.json (built independently of the code under test)."""
+"""repair export: keyed state of real Flink checkpoints and native savepoints to Hive-partitioned
+Parquet, read back from the Parquet files alone and compared with each fixture's expected.json (built
+independently of the code under test by fixtures/state_model.py), plus the typed columns, the
+streaming part writer, S3 output, and identical output on Spark (local and a standalone cluster)."""
 
 from __future__ import annotations
 
 import json
+import math
 import os
+import struct
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from repair.errors import UsageError
-from repair.keygroups import operator_id_for_uid
+from repair.errors import FormatError, UsageError
+from repair.formats.flink_arrow import StateColumns, column_type
+from repair.formats.flink_backend_meta import StateMetaInfo
+from repair.formats.flink_serializers import SerializerSnapshot
+from repair.keygroups import assign_key_group, java_long_hash, java_string_hash, operator_id_for_uid, operator_index_for_key_group
+from repair.ops import export_parts
 from repair.ops.export import COLUMNS, export, partition_value
-from tests.conftest import FIXTURES
+from repair.ops.export_parts import write_state_part
+from repair.ops.state_reader import StateStream
+from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info
 
 KEYED_UIDS = ("per-user", "per-account")
-TIMER_STATE = "_timer_state/event_user-timers"
-EXPORT_FIXTURES = ("flink-1.20-p3-external-xxhash-lz4", "flink-2.1-default")
+KEY_HASHES = {"String": java_string_hash, "Long": java_long_hash}
+#: (fixture, which): the newest checkpoint of every fixture, and every native savepoint.
+SOURCES = [(name, "checkpoint") for name in FIXTURE_NAMES] + [
+    (name, "native-savepoint") for name in FIXTURE_NAMES if "NATIVE" in fixture_info(FIXTURES / name).get("savepoints", {})
+]
+SOURCE_IDS = [f"{name}:{which}" for name, which in SOURCES]
 
 
 def _job_root(name: str) -> Path:
@@ -26,140 +41,470 @@ def _job_root(name: str) -> Path:
     return root / next(iter(os.listdir(root)))
 
 
-def _rebuild(out: Path, document: dict, uid: str) -> dict:
-    """Per key, the states of operator ``uid`` in expected.json's shape, from the Parquet files alone."""
-    (op,) = [o for o in document["operators"] if o["operator_id"] == operator_id_for_uid(uid)]
-    per_key: dict[str, dict] = {}
-    for state in op["states"]:
-        kind, name, columns = state["kind"], state["state"], state["columns"]
-        directory = out / state["path"]
-        assert directory.name == f"state={partition_value(name)}"
-        files = sorted(directory.glob("part-*.parquet"))
-        assert [int(f.stem.split("-")[1]) for f in files] == sorted(int(s) for s in state["subtasks"])
-        total = 0
-        for file in files:
-            table = pq.read_table(file)
-            assert table.column_names == list(COLUMNS)
-            assert str(table.schema.field("key_group").type) == "int32"
-            assert str(table.schema.field("list_index").type) == "int32"
-            total += table.num_rows
-            for row in table.to_pylist():
-                assert row["error"] is None
-                value = json.loads(row["value"]) if columns["value"] == "json" and row["value"] is not None else row["value"]
-                entry = per_key.setdefault(str(row["key"]), {})
-                if name == TIMER_STATE:
-                    assert row["namespace"] is None and row["value_raw"] == b""
-                    entry.setdefault("timers", []).append(row["timestamp"])
-                elif kind == "list":
-                    items = entry.setdefault(name, [])
-                    assert row["list_index"] == len(items)
-                    items.append(value)
-                elif kind == "map":
-                    entry.setdefault(name, {})[str(row["user_key"])] = value
-                else:
-                    assert name not in entry and row["list_index"] is None
-                    entry[name] = value
-        assert total == state["rows"]
-    for entry in per_key.values():
-        if "timers" in entry:
-            entry["timers"].sort()
-    return dict(sorted(per_key.items()))
+def _source(name: str, which: str) -> Path:
+    if which == "checkpoint":
+        return _job_root(name)
+    return FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["NATIVE"]
 
 
-def _export(name: str, out: Path, read_only_guard, **options) -> dict:
-    source = read_only_guard(_job_root(name))
+def _export(source: Path, out: Path, read_only_guard=None, **options) -> dict:
+    if read_only_guard is not None:
+        read_only_guard(source)
     result = export(str(source), str(out), **options)
     document = json.loads((out / "_export.json").read_text())
     assert document == json.loads(json.dumps(result.to_json()))
     assert not [p for p in out.parent.iterdir() if ".tmp-" in p.name]  # published whole, nothing left
+    assert not [p for p in out.rglob("*") if ".tmp-" in p.name]
     return document
 
 
-@pytest.mark.parametrize("name", EXPORT_FIXTURES)
-def test_export_matches_expected_json(name, tmp_path, read_only_guard):
-    out = tmp_path / "export"
-    document = _export(name, out, read_only_guard)
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory) -> dict[tuple[str, str], Path]:
+    """Every source exported once in-process (shared by the tests that only read)."""
+    base = tmp_path_factory.mktemp("exports")
+    outs = {}
+    for name, which in SOURCES:
+        out = base / f"{name}-{which}"
+        _export(_source(name, which), out, workers=1)
+        outs[(name, which)] = out
+    return outs
+
+
+# -- reading the Parquet back --------------------------------------------------------------------
+
+
+def _operator_dir(out: Path, uid: str) -> Path:
+    """``operator=<uid>`` (metadata V5+), else ``operator=<operator id>`` (older metadata has no uids)."""
+    for label in (uid, operator_id_for_uid(uid)):
+        if (out / f"operator={partition_value(label)}").is_dir():
+            return out / f"operator={partition_value(label)}"
+    raise AssertionError(f"no directory for operator {uid} in {sorted(p.name for p in out.iterdir())}")
+
+
+def _parts(directory: Path) -> list[tuple[int, pa.Table]]:
+    files = sorted(directory.glob("part-*.parquet"))
+    assert files, directory
+    return [(int(f.stem.split("-")[1]), pq.read_table(f)) for f in files]
+
+
+def _plain(value, arrow: pa.DataType):
+    """A typed Parquet value in expected.json's shape (a Tuple's struct is a list of its fields)."""
+    if value is not None and pa.types.is_struct(arrow) and all(arrow.field(i).name == f"f{i}" for i in range(arrow.num_fields)):
+        return [value[f"f{i}"] for i in range(arrow.num_fields)]
+    return value
+
+
+def _rebuild(out: Path, name: str, uid: str) -> dict:
+    """Per key, the states of operator ``uid`` in expected.json's shape, from the Parquet files alone
+    (state names and kinds from fixture.json; key groups and subtasks checked with Flink's key math)."""
+    info = fixture_info(FIXTURES / name)
+    spec = info["keyed_operators"][uid]
+    max_parallelism, parallelism = info["max_parallelism"], info["parallelism"]
+    key_hash = KEY_HASHES[spec["key_type"]]
+    states = dict(spec["states"])
+    for service in spec["timer_services"]:
+        states[f"_timer_state/event_{service}"] = "event-timers"
+        states[f"_timer_state/processing_{service}"] = "processing-timers"
+    operator_dir = _operator_dir(out, uid)
+    assert sorted(p.name for p in operator_dir.iterdir()) == sorted(f"state={partition_value(s)}" for s in states)
+    per_key: dict[str, dict] = {}
+    for state, kind in states.items():
+        parts = _parts(operator_dir / f"state={partition_value(state)}")
+        assert [subtask for subtask, _ in parts] == list(range(parallelism))
+        schemas = {table.schema for _, table in parts}
+        assert len(schemas) == 1, f"{state}: the parts' schemas differ"
+        value_type = parts[0][1].schema.field("value").type
+        for subtask, table in parts:
+            assert table.column_names == list(COLUMNS)
+            for row in table.to_pylist():
+                assert row["error"] is None, row["error"]
+                assert row["key_group"] == assign_key_group(key_hash(row["key"]), max_parallelism)
+                assert operator_index_for_key_group(max_parallelism, parallelism, row["key_group"]) == subtask
+                if spec["key_type"] == "Long":
+                    assert row["key_raw"] == struct.pack(">q", row["key"])
+                assert row["ttl_timestamp"] is None or state in spec["ttl_states"]
+                entry = per_key.setdefault(str(row["key"]), {})
+                value = _plain(row["value"], value_type)
+                if kind.endswith("timers"):
+                    assert row["namespace"] is None and row["value"] is None and row["value_raw"] == b""
+                    entry.setdefault("timers" if kind == "event-timers" else "processing-timers", []).append(row["timestamp"])
+                    continue
+                assert row["timestamp"] is None and row["namespace"] is None and row["namespace_raw"] == b"\x00"
+                if kind == "list":
+                    items = entry.setdefault(state, [])
+                    assert row["list_index"] == len(items)
+                    items.append(value)
+                elif kind == "map":
+                    assert str(row["user_key"]) not in entry.get(state, {})
+                    entry.setdefault(state, {})[str(row["user_key"])] = value
+                else:
+                    assert state not in entry and row["list_index"] is None and row["user_key"] is None
+                    entry[state] = value
+    for entry in per_key.values():
+        for timers in ("timers", "processing-timers"):
+            if timers in entry:
+                entry[timers].sort()
+    return dict(sorted(per_key.items()))
+
+
+# -- every fixture -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "which"), SOURCES, ids=SOURCE_IDS)
+def test_export_equals_expected_json(name, which, exported):
+    out = exported[(name, which)]
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
-    assert document["checkpoint_id"] == expected["checkpoint_id"]
     for uid in KEYED_UIDS:
-        assert _rebuild(out, document, uid) == expected["keyed"][uid], uid
+        assert _rebuild(out, name, uid) == expected["keyed"][uid], uid
+    document = json.loads((out / "_export.json").read_text())
+    if which == "checkpoint":
+        assert document["checkpoint_id"] == expected["checkpoint_id"]
     # every file the document names is there, and nothing else
     listed = {f"{s['path']}/part-{int(i):05d}.parquet" for op in document["operators"] for s in op["states"] for i in s["subtasks"]}
     on_disk = {str(p.relative_to(out)) for p in out.rglob("*.parquet")}
     assert listed == on_disk and document["files"] == len(on_disk)
-    assert {s["operator_id"] for s in document["skipped"] if s["what"] == "operator-state"} >= {operator_id_for_uid("records-seen")}
-    # decoding decisions: typed primitives, JSON text for the POJO and the Tuple2 accumulator
+    assert document["rows"] == sum(pq.ParquetFile(out / p).metadata.num_rows for p in on_disk)
+    for op in document["operators"]:
+        for state in op["states"]:
+            lsm = state["lsm"]
+            assert lsm["entries"] == lsm["live"] + lsm["merged"] + lsm["shadowed"] + lsm["range_deleted"] + lsm["tombstones"]
+            if state["kind"] != "list":  # one row per live key (list state: one per element)
+                assert state["rows"] == lsm["live"] - state["outside_key_groups"]
+            assert state["rows_with_errors"] == 0 and state["outside_key_groups"] == 0 and not state["not_representable"]
+
+
+@pytest.mark.parametrize(("name", "which"), SOURCES, ids=SOURCE_IDS)
+def test_columns_are_typed_from_the_serializer_snapshots(name, which, exported):
+    out = exported[(name, which)]
+    info = fixture_info(FIXTURES / name)
+
+    def schema(uid: str, state: str) -> pa.Schema:
+        return pq.read_schema(next((_operator_dir(out, uid) / f"state={partition_value(state)}").glob("part-*.parquet")))
+
+    assert schema("per-user", "count").field("value").type == pa.int64()
+    assert schema("per-user", "count").field("key").type == pa.string()
+    assert schema("per-user", "count").field("namespace").type == pa.null()  # VoidNamespace
+    assert schema("per-user", "tags").field("value").type == pa.string()  # one row per element
+    assert schema("per-user", "amount-by-tag").field("user_key").type == pa.string()
+    assert schema("per-account", "balance").field("key").type == pa.int64()
+    assert schema("per-account", "user-by-wave").field("user_key").type == pa.int32()
+    assert schema("per-account", "stats").field("value").type == pa.struct([("f0", pa.int64()), ("f1", pa.int64())])
+    assert schema("per-account", "profile").field("value").type == pa.struct([("owner", pa.string()), ("updates", pa.int64())])
+    timers = schema("per-user", "_timer_state/event_user-timers")
+    assert (timers.field("key").type, timers.field("timestamp").type, timers.field("value").type) == (pa.string(), pa.int64(), pa.null())
+    value = schema("per-user", "count").field("value")
+    assert value.metadata[b"flink.serializer"].endswith(b"LongSerializer$LongSerializerSnapshot")
+
+    # TTL: the value is the inner type and every row has its last-access timestamp
+    recent = pq.read_table(_operator_dir(out, "per-user") / "state=recent-tag")
+    assert recent.schema.field("value").type == pa.string() and recent.num_rows > 0
+    low, high = info["generated_between_ms"]
+    assert all(low <= ts <= high for ts in recent.column("ttl_timestamp").to_pylist())
+
+    # the decisions, per state and column, in _export.json
+    document = json.loads((out / "_export.json").read_text())
     uids = {operator_id_for_uid(uid): uid for uid in KEYED_UIDS}
     states = {(uids.get(op["operator_id"]), s["state"]): s for op in document["operators"] for s in op["states"]}
-    assert states[("per-user", "count")]["columns"]["value"] == "int64"
-    assert states[("per-account", "balance")]["columns"]["key"] == "int64"
-    assert states[("per-account", "profile")]["columns"]["value"] == "json"
-    assert states[("per-user", TIMER_STATE)]["path"].endswith("state=_timer_state%2Fevent_user-timers")
-    # pyarrow's Hive partitioning decodes the escaped state name
-    timer_dir = out / states[("per-user", TIMER_STATE)]["path"]
+    count = states[("per-user", "count")]
+    assert count["columns"]["value"] == {
+        "type": "int64", "serializer": "org.apache.flink.api.common.typeutils.base.LongSerializer$LongSerializerSnapshot",
+        "describes": "Long",
+    }
+    assert count["ttl"] is False and states[("per-user", "recent-tag")]["ttl"] is True
+    assert states[("per-user", "recent-tag")]["columns"]["value"]["describes"] == "String"
+    assert states[("per-account", "profile")]["columns"]["value"]["type"] == "struct<owner: string, updates: int64>"
+    assert states[("per-account", "profile")]["columns"]["value"]["describes"] == "POJO fixturejob.AccountProfile"
+    assert states[("per-user", "count")]["columns"]["user_key"]["type"] == "null"
+    assert {s["state"] for (uid, _), s in states.items() if uid == "per-user"} >= set(info["keyed_operators"]["per-user"]["states"])
+
+
+def test_hive_partitioning_and_skipped_state(exported):
+    out = exported[("flink-2.1-default", "checkpoint")]
+    document = json.loads((out / "_export.json").read_text())
+    assert {s["operator_id"] for s in document["skipped"] if s["what"] == "operator-state"} >= {operator_id_for_uid("records-seen")}
+    timer_dir = _operator_dir(out, "per-user") / f"state={partition_value('_timer_state/event_user-timers')}"
+    assert timer_dir.name == "state=_timer_state%2Fevent_user-timers"
     timers = ds.dataset(timer_dir, partitioning=ds.partitioning(flavor="hive"), partition_base_dir=str(out))
-    table = timers.to_table(columns=["state", "timestamp"])
-    assert table.num_rows == states[("per-user", TIMER_STATE)]["rows"]
-    assert set(table.column("state").to_pylist()) == {TIMER_STATE}
+    table = timers.to_table(columns=["operator", "state", "timestamp"])
+    assert set(table.column("state").to_pylist()) == {"_timer_state/event_user-timers"}
+    assert set(table.column("operator").to_pylist()) == {"per-user"}
+    assert table.num_rows == sum(len(v.get("timers", [])) for v in json.loads((FIXTURES / "flink-2.1-default" / "expected.json").read_text())["keyed"]["per-user"].values())
 
 
 def test_filters_and_refusals(tmp_path, read_only_guard):
-    name = "flink-2.1-default"
+    root = _job_root("flink-2.1-default")
     out = tmp_path / "filtered"
-    document = _export(name, out, read_only_guard, operators=["per-account"], states=["balance", "amounts"])
+    document = _export(root, out, read_only_guard, operators=["per-account"], states=["balance", "amounts"])
     assert [op["uid"] for op in document["operators"]] == ["per-account"]
-    only_state = _export(name, tmp_path / "one-state", read_only_guard, states=["count"])
-    assert [(op["uid"], [s["state"] for s in op["states"]]) for op in only_state["operators"]] == [("per-user", ["count"])]
     assert [s["state"] for s in document["operators"][0]["states"]] == ["amounts", "balance"]
     assert sorted(p.name for p in (out / "operator=per-account").iterdir()) == ["state=amounts", "state=balance"]
+    only_state = _export(root, tmp_path / "one-state", read_only_guard, states=["count"])
+    assert [(op["uid"], [s["state"] for s in op["states"]]) for op in only_state["operators"]] == [("per-user", ["count"])]
     # an operator id selects too
     op_id = document["operators"][0]["operator_id"]
-    again = _export(name, tmp_path / "by-id", read_only_guard, operators=[op_id], states=["balance"])
+    again = _export(root, tmp_path / "by-id", read_only_guard, operators=[op_id], states=["balance"])
     assert again["rows"] == document["operators"][0]["states"][1]["rows"]
     with pytest.raises(UsageError, match="no operator 'nope'"):
-        export(str(_job_root(name)), str(tmp_path / "x"), operators=["nope"])
+        export(str(root), str(tmp_path / "x"), operators=["nope"])
     with pytest.raises(UsageError, match="no state named 'nope'"):
-        export(str(_job_root(name)), str(tmp_path / "y"), states=["nope"])
+        export(str(root), str(tmp_path / "y"), states=["nope"])
     assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
     with pytest.raises(UsageError, match="inside the input"):
-        export(str(_job_root(name)), str(_job_root(name) / "exported"))
-    assert not (_job_root(name) / "exported").exists()
+        export(str(root), str(root / "exported"))
+    assert not (root / "exported").exists()
     with pytest.raises(UsageError, match="not empty"):
-        export(str(_job_root(name)), str(out))
+        export(str(root), str(out))
 
 
 def test_canonical_savepoint_is_skipped(tmp_path):
-    root = FIXTURES / "flink-2.1-default" / "savepoints"
-    from repair import storage as st
-    from repair.layout import discover
-    from repair.snapshot import load_snapshot
-
-    storage = st.default_storage()
-    canonical = None
-    for entry in sorted(root.iterdir()):
-        layout = discover(str(entry), storage)
-        if load_snapshot(layout.snapshots[0], layout.root, storage).savepoint_format == "canonical":
-            canonical = entry
-    assert canonical is not None
+    canonical = FIXTURES / "flink-2.1-default" / fixture_info(FIXTURES / "flink-2.1-default")["savepoints"]["CANONICAL"]
     result = export(str(canonical), str(tmp_path / "out"))
     assert result.operators == [] and result.files == 0
     assert {s.what for s in result.skipped} >= {"full-snapshot-keyed-state"}
     assert (tmp_path / "out" / "_export.json").exists()
 
 
-def _contents(out: Path) -> dict:
-    return {str(p.relative_to(out)): pq.read_table(p) for p in sorted(out.rglob("*.parquet"))}
+def test_process_pool_gives_identical_files(tmp_path, exported):
+    name = "flink-2.1-p3-external-xxh3-zstd"
+    pooled = _export(_source(name, "checkpoint"), tmp_path / "pool", workers=2)
+    _assert_identical(exported[(name, "checkpoint")], tmp_path / "pool")
+    assert pooled["rows"] == json.loads((exported[(name, "checkpoint")] / "_export.json").read_text())["rows"]
+
+
+def _fail_at_part(monkeypatch, n: int) -> list[str]:
+    """Make the ``n``-th part written raise a FormatError; returns the parts asked for so far."""
+    from repair.ops import export as export_module
+
+    real = export_module.write_state_part
+    calls: list[str] = []
+
+    def failing(storage, staging, file, columns, stream):
+        calls.append(file)
+        if len(calls) == n:
+            raise FormatError("value", 3, "something", "something else")
+        return real(storage, staging, file, columns, stream)
+
+    monkeypatch.setattr(export_module, "write_state_part", failing)
+    return calls
+
+
+def test_a_failing_task_publishes_nothing(tmp_path, monkeypatch):
+    """A task that fails after others wrote their parts: a typed error, and no output at all."""
+    _fail_at_part(monkeypatch, 7)
+    with pytest.raises(FormatError, match="something else"):
+        export(str(_job_root("flink-2.1-default")), str(tmp_path / "out"), workers=1)
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_files_left_by_dead_task_attempts_are_not_published(tmp_path, monkeypatch, exported):
+    """A task attempt that died mid-write leaves a temporary file in the staging directory; a retry
+    rewrote its part. The published directory holds exactly the parts the tasks reported."""
+    from repair.ops import export as export_module
+
+    real = export_module.write_state_part
+
+    def leaving_debris(storage, staging, file, columns, stream):
+        Path(staging, file + ".tmp-0123456789abcdef").parent.mkdir(parents=True, exist_ok=True)
+        Path(staging, file + ".tmp-0123456789abcdef").write_bytes(b"PAR1 half a file")
+        Path(staging, file).write_bytes(b"an earlier attempt's part")
+        return real(storage, staging, file, columns, stream)
+
+    monkeypatch.setattr(export_module, "write_state_part", leaving_debris)
+    name = "flink-2.1-default"
+    _export(_source(name, "checkpoint"), tmp_path / "out", workers=1)
+    _assert_identical(exported[(name, "checkpoint")], tmp_path / "out")
+
+
+# -- the part writer: exact conversion, errors kept, bounded batches --------------------------------
+
+_B = "org.apache.flink.api.common.typeutils.base."
+INT = SerializerSnapshot(_B + "IntSerializer$IntSerializerSnapshot", 3)
+STRING = SerializerSnapshot(_B + "StringSerializer$StringSerializerSnapshot", 3)
+LONG = SerializerSnapshot(_B + "LongSerializer$LongSerializerSnapshot", 3)
+
+
+def _row(**fields) -> dict:
+    row = dict.fromkeys(("state", "kind", *COLUMNS))
+    row.update(state="s", kind="value", key_group=1, key_raw=b"k", namespace_raw=b"\x00", value_raw=b"v")
+    row.update(fields)
+    return row
+
+
+def _columns(value: SerializerSnapshot | None) -> StateColumns:
+    from repair.formats.flink_arrow import absent
+
+    return StateColumns({"key": column_type(STRING), "namespace": absent("void"), "user_key": absent("no map"), "value": column_type(value)})
+
+
+def _write(tmp_path, columns: StateColumns, rows: list[dict]):
+    from repair import storage as st
+
+    stats = write_state_part(st.default_storage(), str(tmp_path), "part.parquet", columns, StateStream("s", "value", StateMetaInfo("s", 0), iter(rows)))
+    return stats, pq.read_table(tmp_path / "part.parquet")
+
+
+def test_values_a_column_cannot_hold_exactly_become_null_with_an_error(tmp_path):
+    rows = [
+        _row(key="a", value=7),
+        _row(key="b", value=(1 << 31)),  # beyond int32
+        _row(key="c", value=True),  # a bool is no int
+        _row(key="\ud800", value=1),  # a lone surrogate (a Java string may hold one)
+        _row(key="d", value=None, error="value: cannot decode com.example.Custom", value_raw=b"\x01\x02"),
+    ]
+    stats, table = _write(tmp_path, _columns(INT), rows)
+    assert table.schema.field("value").type == pa.int32() and table.num_rows == 5
+    assert table.column("value").to_pylist() == [7, None, None, 1, None]
+    assert table.column("key").to_pylist() == ["a", "b", "c", None, "d"]
+    assert table.column("value_raw").to_pylist() == [b"v", b"v", b"v", b"v", b"\x01\x02"]  # raw bytes always kept
+    errors = table.column("error").to_pylist()
+    assert errors[0] is None and "int32" in errors[1] and "int32" in errors[2] and errors[3].startswith("key: not representable")
+    assert errors[4] == "value: cannot decode com.example.Custom"
+    assert stats.not_representable == {"value": 2, "key": 1} and stats.rows_with_errors == 4 and stats.rows == 5
+    assert stats.raw_fallback == ["key", "value"]
+
+
+def test_nan_non_bmp_and_pojo_nulls_are_exact(tmp_path):
+    _P = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
+    from repair.formats.flink_serializers import PojoField
+
+    pojo = SerializerSnapshot(_P, 2, attributes={"pojo_class": "x.P"},
+                              pojo_fields=[PojoField("name", "x.P", STRING), PojoField("n", "x.P", LONG)])
+    rows = [_row(key="😀-\U0001F600", value={"name": None, "n": 3}), _row(key="x", value=None), _row(key="y", value={"name": "ü", "n": -(1 << 63)})]
+    _stats, table = _write(tmp_path, _columns(pojo), rows)
+    assert table.column("key").to_pylist()[0] == "😀-\U0001F600"
+    assert table.column("value").to_pylist() == [{"name": None, "n": 3}, None, {"name": "ü", "n": -(1 << 63)}]
+    assert table.column("value").null_count == 1  # a null POJO is a null struct, not a struct of nulls
+
+    double = SerializerSnapshot(_B + "DoubleSerializer$DoubleSerializerSnapshot", 3)
+    floats = SerializerSnapshot(_B + "FloatSerializer$FloatSerializerSnapshot", 3)
+    for snapshot, arrow in ((double, pa.float64()), (floats, pa.float32())):
+        directory = tmp_path / arrow.__str__()
+        directory.mkdir()
+        stats, table = _write(directory, _columns(snapshot), [_row(key="n", value=math.nan), _row(key="i", value=-math.inf), _row(key="h", value=0.5)])
+        values = table.column("value").to_pylist()
+        assert table.schema.field("value").type == arrow and math.isnan(values[0]) and values[1:] == [-math.inf, 0.5]
+        assert table.column("value").null_count == 0 and not stats.not_representable
+    # a float32 column refuses a double it would round
+    directory = tmp_path / "rounded"
+    directory.mkdir()
+    stats, table = _write(directory, _columns(floats), [_row(key="r", value=0.1)])
+    assert table.column("value").to_pylist() == [None] and stats.not_representable == {"value": 1}
+
+
+def test_unsupported_serializer_gives_json_column_and_keeps_raw_bytes(tmp_path):
+    kryo = SerializerSnapshot("org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot", 2, attributes={"type_class": "x.K"})
+    columns = _columns(kryo)
+    assert columns.columns["value"].to_json()["type"] == "json" and "Kryo x.K" in columns.columns["value"].describes
+    rows = [_row(key="a", value=None, value_raw=b"\x09", error="value: cannot decode Kryo x.K")]
+    stats, table = _write(tmp_path, columns, rows)
+    assert table.schema.field("value").type == pa.string()
+    assert table.schema.field("value").metadata[b"repair.encoding"] == b"json"
+    assert table.to_pylist()[0]["value_raw"] == b"\x09" and stats.raw_fallback == ["value"]
+
+
+def test_parts_are_written_in_bounded_batches(tmp_path, monkeypatch):
+    monkeypatch.setattr(export_parts, "BATCH_ROWS", 1000)
+    seen = []
+
+    def rows():
+        for i in range(4500):
+            seen.append(i)
+            yield _row(key=str(i), value=i)
+
+    stats, table = _write(tmp_path, _columns(LONG), list(rows()))
+    assert stats.rows == 4500 and table.column("value").to_pylist() == list(range(4500))
+    assert pq.ParquetFile(tmp_path / "part.parquet").metadata.num_row_groups == 5  # one row group per batch
+
+
+def test_an_empty_state_still_gets_a_part_with_its_schema(tmp_path):
+    from repair import storage as st
+
+    stats = write_state_part(st.default_storage(), str(tmp_path), "p/part-00000.parquet", _columns(LONG), None)
+    table = pq.read_table(tmp_path / "p" / "part-00000.parquet")
+    assert stats.rows == 0 and table.num_rows == 0 and table.schema.field("value").type == pa.int64()
+
+
+# -- S3 ------------------------------------------------------------------------------------------
+
+
+def test_export_from_and_to_s3_is_identical(s3, s3_storage, tmp_path, exported):
+    name = "flink-2.1-p3-external-xxh3-zstd"
+    root = _job_root(name)
+    files = {f"ckpt/{root.name}/{p.relative_to(root)}": p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    bucket = s3.new_bucket(files)
+    out = f"s3://{bucket}/export/chk"
+    result = export(f"s3://{bucket}/ckpt/{root.name}", out, storage=s3_storage, workers=1)
+    keys = [k for k in s3.keys(bucket) if k.startswith("export/")]
+    local = exported[(name, "checkpoint")]
+    assert sorted(k.removeprefix("export/chk/") for k in keys) == sorted(str(p.relative_to(local)) for p in local.rglob("*") if p.is_file())
+    client = s3.client()
+    for key in keys:
+        relative = key.removeprefix("export/chk/")
+        data = client.get_object(Bucket=bucket, Key=key)["Body"].read()
+        if relative == "_export.json":
+            remote_doc, local_doc = json.loads(data), json.loads((local / relative).read_text())
+            for doc in (remote_doc, local_doc):
+                for k in ("source", "metadata", "out"):
+                    doc.pop(k)
+            assert remote_doc == local_doc
+        else:
+            assert pq.read_table(pa.BufferReader(data)).equals(pq.read_table(local / relative)), relative
+    assert result.rows > 0
+
+
+def test_a_failing_export_to_s3_leaves_no_key(s3, s3_storage, monkeypatch):
+    calls = _fail_at_part(monkeypatch, 9)
+    bucket = s3.new_bucket({"keep/me": b"x"})
+    with pytest.raises(FormatError, match="something else"):
+        export(str(_job_root("flink-2.1-default")), f"s3://{bucket}/export/chk", storage=s3_storage, workers=1)
+    # nothing left but, perhaps, the empty "directory" markers pyarrow leaves (as publish_dir's own aborts do)
+    assert len(calls) == 9 and [k for k in s3.keys(bucket) if not k.endswith("/")] == ["keep/me"]
+
+
+# -- Spark ---------------------------------------------------------------------------------------
+
+
+def _assert_identical(a: Path, b: Path) -> None:
+    """Same files with the same bytes (Parquet) and the same document (but for where it was written)."""
+    files_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
+    files_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
+    assert files_a == files_b
+    for relative in files_a:
+        if relative == "_export.json":
+            docs = [json.loads((d / relative).read_text()) for d in (a, b)]
+            for doc in docs:
+                doc.pop("out")
+            assert docs[0] == docs[1]
+        else:
+            assert (a / relative).read_bytes() == (b / relative).read_bytes(), relative
+
+
+@pytest.fixture(scope="module")
+def local_spark():
+    """One local[2] Spark session for the module's Spark exports (export reuses it)."""
+    from repair.ops.runner import spark_session
+
+    session = spark_session("local[2]", "repair-tests")
+    yield "local[2]"
+    session.stop()
 
 
 @pytest.mark.slow
-def test_spark_export_is_identical(tmp_path, read_only_guard):
-    name = "flink-1.20-p3-external-xxhash-lz4"
-    local = _export(name, tmp_path / "local", read_only_guard, workers=1)
-    spark = _export(name, tmp_path / "spark", read_only_guard, master="local[2]")
-    for document in (local, spark):
-        document.pop("out")
-    assert local == spark
-    a, b = _contents(tmp_path / "local"), _contents(tmp_path / "spark")
-    assert a.keys() == b.keys()
-    for path in a:
-        assert a[path].equals(b[path]), path
+@pytest.mark.parametrize(("name", "which"), SOURCES, ids=SOURCE_IDS)
+def test_spark_local_export_is_identical(name, which, exported, local_spark, tmp_path):
+    out = tmp_path / "spark"
+    _export(_source(name, which), out, master=local_spark)
+    _assert_identical(exported[(name, which)], out)
+
+
+@pytest.mark.slow
+def test_spark_standalone_cluster_on_loopback(exported, tmp_path):
+    from tests.spark_cluster import standalone_cluster
+
+    with standalone_cluster(tmp_path / "cluster") as cluster:
+        for name, which in [("flink-2.1-default", "checkpoint"), ("flink-2.0-p3-mp300", "checkpoint"), ("flink-1.20-default", "native-savepoint")]:
+            out = tmp_path / f"{name}-{which}"
+            _export(_source(name, which), out, master=cluster.url)
+            _assert_identical(exported[(name, which)], out)
+        apps = cluster.state()["activeapps"]
+        assert [app["name"] for app in apps] == ["repair"] and apps[0]["cores"] == 1  # the executor ran on the worker

@@ -15,7 +15,10 @@ TTL states wrap each value in ``long lastAccess`` + value.
 
 Every row is a dict with :data:`ROW_FIELDS`; the raw bytes are always kept. A serializer this toolkit
 cannot decode (:class:`~repair.formats.flink_values.UnsupportedSerializerError`) gives rows with raw
-bytes, None values and ``error`` set; corrupt bytes of a known serializer raise.
+bytes, None for what it would have decoded and ``error`` set (``"value: cannot decode ..."``): an
+undecodable value, map key or list element leaves the key and namespace decoded; an undecodable key or
+namespace leaves the whole key (after the key-group prefix) in ``key_raw``. Corrupt bytes of a known
+serializer raise.
 """
 
 from __future__ import annotations
@@ -35,9 +38,10 @@ ROW_FIELDS = (
 LIST_DELIMITER = 0x2C
 
 
-def _row(state: StateMetaInfo, key_group: int, **fields: Any) -> dict[str, Any]:
+def row_template(state: StateMetaInfo) -> dict[str, Any]:
+    """A row of ``state`` with every field None but ``state`` and ``kind`` (copy it per row)."""
     row = dict.fromkeys(ROW_FIELDS)
-    row.update(state=state.name, kind=state.kind, key_group=key_group, **fields)
+    row.update(state=state.name, kind=state.kind)
     return row
 
 
@@ -58,6 +62,7 @@ class KeyedStateDecoder:
 
     def __init__(self, state: StateMetaInfo, key_serializer, max_parallelism: int):
         self.state = state
+        self._template = row_template(state)
         self.prefix_bytes = key_group_prefix_bytes(max_parallelism)
         self.key = decoder_for(key_serializer)
         self.kind = state.kind
@@ -98,15 +103,23 @@ class KeyedStateDecoder:
         return value, raw
 
     # -- rows --------------------------------------------------------------------------------------
-    def rows(self, key: bytes, value: bytes) -> list[dict[str, Any]]:
-        """The rows of one live RocksDB entry (a list entry gives one row per element)."""
-        key_group = self.key_group(key)
+    def _row(self, key_group: int, **fields: Any) -> dict[str, Any]:
+        row = self._template.copy()
+        row["key_group"] = key_group
+        row.update(fields)
+        return row
+
+    def rows(self, key: bytes, value: bytes, key_group: int | None = None) -> list[dict[str, Any]]:
+        """The rows of one live RocksDB entry (a list entry gives one row per element); ``key_group``
+        is the key's (from :meth:`key_group`) when the caller has it already."""
+        if key_group is None:
+            key_group = self.key_group(key)
         try:
             if self.kind == "priority-queue":
                 return [self._timer_row(key, value, key_group)]
             return self._kv_rows(key, value, key_group)
-        except UnsupportedSerializerError as error:
-            return [_row(self.state, key_group, key_raw=key[self.prefix_bytes :], value_raw=value, error=str(error))]
+        except UnsupportedSerializerError as error:  # the key or namespace: the parts cannot be told apart
+            return [self._row(key_group, key_raw=key[self.prefix_bytes :], value_raw=value, error=str(error))]
         except FormatError as error:
             error.message = f"state {self.state.name!r}, key {key.hex()}: {error.message}"
             raise
@@ -115,36 +128,54 @@ class KeyedStateDecoder:
         if value:
             raise FormatError("timer value", 0, "an empty value", f"{len(value)} bytes")
         timer: Timer = self.timer.decode_all(key, self.prefix_bytes, "timer key")
-        return _row(
-            self.state, key_group, key=timer.key, namespace=timer.namespace, timestamp=timer.timestamp,
+        return self._row(
+            key_group, key=timer.key, namespace=timer.namespace, timestamp=timer.timestamp,
             key_raw=key[self.prefix_bytes :], value_raw=value,
         )
 
     def _kv_rows(self, key: bytes, value: bytes, key_group: int) -> list[dict[str, Any]]:
         r = ByteReader(key, self.prefix_bytes)
-        user_key, key_raw = self._part(self.key, r, "key")
-        namespace, namespace_raw = self._part(self.namespace, r, "namespace")
-        common = dict(key=user_key, key_raw=key_raw, namespace=namespace, namespace_raw=namespace_raw)
-        if self.kind == "map":
-            common["user_key_raw"] = bytes(key[r.pos :])
-            common["user_key"] = self.user_key.decode_all(key, r.pos, "map user key")
-            vr = ByteReader(value)
-            if vr.bool("map value is null"):
-                decoded, ttl = None, None
-                if not vr.at_end():
-                    raise FormatError("map value", vr.offset, "no bytes after the null flag", f"{vr.remaining} bytes")
-            else:
-                decoded, ttl = _split_ttl(self.user_value.decode_all(value, 1, "map value"))
-            return [_row(self.state, key_group, value=decoded, ttl_timestamp=ttl, value_raw=value, **common)]
+        row = self._template.copy()
+        row["key_group"] = key_group
+        row["key"], row["key_raw"] = self._part(self.key, r, "key")
+        row["namespace"], row["namespace_raw"] = self._part(self.namespace, r, "namespace")
+        row["value_raw"] = value
+        kind = self.kind
+        if kind == "map":
+            row["user_key_raw"] = bytes(key[r.pos :])
+            errors = []
+            try:
+                row["user_key"] = self.user_key.decode_all(key, r.pos, "map user key")
+            except UnsupportedSerializerError as error:
+                errors.append(f"user_key: {error}")
+            try:
+                row["value"], row["ttl_timestamp"] = self._map_value(value)
+            except UnsupportedSerializerError as error:
+                errors.append(f"value: {error}")
+            row["error"] = "; ".join(errors) or None
+            return [row]
         if not r.at_end():
             raise FormatError("key", r.offset, "the end of the key", f"{r.remaining} more bytes")
-        if self.kind == "list":
-            return [
-                _row(self.state, key_group, value=v, ttl_timestamp=ttl, list_index=i, value_raw=raw, **common)
-                for i, (v, ttl, raw) in enumerate(self._elements(value))
-            ]
-        decoded, ttl = _split_ttl(self.value.decode_all(value))
-        return [_row(self.state, key_group, value=decoded, ttl_timestamp=ttl, value_raw=value, **common)]
+        try:
+            if kind == "list":
+                rows = []
+                for i, (element, ttl, raw) in enumerate(self._elements(value)):
+                    item = row.copy()
+                    item["value"], item["ttl_timestamp"], item["list_index"], item["value_raw"] = element, ttl, i, raw
+                    rows.append(item)
+                return rows
+            row["value"], row["ttl_timestamp"] = _split_ttl(self.value.decode_all(value))
+        except UnsupportedSerializerError as error:  # the value only: the key stays decoded
+            row["error"] = f"value: {error}"
+        return [row]
+
+    def _map_value(self, value: bytes) -> tuple[Any, int | None]:
+        vr = ByteReader(value)
+        if vr.bool("map value is null"):
+            if not vr.at_end():
+                raise FormatError("map value", vr.offset, "no bytes after the null flag", f"{vr.remaining} bytes")
+            return None, None
+        return _split_ttl(self.user_value.decode_all(value, 1, "map value"))
 
     def _elements(self, value: bytes) -> Iterator[tuple[Any, int | None, bytes]]:
         r = ByteReader(value)

@@ -13,7 +13,9 @@ The stream starts with a ``KeyedBackendSerializationProxy`` (see ``flink_backend
                 u16 next kvStateId, or 0xFFFF = end of the key group
 
 Keys are full RocksDB keys, key-group prefix included. Everything is bounded: offsets are checked against
-the data, lengths against what is left, and a Snappy chunk may not declare more than 64 KiB.
+the data, lengths against what is left, and a Snappy chunk may not declare more than 64 KiB. This module
+works on bytes in memory; :mod:`repair.formats.flink_keygroup_stream` reads the same layout from a file,
+one state at a time.
 """
 
 from __future__ import annotations
@@ -118,30 +120,46 @@ def decompress_snappy_framed(data: bytes, start: int, end: int) -> bytes:
     at = r.offset
     if r.raw(min(len(SNAPPY_STREAM_IDENTIFIER), r.remaining), "snappy stream identifier") != SNAPPY_STREAM_IDENTIFIER:
         raise FormatError("snappy stream identifier", at, SNAPPY_STREAM_IDENTIFIER.hex(), data[at : at + 10].hex())
-    out = bytearray()
+    return b"".join(payload for _, payload in iter_snappy_chunks(data, r.pos, end))
+
+
+def iter_snappy_chunks(data: bytes, start: int, end: int) -> Iterator[tuple[int, bytes]]:
+    """``(offset, uncompressed payload)`` of each data chunk of the Snappy framing format in
+    ``data[start:end]`` (chunk by chunk, no stream identifier needed first; identifiers are skipped)."""
+    r = ByteReader(data, start, end)
     while not r.at_end():
         chunk_at = r.offset
         chunk_type = r.u8("snappy chunk type")
         length = int.from_bytes(r.raw(3, "snappy chunk length"), "little")
-        body = r.raw(length, "snappy chunk")
-        if chunk_type in (0x00, 0x01):
-            if length < 4:
-                raise FormatError("snappy chunk length", chunk_at + 1, ">= 4", length)
-            expected_crc = int.from_bytes(body[:4], "little")
-            payload = body[4:]
-            if chunk_type == 0x00:
-                payload = _snappy_raw(payload, chunk_at)
-            elif len(payload) > SNAPPY_MAX_CHUNK:
-                raise FormatError("snappy chunk length", chunk_at + 1, f"<= {SNAPPY_MAX_CHUNK + 4}", length)
-            if _masked_crc32c(payload) != expected_crc:
-                raise FormatError("snappy chunk checksum", chunk_at + 4, f"0x{_masked_crc32c(payload):08x}", f"0x{expected_crc:08x}")
-            out += payload
-        elif chunk_type == 0xFF:
-            if body != SNAPPY_STREAM_IDENTIFIER[4:]:
-                raise FormatError("snappy stream identifier", chunk_at, SNAPPY_STREAM_IDENTIFIER.hex(), data[chunk_at : chunk_at + 10].hex())
-        elif chunk_type < 0x80:
-            raise FormatError("snappy chunk type", chunk_at, "0x00, 0x01, 0xFF or skippable 0x80..0xFE", f"0x{chunk_type:02x}")
-    return bytes(out)
+        payload = decode_snappy_chunk(chunk_type, r.raw(length, "snappy chunk"), chunk_at)
+        if payload is not None:
+            yield chunk_at, payload
+
+
+def decode_snappy_chunk(chunk_type: int, body: bytes, chunk_at: int) -> bytes | None:
+    """The uncompressed payload of one chunk of the Snappy framing format (``chunk_type``, then ``body``:
+    the bytes after the 4-byte chunk header at ``chunk_at``), its masked CRC-32C checked; None for the
+    stream identifier and skippable chunks."""
+    length = len(body)
+    if chunk_type in (0x00, 0x01):
+        if length < 4:
+            raise FormatError("snappy chunk length", chunk_at + 1, ">= 4", length)
+        expected_crc = int.from_bytes(body[:4], "little")
+        payload = body[4:]
+        if chunk_type == 0x00:
+            payload = _snappy_raw(payload, chunk_at)
+        elif len(payload) > SNAPPY_MAX_CHUNK:
+            raise FormatError("snappy chunk length", chunk_at + 1, f"<= {SNAPPY_MAX_CHUNK + 4}", length)
+        if _masked_crc32c(payload) != expected_crc:
+            raise FormatError("snappy chunk checksum", chunk_at + 4, f"0x{_masked_crc32c(payload):08x}", f"0x{expected_crc:08x}")
+        return payload
+    if chunk_type == 0xFF:
+        if body != SNAPPY_STREAM_IDENTIFIER[4:]:
+            raise FormatError("snappy stream identifier", chunk_at, SNAPPY_STREAM_IDENTIFIER.hex(), (bytes((chunk_type,)) + length.to_bytes(3, "little") + body[:6]).hex())
+        return None
+    if chunk_type < 0x80:
+        raise FormatError("snappy chunk type", chunk_at, "0x00, 0x01, 0xFF or skippable 0x80..0xFE", f"0x{chunk_type:02x}")
+    return None
 
 
 def _snappy_raw(payload: bytes, chunk_at: int) -> bytes:

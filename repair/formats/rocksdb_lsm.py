@@ -1,21 +1,28 @@
-"""The logical content of a set of RocksDB SST files: LSM resolution per column family.
+"""The logical content of a set of RocksDB SST files: LSM resolution per column family, streaming.
 
 Flink's checkpointed RocksDB instance is the list of its SST files. Their union is not the state: an
 entry is hidden by a newer one of the same user key, by a newer point tombstone (delete, single
 delete) and by a newer range tombstone covering it; merge operands (Flink list state: the
 ``stringappendtest`` operator) are joined with ``,`` oldest first, after their base value if any.
 
-:func:`resolve_lsm` does that per column family (named by each table's properties) and accounts for
-every entry in :class:`LsmStats`: each one is live, merged into a live value, shadowed by a newer
-entry, deleted, or a tombstone. Anything it cannot resolve (an unknown value type, two different
-entries with the same key and sequence number, a table without a column-family name) raises a
+:func:`iter_column_family` does that for one column family as a k-way merge of its tables' entries in
+internal-key order (user key ascending, then sequence number descending): it holds one entry and one
+data block per table, never the whole family, and yields the live ``(user key, value)`` pairs sorted
+by key. Every entry is accounted for in :class:`LsmStats`: live, merged into a live value, shadowed by
+a newer entry, deleted by a range tombstone, or a point tombstone; the invariant is checked when the
+iteration ends. Anything it cannot resolve (an unknown value type, two different entries with the same
+key and sequence number, entries out of order, a table without a column-family name) raises a
 :class:`~repair.errors.FormatError`; nothing is dropped silently.
+
+:func:`resolve_lsm` and :func:`resolve_column_family` are the same resolution materialised in lists.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence
 
 from repair.errors import FormatError, RepairError
 from repair.formats.sst import InternalEntry, RangeTombstone, Table
@@ -53,6 +60,9 @@ class LsmStats:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
+    def to_json(self) -> dict[str, int]:
+        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+
 
 @dataclass
 class ColumnFamily:
@@ -63,27 +73,57 @@ class ColumnFamily:
     stats: LsmStats = field(default_factory=LsmStats)
 
 
-def _covering_seqno(key: bytes, tombstones: list[RangeTombstone]) -> int:
-    """The highest sequence number of a range tombstone covering ``key`` (-1 if none)."""
-    best = -1
-    for t in tombstones:
-        if t.start <= key < t.end and t.seqno > best:
-            best = t.seqno
-    return best
+class RangeDeletions:
+    """The range tombstones of one column family, cut into disjoint fragments for lookups by key.
+
+    Each fragment ``[start, end)`` carries the highest sequence number of the tombstones covering it,
+    so :meth:`covering_seqno` is a binary search however many tombstones overlap.
+    """
+
+    def __init__(self, tombstones: Iterable[RangeTombstone]):
+        tombstones = sorted((t for t in tombstones if t.start < t.end), key=lambda t: t.start)
+        self.count = len(tombstones)
+        bounds = sorted({t.start for t in tombstones} | {t.end for t in tombstones})
+        self._starts: list[bytes] = []
+        self._ends: list[bytes] = []
+        self._seqnos: list[int] = []
+        active: list[tuple[int, bytes]] = []  # (-seqno, end) of tombstones started before the fragment
+        next_tombstone = 0
+        for start, end in zip(bounds, bounds[1:]):
+            while next_tombstone < len(tombstones) and tombstones[next_tombstone].start <= start:
+                t = tombstones[next_tombstone]
+                heapq.heappush(active, (-t.seqno, t.end))
+                next_tombstone += 1
+            while active and active[0][1] <= start:  # ended before this fragment: drop lazily
+                heapq.heappop(active)
+            if active:
+                self._starts.append(start)
+                self._ends.append(end)
+                self._seqnos.append(-active[0][0])
+
+    def __bool__(self) -> bool:
+        return bool(self._starts)
+
+    def covering_seqno(self, key: bytes) -> int:
+        """The highest sequence number of a range tombstone covering ``key`` (-1 if none)."""
+        i = bisect.bisect_right(self._starts, key) - 1
+        if i >= 0 and key < self._ends[i]:
+            return self._seqnos[i]
+        return -1
 
 
-def resolve_versions(
-    key: bytes, versions: list[InternalEntry], tombstones: list[RangeTombstone], stats: LsmStats
-) -> bytes | None:
-    """The live value of ``key`` from all its ``versions`` (any order), or None when it is deleted."""
-    versions = sorted(versions, key=lambda e: e.seqno, reverse=True)
+def _check_duplicates(key: bytes, versions: list[InternalEntry]) -> None:
     for newer, older in zip(versions, versions[1:]):
         if newer.seqno == older.seqno and (newer.value_type, bytes(newer.value)) != (older.value_type, bytes(older.value)):
             raise FormatError(
                 "internal key", 0, "one entry per user key and sequence number",
                 f"two different entries for key {bytes(key).hex()} at sequence number {newer.seqno}",
             )
-    range_seqno = _covering_seqno(key, tombstones) if tombstones else -1
+
+
+def _resolve(key: bytes, versions: list[InternalEntry], range_seqno: int, stats: LsmStats) -> bytes | None:
+    """The live value of ``key`` from its ``versions`` (newest first), or None when it is deleted."""
+    _check_duplicates(key, versions)
     operands: list[bytes] = []
     base: bytes | None = None
     ended = False  # a put or a point tombstone ended the walk: every older version is shadowed
@@ -117,27 +157,87 @@ def resolve_versions(
     return MERGE_DELIMITER.join(parts)
 
 
-def resolve_column_family(name: str, tables: Iterable[tuple[str, Table]]) -> ColumnFamily:
-    """Resolve the entries and range tombstones of ``tables`` (``(source name, table)``, one column family)."""
-    versions: dict[bytes, list[InternalEntry]] = {}
+def resolve_versions(
+    key: bytes, versions: list[InternalEntry], tombstones: Sequence[RangeTombstone] | RangeDeletions, stats: LsmStats
+) -> bytes | None:
+    """The live value of ``key`` from all its ``versions`` (any order), or None when it is deleted."""
+    versions = sorted(versions, key=lambda e: e.seqno, reverse=True)
+    if not isinstance(tombstones, RangeDeletions):
+        tombstones = RangeDeletions(tombstones)
+    return _resolve(key, versions, tombstones.covering_seqno(key) if tombstones else -1, stats)
+
+
+def _ordered_entries(source: str, table: Table, index: int) -> Iterator[tuple[bytes, int, int, InternalEntry]]:
+    """``(user key, -(seqno << 8 | type), index, entry)`` of every entry of ``table``; raises when the
+    table is not in internal-key order (the merge relies on it)."""
+    previous_key: bytes | None = None
+    previous_order = 0
+    try:
+        for entry in table.entries():
+            key = entry.user_key
+            order = -((entry.seqno << 8) | entry.value_type)
+            if previous_key is not None and (key < previous_key or (key == previous_key and order <= previous_order)):
+                raise FormatError(
+                    "data block entry order", 0, "internal keys in ascending order",
+                    f"key {bytes(key).hex()} at sequence number {entry.seqno} after "
+                    f"{bytes(previous_key).hex()} at sequence number {(-previous_order) >> 8}",
+                )
+            previous_key, previous_order = key, order
+            yield key, order, index, entry
+    except RepairError as error:
+        raise error.in_source(source) from None
+
+
+def iter_column_family(name: str, tables: Sequence[tuple[str, Table]], stats: LsmStats) -> Iterator[tuple[bytes, bytes]]:
+    """The live ``(user key, value)`` pairs of one column family's ``(source name, table)``, by key.
+
+    Streams: a k-way merge over the tables' entries; ``stats`` is filled while iterating and checked
+    when the iteration ends.
+    """
     tombstones: list[RangeTombstone] = []
-    stats = LsmStats()
     for source, table in tables:
         try:
             tombstones.extend(table.range_tombstones())
-            for entry in table.entries():
-                stats.entries += 1
-                versions.setdefault(bytes(entry.user_key), []).append(entry)
         except RepairError as error:
             raise error.in_source(source) from None
-    stats.range_tombstones = len(tombstones)
-    family = ColumnFamily(name, stats=stats)
-    for key in sorted(versions):
-        value = resolve_versions(key, versions[key], tombstones, stats)
+    deletions = RangeDeletions(tombstones)
+    stats.range_tombstones += len(tombstones)
+    streams = [_ordered_entries(source, table, i) for i, (source, table) in enumerate(tables)]
+    merged = streams[0] if len(streams) == 1 else heapq.merge(*streams)
+    key: bytes | None = None
+    versions: list[InternalEntry] = []
+    for user_key, _order, _index, entry in merged:
+        stats.entries += 1
+        if user_key == key:
+            versions.append(entry)
+            continue
+        if versions:
+            value = _resolve_group(key, versions, deletions, stats)
+            if value is not None:
+                yield key, value
+        key, versions = user_key, [entry]
+    if versions:
+        value = _resolve_group(key, versions, deletions, stats)
         if value is not None:
-            family.items.append((key, value))
+            yield key, value
     if stats.accounted() != stats.entries:  # an internal invariant, never expected to fail
         raise AssertionError(f"column family {name}: {stats.entries} entries but {stats.accounted()} accounted for")
+
+
+def _resolve_group(key: bytes, versions: list[InternalEntry], deletions: RangeDeletions, stats: LsmStats) -> bytes | None:
+    range_seqno = deletions.covering_seqno(key) if deletions else -1
+    if len(versions) == 1:  # the common case: one put, nothing to merge or hide
+        entry = versions[0]
+        if entry.value_type == _PUT and entry.seqno >= range_seqno:
+            stats.live += 1
+            return bytes(entry.value)
+    return _resolve(key, versions, range_seqno, stats)
+
+
+def resolve_column_family(name: str, tables: Iterable[tuple[str, Table]]) -> ColumnFamily:
+    """Resolve the entries and range tombstones of ``tables`` (``(source name, table)``, one column family)."""
+    family = ColumnFamily(name)
+    family.items = list(iter_column_family(name, list(tables), family.stats))
     return family
 
 
@@ -149,8 +249,8 @@ def table_column_family(table: Table) -> str:
     return props.column_family_name
 
 
-def resolve_lsm(tables: Iterable[tuple[str, Table]]) -> dict[str, ColumnFamily]:
-    """The resolved column families of one RocksDB instance's ``(source name, table)``, by column family."""
+def tables_by_column_family(tables: Iterable[tuple[str, Table]]) -> dict[str, list[tuple[str, Table]]]:
+    """``(source name, table)`` grouped by the column family each table's properties name, sorted by name."""
     by_family: dict[str, list[tuple[str, Table]]] = {}
     for source, table in tables:
         try:
@@ -158,4 +258,9 @@ def resolve_lsm(tables: Iterable[tuple[str, Table]]) -> dict[str, ColumnFamily]:
         except RepairError as error:
             raise error.in_source(source) from None
         by_family.setdefault(family, []).append((source, table))
-    return {name: resolve_column_family(name, family_tables) for name, family_tables in sorted(by_family.items())}
+    return dict(sorted(by_family.items()))
+
+
+def resolve_lsm(tables: Iterable[tuple[str, Table]]) -> dict[str, ColumnFamily]:
+    """The resolved column families of one RocksDB instance's ``(source name, table)``, by column family."""
+    return {name: resolve_column_family(name, family_tables) for name, family_tables in tables_by_column_family(tables).items()}

@@ -2,17 +2,20 @@
 
 The same function runs each task wherever it runs; results come back in the order of the tasks.
 ``--master`` (``local[*]``, ``spark://host:port``, ...) selects Spark; otherwise a process pool is
-used when there is enough work to pay for it.
+used when there is enough work to pay for it. A :class:`~repair.errors.RepairError` raised by a task
+in a worker or executor is raised again in the driver as the same typed error (not as a Py4J or
+pickling error), so the CLI still prints one line.
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from typing import Callable, Iterable, Sequence, TypeVar
 
-from repair.errors import UsageError
+from repair.errors import RepairError, UsageError
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -30,7 +33,7 @@ def run_tasks(
     if not tasks:
         return []
     if master:
-        results = _run_on_spark(func, tasks, master)
+        results = [_unwrap(r) for r in _run_on_spark(_Guarded(func), tasks, master)]
         if on_done:
             for task, result in zip(tasks, results):
                 on_done(task, result)
@@ -44,11 +47,54 @@ def run_tasks(
         return results
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
         results = []
-        for task, result in zip(tasks, pool.map(func, tasks, chunksize=1)):
-            results.append(result)
+        for task, result in zip(tasks, pool.map(_Guarded(func), tasks, chunksize=1)):
+            results.append(_unwrap(result))
             if on_done:
                 on_done(task, result)
         return results
+
+
+class _Failure:
+    """A :class:`RepairError` raised in another process, in a form that pickles (its class, attributes
+    and message; FormatError's constructor arguments do not survive pickling)."""
+
+    def __init__(self, error: RepairError):
+        self.error_class = type(error)
+        self.attributes = {name: _picklable(value) for name, value in vars(error).items()}
+        self.args = tuple(_picklable(a) for a in error.args)
+
+    def raise_again(self):
+        error = self.error_class.__new__(self.error_class)
+        Exception.__init__(error, *self.args)
+        error.__dict__.update(self.attributes)
+        raise error
+
+
+def _picklable(value):
+    try:
+        pickle.dumps(value)
+    except Exception:  # noqa: BLE001 - anything that does not pickle is kept as text
+        return str(value)
+    return value
+
+
+class _Guarded:
+    """``func`` returning a :class:`_Failure` instead of raising a :class:`RepairError` (picklable)."""
+
+    def __init__(self, func: Callable):
+        self.func = func
+
+    def __call__(self, task):
+        try:
+            return self.func(task)
+        except RepairError as error:
+            return _Failure(error)
+
+
+def _unwrap(result):
+    if isinstance(result, _Failure):
+        result.raise_again()
+    return result
 
 
 def default_workers() -> int:
@@ -63,6 +109,9 @@ def spark_session(master: str, app_name: str):
         raise UsageError(f"--master needs pyspark: {error}") from None
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    active = SparkSession.getActiveSession()
+    if active is not None and active.sparkContext.master != master:
+        active.stop()  # getOrCreate() would return it, whatever master was asked for
     return (
         SparkSession.builder.master(master)
         .appName(app_name)

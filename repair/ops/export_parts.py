@@ -1,0 +1,183 @@
+"""Write one state of one subtask as a Parquet part, streaming, where the task runs.
+
+:func:`write_state_part` consumes a :class:`~repair.ops.state_reader.StateStream` (an iterator of row
+dicts) in record batches of at most :data:`BATCH_ROWS` rows or about :data:`BATCH_BYTES` bytes of raw
+state, converts each batch to the Arrow schema decided from the serializer snapshots
+(:func:`part_schema`) and writes it as one Parquet row group; the file is uploaded (or written and
+renamed) as it grows, through :meth:`repair.storage.Storage.write_atomic`. Memory is bounded by one
+batch, whatever the size of the state. Only counts come back (:class:`PartStats`).
+
+A value the column's type cannot hold exactly (see :func:`repair.formats.flink_arrow.to_arrow`) is
+written as null, with the reason in the row's ``error`` and its bytes in the ``*_raw`` column.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any, Iterable, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from repair import storage as st
+from repair.errors import FormatError
+from repair.formats.flink_arrow import DECODED_COLUMNS, StateColumns, column_converter, to_arrow
+from repair.ops.state_reader import StateStream
+
+#: The columns of every part, in this order.
+COLUMNS = (
+    "key_group", "key", "namespace", "user_key", "value", "list_index", "ttl_timestamp", "timestamp",
+    "key_raw", "namespace_raw", "user_key_raw", "value_raw", "error",
+)
+FIXED_TYPES = {
+    "key_group": pa.int32(), "list_index": pa.int32(), "ttl_timestamp": pa.int64(), "timestamp": pa.int64(),
+    "key_raw": pa.binary(), "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary(),
+    "error": pa.string(),
+}
+_FIXED = [name for name in COLUMNS if name in FIXED_TYPES and name != "error"]
+#: Rows per record batch (and Parquet row group).
+BATCH_ROWS = 65536
+#: Raw bytes per record batch, so that large values keep the batch small.
+BATCH_BYTES = 64 << 20
+COMPRESSION = "zstd"
+
+
+def part_schema(columns: StateColumns) -> pa.Schema:
+    """The Arrow schema of a state's parts; decoded columns carry their serializer in field metadata."""
+    fields = []
+    for name in COLUMNS:
+        if name in DECODED_COLUMNS:
+            decision = columns.columns[name]
+            meta = {"flink.type": decision.describes, "flink.serializer": decision.serializer or "",
+                    "repair.encoding": "json" if decision.is_json else "typed"}
+            fields.append(pa.field(name, decision.storage_type, metadata=meta))
+        else:
+            fields.append(pa.field(name, FIXED_TYPES[name]))
+    return pa.schema(fields)
+
+
+@dataclass
+class PartStats:
+    """What one task wrote for one state."""
+
+    file: str
+    rows: int = 0
+    #: Rows whose ``error`` is set (undecodable serializer, or a value not representable exactly).
+    rows_with_errors: int = 0
+    #: Decoded columns left null in some row while its raw bytes are there (see ``error``).
+    raw_fallback: list[str] = field(default_factory=list)
+    #: Decoded values the column's Arrow type cannot hold exactly, per column (written as null).
+    not_representable: dict[str, int] = field(default_factory=dict)
+    outside_key_groups: int = 0
+    #: How the state's RocksDB entries were accounted for (None for sources that are no LSM tree).
+    lsm: dict[str, int] | None = None
+    bytes: int = 0
+
+
+class _ChunkSink(io.RawIOBase):
+    """A write-only file that hands what was written to whoever drains it (the Parquet writer's sink)."""
+
+    def __init__(self):
+        super().__init__()
+        self._chunks: list[bytes] = []
+        self._position = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def write(self, data) -> int:
+        self._chunks.append(bytes(data))
+        self._position += len(data)
+        return len(data)
+
+    def tell(self) -> int:
+        return self._position
+
+    def drain(self) -> list[bytes]:
+        chunks, self._chunks = self._chunks, []
+        return chunks
+
+
+class _BatchWriter:
+    """Converts batches of row dicts to record batches of one state's schema, and counts."""
+
+    def __init__(self, columns: StateColumns, stats: PartStats):
+        self.schema = part_schema(columns)
+        self.stats = stats
+        self._decoded = [(name, columns.columns[name].storage_type, column_converter(columns.columns[name].arrow))
+                         for name in DECODED_COLUMNS]
+        self._fallback_candidates = [name for name in DECODED_COLUMNS if not pa.types.is_null(columns.columns[name].storage_type)]
+        self._fallback: set[str] = set()
+
+    def record_batch(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
+        errors = [row["error"] for row in rows]
+        arrays: dict[str, pa.Array] = {}
+        converted: dict[str, tuple[list, dict[int, str]]] = {}  # per decoded column: values, unrepresentable
+        for name, arrow, convert in self._decoded:
+            values = [row[name] for row in rows]
+            array, bad = to_arrow(values, arrow, convert)
+            for i, reason in sorted(bad.items()):
+                text = f"{name}: {reason}"
+                errors[i] = f"{errors[i]}; {text}" if errors[i] else text
+            if bad:
+                self.stats.not_representable[name] = self.stats.not_representable.get(name, 0) + len(bad)
+            arrays[name] = array
+            converted[name] = values, bad
+        for name in _FIXED:
+            arrays[name] = pa.array([row[name] for row in rows], type=FIXED_TYPES[name])
+        arrays["error"] = pa.array(errors, type=pa.string())
+        with_errors = [i for i, e in enumerate(errors) if e is not None]
+        self.stats.rows_with_errors += len(with_errors)
+        for name in self._fallback_candidates:  # null in the output although its bytes are there
+            values, bad = converted[name]
+            if name not in self._fallback and any((values[i] is None or i in bad) and rows[i][name + "_raw"] for i in with_errors):
+                self._fallback.add(name)
+        self.stats.rows += len(rows)
+        return pa.record_batch([arrays[name] for name in COLUMNS], schema=self.schema)
+
+    def finish(self) -> None:
+        self.stats.raw_fallback = sorted(self._fallback)
+
+
+def _batches(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
+    batch: list[dict[str, Any]] = []
+    size = 0
+    for row in rows:
+        batch.append(row)
+        size += len(row["value_raw"] or b"") + len(row["user_key_raw"] or b"")  # keys are small
+        if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _parquet_chunks(writer: _BatchWriter, rows: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+    sink = _ChunkSink()
+    with pq.ParquetWriter(sink, writer.schema, compression=COMPRESSION) as parquet:
+        for batch in _batches(rows):
+            parquet.write_batch(writer.record_batch(batch))
+            yield from sink.drain()
+    yield from sink.drain()
+    writer.finish()
+
+
+def write_state_part(storage: st.Storage, staging_uri: str, file: str, columns: StateColumns,
+                     stream: StateStream | None) -> PartStats:
+    """Write ``stream``'s rows (None: no rows) as ``staging_uri/file``; replaces a file a failed
+    attempt of the same task left there."""
+    stats = PartStats(file)
+    writer = _BatchWriter(columns, stats)
+    rows: Iterable[dict[str, Any]] = stream.rows if stream is not None else ()
+    stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), _parquet_chunks(writer, rows), overwrite=True)
+    if stream is not None:
+        stats.outside_key_groups = stream.outside_key_groups
+        stats.lsm = stream.stats.to_json() if stream.stats is not None else None
+    return stats
+
+
+def check_kind(stream: StateStream, kind: str) -> None:
+    """A stream whose kind is not the planned one (its subtask registered the state differently)."""
+    if stream.kind != kind:
+        raise FormatError(f"state {stream.name!r}", 0, f"a {kind} state as in the other subtasks", f"a {stream.kind} state")
