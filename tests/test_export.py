@@ -28,10 +28,13 @@ from repair.ops.state_reader import StateStream
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info
 
 KEYED_UIDS = ("per-user", "per-account")
+#: fixture.json's operator state kinds -> the export's state kinds
+_OPERATOR_KINDS = {"list": "operator-list", "union": "union-list", "broadcast": "broadcast"}
 KEY_HASHES = {"String": java_string_hash, "Long": java_long_hash}
-#: (fixture, which): the newest checkpoint of every fixture, and every native savepoint.
+#: (fixture, which): the newest checkpoint of every fixture, and every native and canonical savepoint.
 SOURCES = [(name, "checkpoint") for name in FIXTURE_NAMES] + [
-    (name, "native-savepoint") for name in FIXTURE_NAMES if "NATIVE" in fixture_info(FIXTURES / name).get("savepoints", {})
+    (name, f"{form.lower()}-savepoint")
+    for form in ("NATIVE", "CANONICAL") for name in FIXTURE_NAMES if form in fixture_info(FIXTURES / name).get("savepoints", {})
 ]
 SOURCE_IDS = [f"{name}:{which}" for name, which in SOURCES]
 
@@ -44,7 +47,8 @@ def _job_root(name: str) -> Path:
 def _source(name: str, which: str) -> Path:
     if which == "checkpoint":
         return _job_root(name)
-    return FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["NATIVE"]
+    form = which.split("-")[0].upper()  # native-savepoint -> NATIVE
+    return FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][form]
 
 
 def _export(source: Path, out: Path, read_only_guard=None, **options) -> dict:
@@ -147,6 +151,29 @@ def _rebuild(out: Path, name: str, uid: str) -> dict:
     return dict(sorted(per_key.items()))
 
 
+def _rebuild_operator_state(out: Path, name: str) -> dict:
+    """Operator state in expected.json's shape (per uid and state: the elements of every subtask in
+    subtask order), from the Parquet files alone; kinds from fixture.json."""
+    declared = fixture_info(FIXTURES / name)["operator_states"]
+    found: dict[str, dict] = {}
+    for uid, states in declared.items():
+        operator_dir = _operator_dir(out, uid)
+        for state, kind in states.items():
+            values = found.setdefault(uid, {}).setdefault(state, [])
+            for _, table in _parts(operator_dir / f"state={partition_value(state)}"):
+                assert table.column_names == list(COLUMNS)
+                for index, row in enumerate(table.to_pylist()):
+                    assert row["error"] is None and row["key"] is None and row["key_group"] is None
+                    assert row["namespace"] is None and row["timestamp"] is None
+                    if kind == "broadcast":
+                        assert row["list_index"] is None
+                        values.append([row["user_key"], row["value"]])
+                    else:
+                        assert row["list_index"] == index
+                        values.append(row["value"])
+    return found
+
+
 # -- every fixture -------------------------------------------------------------------------------
 
 
@@ -156,7 +183,12 @@ def test_export_equals_expected_json(name, which, exported):
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     for uid in KEYED_UIDS:
         assert _rebuild(out, name, uid) == expected["keyed"][uid], uid
+    assert _rebuild_operator_state(out, name) == expected["operator"]
     document = json.loads((out / "_export.json").read_text())
+    kinds = {(op["uid"] or op["operator_id"], s["state"]): s["kind"] for op in document["operators"] for s in op["states"]}
+    for uid, states in fixture_info(FIXTURES / name)["operator_states"].items():
+        label = uid if (uid, next(iter(states))) in kinds else operator_id_for_uid(uid)
+        assert {state: kinds[(label, state)] for state in states} == {s: _OPERATOR_KINDS[k] for s, k in states.items()}
     if which == "checkpoint":
         assert document["checkpoint_id"] == expected["checkpoint_id"]
     # every file the document names is there, and nothing else
@@ -167,6 +199,12 @@ def test_export_equals_expected_json(name, which, exported):
     for op in document["operators"]:
         for state in op["states"]:
             lsm = state["lsm"]
+            # read from RocksDB (checkpoints, native savepoints) or not (canonical savepoints, operator state)
+            from_rocksdb = which != "canonical-savepoint" and state["kind"] not in _OPERATOR_KINDS.values()
+            if lsm is None:  # not read from RocksDB, or a state without a column family (never written)
+                assert not from_rocksdb or state["rows"] == 0, state
+                continue
+            assert from_rocksdb, state
             assert lsm["entries"] == lsm["live"] + lsm["merged"] + lsm["shadowed"] + lsm["range_deleted"] + lsm["tombstones"]
             if state["kind"] != "list":  # one row per live key (list state: one per element)
                 assert state["rows"] == lsm["live"] - state["outside_key_groups"]
@@ -221,7 +259,8 @@ def test_columns_are_typed_from_the_serializer_snapshots(name, which, exported):
 def test_hive_partitioning_and_skipped_state(exported):
     out = exported[("flink-2.1-default", "checkpoint")]
     document = json.loads((out / "_export.json").read_text())
-    assert {s["operator_id"] for s in document["skipped"] if s["what"] == "operator-state"} >= {operator_id_for_uid("records-seen")}
+    assert not [s for s in document["skipped"] if s["what"] in ("operator-state", "full-snapshot-keyed-state")]
+    assert "operator-list" in {s["kind"] for op in document["operators"] if op["uid"] == "records-seen" for s in op["states"]}
     timer_dir = _operator_dir(out, "per-user") / f"state={partition_value('_timer_state/event_user-timers')}"
     assert timer_dir.name == "state=_timer_state%2Fevent_user-timers"
     timers = ds.dataset(timer_dir, partitioning=ds.partitioning(flavor="hive"), partition_base_dir=str(out))
@@ -254,14 +293,6 @@ def test_filters_and_refusals(tmp_path, read_only_guard):
     assert not (root / "exported").exists()
     with pytest.raises(UsageError, match="not empty"):
         export(str(root), str(out))
-
-
-def test_canonical_savepoint_is_skipped(tmp_path):
-    canonical = FIXTURES / "flink-2.1-default" / fixture_info(FIXTURES / "flink-2.1-default")["savepoints"]["CANONICAL"]
-    result = export(str(canonical), str(tmp_path / "out"))
-    assert result.operators == [] and result.files == 0
-    assert {s.what for s in result.skipped} >= {"full-snapshot-keyed-state"}
-    assert (tmp_path / "out" / "_export.json").exists()
 
 
 def test_process_pool_gives_identical_files(tmp_path, exported):

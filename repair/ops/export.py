@@ -78,8 +78,9 @@ class ExportedState:
     not_representable: dict[str, int] = field(default_factory=dict)
     #: Live keys dropped because they are outside their subtask's key-group range (rescaling leftovers).
     outside_key_groups: int = 0
-    #: How the RocksDB entries of the state were accounted for, over all subtasks.
-    lsm: LsmStats = field(default_factory=LsmStats)
+    #: How the RocksDB entries of the state were accounted for, over all subtasks (None when the state
+    #: was not read from RocksDB: full snapshots, operator state).
+    lsm: LsmStats | None = None
     bytes: int = 0
 
     @property
@@ -94,6 +95,7 @@ class ExportedState:
             self.not_representable[name] = self.not_representable.get(name, 0) + count
         self.outside_key_groups += part.outside_key_groups
         if part.lsm is not None:
+            self.lsm = self.lsm or LsmStats()
             self.lsm.add(LsmStats(**part.lsm))
         self.bytes += part.bytes
 
@@ -104,7 +106,7 @@ class ExportedState:
             "ttl": self.columns.ttl, "columns": self.columns.to_json(),
             "rows_with_errors": self.rows_with_errors, "raw_fallback": self.raw_fallback,
             "not_representable": dict(sorted(self.not_representable.items())),
-            "outside_key_groups": self.outside_key_groups, "lsm": self.lsm.to_json(), "bytes": self.bytes,
+            "outside_key_groups": self.outside_key_groups, "lsm": self.lsm.to_json() if self.lsm else None, "bytes": self.bytes,
         }
 
 

@@ -6,19 +6,22 @@ driver, before any data is read) and streams their rows (:meth:`streams`, in the
 :class:`~repair.ops.state_reader.StateStream`, one state after the other, each an iterator of row dicts
 with the keys of :data:`~repair.formats.flink_keyed_rows.ROW_FIELDS`).
 
-To export another kind of state (operator state, full-snapshot key-group streams), add a source to
+To export another kind of state (changelog handles, say), add a source to
 :data:`SOURCES`; handles no source applies to are listed under ``skipped`` (:func:`not_exported` says why).
 """
 
 from __future__ import annotations
 
-from typing import Collection, Iterator, Protocol
+from dataclasses import dataclass
+from typing import Callable, Collection, Iterator
 
 from repair import storage as st
-from repair.formats.flink_arrow import StateColumns, keyed_state_columns
-from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle, KeyGroupsHandle
+from repair.formats.flink_arrow import StateColumns, keyed_state_columns, operator_state_columns
+from repair.formats.flink_backend_meta import KeyedBackendMeta, StateMetaInfo
+from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle, KeyGroupsHandle, OperatorStateHandle
 from repair.formats.flink_metadata import OperatorState, SubtaskState
+from repair.ops.operator_state_reader import iter_operator_handle, read_operator_states
+from repair.ops.savepoint_reader import iter_key_groups_handle, read_key_groups_meta
 from repair.ops.state_reader import StateStream, iter_incremental_handle, read_handle_meta
 from repair.snapshot import LoadedSnapshot
 
@@ -26,42 +29,68 @@ from repair.snapshot import LoadedSnapshot
 SLOTS = ("managed_operator_state", "raw_operator_state", "managed_keyed_state", "raw_keyed_state")
 
 
-class StateSource(Protocol):
+@dataclass(frozen=True)
+class StateSource:
+    """Reads one kind of state handle: which handles (:attr:`slot`, :attr:`handle_type`), the states
+    and their column decisions from meta data alone (:meth:`plan`), and their rows (:meth:`streams`)."""
+
     #: Short name, carried by tasks (``incremental-keyed``).
     name: str
     #: The :class:`SubtaskState` attribute holding the handle this source reads.
     slot: str
+    handle_type: type
+    #: ``(snapshot, storage, op, handle) -> [(StateMetaInfo, StateColumns)]``
+    _plan: Callable[..., list[tuple[StateMetaInfo, StateColumns]]]
+    #: ``(snapshot, storage, op, handle, states) -> Iterator[StateStream]``
+    _streams: Callable[..., Iterator[StateStream]]
 
     def applies(self, handle: object) -> bool:
         """Whether this source reads ``handle`` (the subtask's handle in :attr:`slot`)."""
+        return isinstance(handle, self.handle_type)
 
     def plan(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState) -> list[tuple[StateMetaInfo, StateColumns]]:
         """The states of the subtask's handle and their column decisions, from meta data only."""
+        return self._plan(snapshot, storage, op, getattr(sub, self.slot))
 
     def streams(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState,
                 states: Collection[str]) -> Iterator[StateStream]:
         """The rows of the states named ``states``, one stream after the other."""
+        return self._streams(snapshot, storage, op, getattr(sub, self.slot), states)
 
 
-class IncrementalKeyedSource:
-    """Keyed state of incremental RocksDB handles (checkpoints and native savepoints)."""
-
-    name = "incremental-keyed"
-    slot = "managed_keyed_state"
-
-    def applies(self, handle: object) -> bool:
-        return isinstance(handle, IncrementalKeyedHandle)
-
-    def plan(self, snapshot, storage, op, sub):
-        meta = read_handle_meta(snapshot, storage, sub.managed_keyed_state)
+def _keyed_plan(read_meta: Callable[..., KeyedBackendMeta]) -> Callable[..., list[tuple[StateMetaInfo, StateColumns]]]:
+    def plan(snapshot, storage, op, handle):
+        meta = read_meta(snapshot, storage, handle)
         return [(state, keyed_state_columns(state, meta.key_serializer)) for state in meta.states]
 
-    def streams(self, snapshot, storage, op, sub, states):
-        return iter_incremental_handle(snapshot, storage, sub.managed_keyed_state, op.max_parallelism, states=states)
+    return plan
+
+
+def _operator_plan(snapshot, storage, op, handle):
+    return [(info.meta, operator_state_columns(info.meta)) for info in read_operator_states(snapshot, storage, handle)]
 
 
 #: Every source, by name.
-SOURCES: dict[str, StateSource] = {source.name: source for source in (IncrementalKeyedSource(),)}
+SOURCES: dict[str, StateSource] = {
+    source.name: source
+    for source in (
+        # keyed state of incremental RocksDB handles (checkpoints and native savepoints)
+        StateSource(
+            "incremental-keyed", "managed_keyed_state", IncrementalKeyedHandle, _keyed_plan(read_handle_meta),
+            lambda snapshot, storage, op, handle, states: iter_incremental_handle(snapshot, storage, handle, op.max_parallelism, states=states),
+        ),
+        # keyed state of full snapshots: canonical savepoints (and full checkpoints), key-group streams
+        StateSource(
+            "full-snapshot-keyed", "managed_keyed_state", KeyGroupsHandle, _keyed_plan(read_key_groups_meta),
+            lambda snapshot, storage, op, handle, states: iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism, states=states),
+        ),
+        # managed operator state: list, union list and broadcast states
+        StateSource(
+            "operator", "managed_operator_state", OperatorStateHandle, _operator_plan,
+            lambda snapshot, storage, op, handle, states: iter_operator_handle(snapshot, storage, handle, states=states),
+        ),
+    )
+}
 
 
 def source_for(slot: str, handle: object) -> StateSource | None:
@@ -72,13 +101,11 @@ def source_for(slot: str, handle: object) -> StateSource | None:
 def not_exported(slot: str, handle: object) -> tuple[str, str]:
     """``(what, reason)`` for ``skipped`` of a handle no source reads."""
     if slot == "managed_operator_state":
-        return "operator-state", "operator state export is not implemented yet"
+        return "operator-state", f"unsupported operator state handle {type(handle).__name__}"
     if slot == "raw_operator_state":
         return "raw-operator-state", "raw operator state is opaque bytes"
     if slot == "raw_keyed_state":
         return "raw-keyed-state", "raw keyed state is opaque bytes"
-    if isinstance(handle, KeyGroupsHandle):
-        return "full-snapshot-keyed-state", "canonical savepoints and full snapshots are not exported yet"
     if isinstance(handle, ChangelogBackendHandle):
         return "changelog", "changelog state backend handles are not exported yet"
     return type(handle).__name__, "unsupported keyed state handle"
