@@ -533,7 +533,7 @@ def test_spark_standalone_cluster_on_loopback(exported, tmp_path):
     from tests.spark_cluster import standalone_cluster
 
     with standalone_cluster(tmp_path / "cluster") as cluster:
-        for name, which in [("flink-2.1-default", "checkpoint"), ("flink-2.0-p3-mp300", "checkpoint"), ("flink-1.20-default", "native-savepoint")]:
+        for name, which in SOURCES:  # every fixture and savepoint, as in-process (which equals expected.json)
             out = tmp_path / f"{name}-{which}"
             _export(_source(name, which), out, master=cluster.url)
             _assert_identical(exported[(name, which)], out)
