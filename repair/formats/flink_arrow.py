@@ -224,6 +224,7 @@ def _of_type(python_type: type, expected: str) -> Convert:
             raise _fail(expected, value)
         return value
 
+    convert.plain_type = python_type  # type: ignore[attr-defined]  # see to_arrow
     return convert
 
 
@@ -233,6 +234,7 @@ def _integer(low: int, high: int, expected: str) -> Convert:
             raise _fail(expected, value)
         return value
 
+    convert.plain_type = int  # type: ignore[attr-defined]  # see to_arrow
     return convert
 
 
@@ -251,6 +253,9 @@ def _float32(value: Any) -> Any:
 
 def _null(value: Any) -> Any:
     raise _fail("null", value)
+
+
+_null.plain_type = type(None)  # type: ignore[attr-defined]  # see to_arrow
 
 
 def column_converter(arrow: pa.DataType | None) -> Convert:
@@ -359,7 +364,18 @@ _ARROW_ERRORS = (pa.ArrowException, ValueError, TypeError, OverflowError, Unicod
 
 def to_arrow(values: list, arrow: pa.DataType, convert: Convert) -> tuple[pa.Array, dict[int, str]]:
     """``values`` (decoded, None for null) as an array of ``arrow``; values that cannot be represented
-    exactly become null and are returned as ``{index: reason}``."""
+    exactly become null and are returned as ``{index: reason}``.
+
+    Fast path, for converters that return the value unchanged (``plain_type``: strings, bytes, bools,
+    float64, integers, null): when every value is of exactly that Python type (or None), the values go
+    to Arrow as they are, in one call; what Arrow refuses there (an integer out of range, a lone
+    surrogate) sends the column down the exact per-value path, which gives the same result."""
+    plain = getattr(convert, "plain_type", None)
+    if plain is not None and set(map(type, values)) <= {plain, type(None)}:
+        try:
+            return pa.array(values, type=arrow, from_pandas=False), {}
+        except _ARROW_ERRORS:
+            pass
     bad: dict[int, str] = {}
     prepared = []
     append = prepared.append

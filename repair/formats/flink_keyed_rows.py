@@ -28,7 +28,7 @@ from typing import Any, Iterable, Iterator
 from repair.errors import FormatError
 from repair.formats.binary import ByteReader
 from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_values import Decoder, Timer, TtlValue, UnsupportedSerializerError, decoder_for
+from repair.formats.flink_values import FAST_MISSES, Decoder, FastMiss, Timer, TtlValue, UnsupportedSerializerError, decoder_for
 from repair.keygroups import key_group_prefix_bytes
 
 ROW_FIELDS = (
@@ -69,6 +69,7 @@ class KeyedStateDecoder:
         value = state.serializer("VALUE_SERIALIZER")
         if state.kind == "priority-queue":
             self.timer = decoder_for(value)
+            self._fast = self._fast_rows()
             return
         self.namespace = decoder_for(state.serializer("NAMESPACE_SERIALIZER"))
         self.suffixes = self.key.is_variable_length and self.namespace.is_variable_length
@@ -80,6 +81,7 @@ class KeyedStateDecoder:
             self.user_value = decoder_for(nested[1]) if len(nested) == 2 else decoder_for(None)
         else:
             self.value = decoder_for(value)
+        self._fast = self._fast_rows()
 
     # -- keys --------------------------------------------------------------------------------------
     def key_group(self, key: bytes) -> int:
@@ -114,6 +116,11 @@ class KeyedStateDecoder:
         is the key's (from :meth:`key_group`) when the caller has it already."""
         if key_group is None:
             key_group = self.key_group(key)
+        if self._fast is not None and type(key) is bytes and type(value) is bytes:
+            try:
+                return self._fast(key, value, key_group)
+            except FAST_MISSES:
+                pass  # unusual or corrupt bytes: the exact path below decodes them or says what is wrong
         try:
             if self.kind == "priority-queue":
                 return [self._timer_row(key, value, key_group)]
@@ -169,6 +176,104 @@ class KeyedStateDecoder:
             row["error"] = f"value: {error}"
         return [row]
 
+    # -- fast rows ---------------------------------------------------------------------------------
+    def _fast_rows(self):
+        """``rows(key, value, key_group)`` over the decoders' fast paths (same rows as the exact path
+        for well-formed bytes; raises one of ``FAST_MISSES`` for anything else), or None when a
+        decoder has no fast path."""
+        template, prefix, kind = self._template, self.prefix_bytes, self.kind
+        if kind == "priority-queue":
+            timer = self.timer.fast
+            if timer is None:
+                return None
+
+            def timer_rows(key: bytes, value: bytes, key_group: int) -> list[dict[str, Any]]:
+                decoded, end = timer(key, prefix)
+                if value or end != len(key):
+                    raise FastMiss
+                row = template.copy()
+                row["key_group"], row["key"], row["namespace"], row["timestamp"] = key_group, decoded.key, decoded.namespace, decoded.timestamp
+                row["key_raw"], row["value_raw"] = key[prefix:], value
+                return [row]
+
+            return timer_rows
+        key_fast, namespace_fast = self.key.fast, self.namespace.fast
+        if key_fast is None or namespace_fast is None:
+            return None
+        suffixes = self.suffixes
+
+        def key_row(key: bytes, value: bytes, key_group: int) -> tuple[dict[str, Any], int]:
+            decoded_key, end = key_fast(key, prefix)
+            key_raw = key[prefix:end]
+            if suffixes:
+                end = _fast_suffix(key, end, len(key_raw))
+            namespace, namespace_end = namespace_fast(key, end)
+            row = template.copy()
+            row["key_group"], row["key"], row["key_raw"] = key_group, decoded_key, key_raw
+            row["namespace"], row["namespace_raw"], row["value_raw"] = namespace, key[end:namespace_end], value
+            if suffixes:
+                namespace_end = _fast_suffix(key, namespace_end, namespace_end - end)
+            return row, namespace_end
+
+        def whole_key_row(key: bytes, value: bytes, key_group: int) -> dict[str, Any]:
+            row, end = key_row(key, value, key_group)
+            if end != len(key):  # no user key but in map state
+                raise FastMiss
+            return row
+
+        if kind == "map":
+            user_key_fast, user_value_fast = self.user_key.fast, self.user_value.fast
+            if user_key_fast is None or user_value_fast is None:
+                return None
+
+            def map_rows(key: bytes, value: bytes, key_group: int) -> list[dict[str, Any]]:
+                row, end = key_row(key, value, key_group)
+                row["user_key_raw"] = key[end:]
+                user_key, end = user_key_fast(key, end)
+                if end != len(key):
+                    raise FastMiss
+                row["user_key"] = user_key
+                if value[0]:  # the null flag
+                    if value[0] != 1 or len(value) != 1:
+                        raise FastMiss
+                    return [row]
+                _fill_value(row, _fast_whole(user_value_fast, value, 1))
+                return [row]
+
+            return map_rows
+        if kind == "list":
+            element_fast = self.element.fast
+            if element_fast is None:
+                return None
+
+            def list_rows(key: bytes, value: bytes, key_group: int) -> list[dict[str, Any]]:
+                row = whole_key_row(key, value, key_group)
+                rows = []
+                size, start = len(value), 0
+                while True:
+                    decoded, end = element_fast(value, start)
+                    item = row.copy()
+                    _fill_value(item, decoded)
+                    item["list_index"], item["value_raw"] = len(rows), value[start:end]
+                    rows.append(item)
+                    if end >= size:
+                        return rows
+                    if value[end] != LIST_DELIMITER:
+                        raise FastMiss
+                    start = end + 1
+
+            return list_rows
+        value_fast = self.value.fast
+        if value_fast is None:
+            return None
+
+        def value_rows(key: bytes, value: bytes, key_group: int) -> list[dict[str, Any]]:
+            row = whole_key_row(key, value, key_group)
+            _fill_value(row, _fast_whole(value_fast, value, 0))
+            return [row]
+
+        return value_rows
+
     def _map_value(self, value: bytes) -> tuple[Any, int | None]:
         vr = ByteReader(value)
         if vr.bool("map value is null"):
@@ -188,6 +293,30 @@ class KeyedStateDecoder:
             at = r.offset
             if r.u8("list delimiter") != LIST_DELIMITER:
                 raise FormatError("list delimiter", at, "',' (0x2c) or the end of the value", f"0x{value[at]:02x}")
+
+
+def _fast_whole(fast, data: bytes, pos: int) -> Any:
+    """The value filling ``data[pos:]`` exactly, by a fast path (``FastMiss`` if bytes are left over)."""
+    value, end = fast(data, pos)
+    if end != len(data):
+        raise FastMiss
+    return value
+
+
+def _fill_value(row: dict[str, Any], decoded: Any) -> None:
+    """``value`` (and ``ttl_timestamp`` of a TTL value) of ``row``."""
+    if type(decoded) is TtlValue:
+        row["value"], row["ttl_timestamp"] = decoded.value, decoded.timestamp
+    else:
+        row["value"] = decoded
+
+
+def _fast_suffix(key: bytes, pos: int, length: int) -> int:
+    """The position after the length suffix ``length`` written at ``pos`` (``FastMiss`` if it is not there)."""
+    end = pos + _variable_int_size(length)
+    if end > len(key) or int.from_bytes(key[pos:end], "little") != length:
+        raise FastMiss
+    return end
 
 
 def decode_state_rows(

@@ -67,13 +67,30 @@ class Timer(NamedTuple):
 VOID_NAMESPACE = None
 
 
-class Decoder:
-    """Decodes one serialized value. ``length`` is Flink's ``getLength()`` (-1: variable length)."""
+#: ``fast(data, offset) -> (value, offset after it)`` over ``bytes``: a decoder's fast path. It gives
+#: the same value as the exact reader for well-formed bytes and raises one of :data:`FAST_MISSES` for
+#: anything else (corrupt or unusual bytes, non-ASCII strings): the caller then runs the exact reader,
+#: which decodes or raises the :class:`FormatError` naming the field.
+FastDecode = Callable[[bytes, int], "tuple[Any, int]"]
 
-    def __init__(self, name: str, read: Callable[[ByteReader], Any], length: int = -1):
+
+class FastMiss(Exception):
+    """Raised by a fast path for bytes it leaves to the exact reader."""
+
+
+#: What a fast path raises for bytes it does not decode (never escapes to users).
+FAST_MISSES = (FastMiss, IndexError, struct.error)
+
+
+class Decoder:
+    """Decodes one serialized value. ``length`` is Flink's ``getLength()`` (-1: variable length);
+    ``fast`` the optional :data:`FastDecode` of the same format (see :data:`FAST_MISSES`)."""
+
+    def __init__(self, name: str, read: Callable[[ByteReader], Any], length: int = -1, fast: FastDecode | None = None):
         self.name = name
         self._read = read
         self.length = length
+        self.fast = fast
 
     @property
     def is_variable_length(self) -> bool:
@@ -131,9 +148,11 @@ def read_string_value(r: ByteReader) -> str | None:
         raise FormatError("string length", at, f"at most {r.remaining} chars", length)
     data, pos = r.data, r.pos
     end = pos + length
-    if end <= r.end and all(b < 0x80 for b in data[pos:end]):
-        r.pos = end
-        return bytes(data[pos:end]).decode("ascii")
+    if end <= r.end:
+        chunk = bytes(data[pos:end])
+        if chunk.isascii():  # every char one byte: the common case, checked in C
+            r.pos = end
+            return chunk.decode("ascii")
     units = bytearray()
     for _ in range(length):
         unit = _varint7(r, "string char")
@@ -203,6 +222,97 @@ _SIMPLE: dict[str, tuple[Callable[[ByteReader], Any], int]] = {
 }
 
 
+# -- fast paths over bytes (see FastDecode) ----------------------------------------------------------
+
+
+def _fast_struct(fmt: str) -> FastDecode:
+    unpack, size = struct.Struct(fmt).unpack_from, struct.calcsize(fmt)
+
+    def fast(data: bytes, pos: int) -> tuple[Any, int]:
+        return unpack(data, pos)[0], pos + size  # struct.error when fewer bytes are left
+
+    return fast
+
+
+def _fast_bool(data: bytes, pos: int) -> tuple[bool, int]:
+    value = data[pos]
+    if value > 1:
+        raise FastMiss
+    return value == 1, pos + 1
+
+
+def _fast_zero_byte(data: bytes, pos: int) -> tuple[None, int]:
+    if data[pos] != 0:
+        raise FastMiss
+    return None, pos + 1
+
+
+def _fast_char(data: bytes, pos: int) -> tuple[str, int]:
+    return chr(_U16.unpack_from(data, pos)[0]), pos + 2
+
+
+def _fast_string(data: bytes, pos: int) -> tuple[str | None, int]:
+    """``StringValue`` of ASCII text (every char one byte); anything else is left to the exact reader."""
+    length = data[pos]
+    pos += 1
+    if length >= 0x80:  # a longer length: at most 5 varint bytes, as the exact reader allows
+        length &= 0x7F
+        shift = 7
+        while True:
+            byte = data[pos]
+            pos += 1
+            if byte < 0x80:
+                length |= byte << shift
+                break
+            if shift >= 28:
+                raise FastMiss
+            length |= (byte & 0x7F) << shift
+            shift += 7
+    if length == 0:
+        return None, pos
+    end = pos + length - 1
+    chunk = data[pos:end]
+    if len(chunk) != length - 1 or not chunk.isascii():
+        raise FastMiss
+    return chunk.decode("ascii"), end
+
+
+def _fast_byte_array(data: bytes, pos: int) -> tuple[bytes, int]:
+    size = _I32.unpack_from(data, pos)[0]
+    pos += 4
+    end = pos + size
+    if size < 0 or end > len(data):
+        raise FastMiss
+    return data[pos:end], end
+
+
+def _fast_time_window(data: bytes, pos: int) -> tuple[dict[str, int], int]:
+    start, end = _I64_PAIR.unpack_from(data, pos)
+    return {"start": start, "end": end}, pos + 16
+
+
+_U16 = struct.Struct(">H")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I64_PAIR = struct.Struct(">qq")
+_FAST_SIMPLE: dict[str, FastDecode] = {
+    _B + "StringSerializer$StringSerializerSnapshot": _fast_string,
+    _B + "LongSerializer$LongSerializerSnapshot": _fast_struct(">q"),
+    _B + "IntSerializer$IntSerializerSnapshot": _fast_struct(">i"),
+    _B + "ShortSerializer$ShortSerializerSnapshot": _fast_struct(">h"),
+    _B + "ByteSerializer$ByteSerializerSnapshot": _fast_struct(">b"),
+    _B + "BooleanSerializer$BooleanSerializerSnapshot": _fast_bool,
+    _B + "DoubleSerializer$DoubleSerializerSnapshot": _fast_struct(">d"),
+    _B + "FloatSerializer$FloatSerializerSnapshot": _fast_struct(">f"),
+    _B + "CharSerializer$CharSerializerSnapshot": _fast_char,
+    _B + "VoidSerializer$VoidSerializerSnapshot": _fast_zero_byte,
+    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": _fast_byte_array,
+    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _fast_zero_byte,
+    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _fast_zero_byte,
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": _fast_time_window,
+}
+
+
 # -- composites --------------------------------------------------------------------------------------
 
 
@@ -225,13 +335,27 @@ def _fixed_sum(decoders: list[Decoder]) -> int:
     return -1 if any(d.length < 0 for d in decoders) else sum(d.length for d in decoders)
 
 
+def _all_fast(decoders: list[Decoder]) -> list[FastDecode] | None:
+    fast = [d.fast for d in decoders]
+    return None if None in fast else fast  # type: ignore[return-value]
+
+
 def _tuple(snapshot: SerializerSnapshot) -> Decoder:
     fields = [decoder_for(n) for n in snapshot.nested]
 
     def read(r: ByteReader) -> list:
         return [f.read(r) for f in fields]
 
-    return Decoder(describe(snapshot), read, _fixed_sum(fields))
+    fast_fields = _all_fast(fields)
+
+    def fast(data: bytes, pos: int) -> tuple[list, int]:
+        out = []
+        for f in fast_fields:
+            value, pos = f(data, pos)
+            out.append(value)
+        return out, pos
+
+    return Decoder(describe(snapshot), read, _fixed_sum(fields), fast if fast_fields is not None else None)
 
 
 def _list(snapshot: SerializerSnapshot) -> Decoder | None:
@@ -244,7 +368,20 @@ def _list(snapshot: SerializerSnapshot) -> Decoder | None:
         size = r.count("list size")
         return [element.read(r) for _ in range(size)]
 
-    return Decoder(describe(snapshot), read)
+    fast_element = element.fast
+
+    def fast(data: bytes, pos: int) -> tuple[list, int]:
+        size = _I32.unpack_from(data, pos)[0]
+        pos += 4
+        if not 0 <= size <= len(data) - pos:
+            raise FastMiss
+        out = []
+        for _ in range(size):
+            value, pos = fast_element(data, pos)
+            out.append(value)
+        return out, pos
+
+    return Decoder(describe(snapshot), read, fast=fast if fast_element is not None else None)
 
 
 def _map(snapshot: SerializerSnapshot) -> Decoder | None:
@@ -261,7 +398,25 @@ def _map(snapshot: SerializerSnapshot) -> Decoder | None:
             out.append((k, None if r.bool("map value is null") else value.read(r)))
         return out
 
-    return Decoder(describe(snapshot), read)
+    fast_key, fast_value = key.fast, value.fast
+
+    def fast(data: bytes, pos: int) -> tuple[list[tuple[Any, Any]], int]:
+        size = _I32.unpack_from(data, pos)[0]
+        pos += 4
+        if not 0 <= size <= (len(data) - pos) // 2:
+            raise FastMiss
+        out = []
+        for _ in range(size):
+            k, pos = fast_key(data, pos)
+            is_null, pos = _fast_bool(data, pos)
+            if is_null:
+                out.append((k, None))
+            else:
+                v, pos = fast_value(data, pos)
+                out.append((k, v))
+        return out, pos
+
+    return Decoder(describe(snapshot), read, fast=fast if fast_key is not None and fast_value is not None else None)
 
 
 def _ttl(snapshot: SerializerSnapshot) -> Decoder | None:
@@ -273,7 +428,15 @@ def _ttl(snapshot: SerializerSnapshot) -> Decoder | None:
     def read(r: ByteReader) -> TtlValue:
         return TtlValue(r.i64("ttl timestamp"), value.read(r))
 
-    return Decoder(describe(snapshot), read, -1 if value.length < 0 else 8 + value.length)
+    fast_value = value.fast
+
+    def fast(data: bytes, pos: int) -> tuple[TtlValue, int]:
+        timestamp = _I64.unpack_from(data, pos)[0]
+        user, pos = fast_value(data, pos + 8)
+        return TtlValue(timestamp, user), pos
+
+    return Decoder(describe(snapshot), read, -1 if value.length < 0 else 8 + value.length,
+                   fast if fast_value is not None else None)
 
 
 def _timer(snapshot: SerializerSnapshot) -> Decoder | None:
@@ -289,7 +452,15 @@ def _timer(snapshot: SerializerSnapshot) -> Decoder | None:
             timestamp -= 1 << 64
         return Timer(timestamp, key.read(r), namespace.read(r))
 
-    return Decoder(describe(snapshot), read)
+    fast_key, fast_namespace = key.fast, namespace.fast
+
+    def fast(data: bytes, pos: int) -> tuple[Timer, int]:
+        timestamp = _I64.unpack_from(data, pos)[0] ^ -_SIGN_BIT  # the sign bit flipped back
+        k, pos = fast_key(data, pos + 8)
+        n, pos = fast_namespace(data, pos)
+        return Timer(timestamp, k, n), pos
+
+    return Decoder(describe(snapshot), read, fast=fast if fast_key is not None and fast_namespace is not None else None)
 
 
 def _pojo(snapshot: SerializerSnapshot) -> Decoder | None:
@@ -313,7 +484,29 @@ def _pojo(snapshot: SerializerSnapshot) -> Decoder | None:
             out[name] = None if r.bool(f"pojo field {name} is null") else decoder.read(r)
         return out
 
-    return Decoder(describe(snapshot), read)
+    fast_fields = _all_fast([d for _, d in decoders])
+    named = list(zip([name for name, _ in decoders], fast_fields or []))
+
+    def fast(data: bytes, pos: int) -> tuple[dict[str, Any] | None, int]:
+        flags = data[pos]
+        pos += 1
+        if flags & 1:
+            return None, pos
+        if flags != 2:
+            raise FastMiss
+        out = {}
+        for name, f in named:
+            is_null = data[pos]
+            if is_null:
+                if is_null != 1:
+                    raise FastMiss
+                out[name] = None
+                pos += 1
+            else:
+                out[name], pos = f(data, pos + 1)
+        return out, pos
+
+    return Decoder(describe(snapshot), read, fast=fast if fast_fields is not None else None)
 
 
 def _enum(snapshot: SerializerSnapshot) -> Decoder:
@@ -326,7 +519,13 @@ def _enum(snapshot: SerializerSnapshot) -> Decoder:
             raise FormatError("enum ordinal", at, f"0..{len(constants) - 1}", ordinal)
         return constants[ordinal]
 
-    return Decoder(describe(snapshot), read, 4)
+    def fast(data: bytes, pos: int) -> tuple[str, int]:
+        ordinal = _I32.unpack_from(data, pos)[0]
+        if not 0 <= ordinal < len(constants):
+            raise FastMiss
+        return constants[ordinal], pos + 4
+
+    return Decoder(describe(snapshot), read, 4, fast)
 
 
 _COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
@@ -350,7 +549,7 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
     name = snapshot.class_name
     if name in _SIMPLE:
         read, length = _SIMPLE[name]
-        return Decoder(SIMPLE_SNAPSHOTS[name], read, length)
+        return Decoder(SIMPLE_SNAPSHOTS[name], read, length, _FAST_SIMPLE.get(name))
     decoder: Decoder | None = None
     if name in COMPOSITE_SNAPSHOTS:
         builder = _COMPOSITE_BUILDERS.get(COMPOSITE_SNAPSHOTS[name][0])

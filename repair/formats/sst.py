@@ -619,13 +619,15 @@ class Table:
     # -- entries ---------------------------------------------------------------------------------
     def entries(self) -> Iterator[InternalEntry]:
         """Every entry of every data block, in file order, as internal entries."""
+        unpack_u64 = U64.unpack_from
         for handle in self.iter_data_block_handles():
             reader = self.block_reader(handle, BlockKind.DATA)
             for pos, key, value in reader.entries():
-                if len(key) < 8:
+                size = len(key) - 8
+                if size < 0:
                     raise reader.error("internal key", pos, "at least 8 bytes", f"{len(key)} bytes", kind="bad_entry")
-                packed = int.from_bytes(key[-8:], "little")
-                yield InternalEntry(key[:-8], packed >> 8, packed & 0xFF, value)
+                packed = unpack_u64(key, size)[0]
+                yield InternalEntry(key[:size], packed >> 8, packed & 0xFF, value)
 
     def range_tombstones(self) -> Iterator[RangeTombstone]:
         """The range deletions of the ``rocksdb.range_del`` meta block (empty when there is none)."""

@@ -166,6 +166,24 @@ class BlockLayout:
     has_hash_index: bool
 
 
+def _two_byte_varints(data, pos: int) -> tuple[int, int, int, int] | None:
+    """Three varints of at most two bytes each at ``pos`` (six bytes must be left), and the position
+    after them; None when one is longer."""
+    values = []
+    for _ in range(3):
+        byte = data[pos]
+        if byte < 0x80:
+            values.append(byte)
+            pos += 1
+            continue
+        high = data[pos + 1]
+        if high >= 0x80:
+            return None
+        values.append((byte & 0x7F) | (high << 7))
+        pos += 2
+    return values[0], values[1], values[2], pos
+
+
 class BlockReader:
     """Decodes one (already decompressed) block.
 
@@ -251,10 +269,13 @@ class BlockReader:
         key = b""
         while pos < end:
             start = pos
-            # Fast path: all three varints are single bytes (RocksDB's DecodeEntry does the same).
+            # Fast paths: all three varints are single bytes (RocksDB's DecodeEntry does the same), or
+            # each takes at most two (keys and values below 16 KiB).
             if pos + 3 <= end and (data[pos] | data[pos + 1] | data[pos + 2]) < 0x80:
                 shared, non_shared, value_len = data[pos], data[pos + 1], data[pos + 2]
                 pos += 3
+            elif pos + 6 <= end and (two := _two_byte_varints(data, pos)) is not None:
+                shared, non_shared, value_len, pos = two
             else:
                 shared, pos = self._varint32(pos, end, "entry shared key length")
                 non_shared, pos = self._varint32(pos, end, "entry unshared key length")

@@ -14,6 +14,7 @@ written as null, with the reason in the row's ``error`` and its bytes in the ``*
 from __future__ import annotations
 
 import io
+import operator
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
@@ -41,6 +42,9 @@ BATCH_ROWS = 65536
 #: Raw bytes per record batch, so that large values keep the batch small.
 BATCH_BYTES = 64 << 20
 COMPRESSION = "zstd"
+#: One getter per column of the row dicts (a column of a batch is ``list(map(getter, rows))``).
+_GET = {name: operator.itemgetter(name) for name in COLUMNS}
+_ERROR = _GET["error"]
 
 
 def part_schema(columns: StateColumns) -> pa.Schema:
@@ -111,11 +115,11 @@ class _BatchWriter:
         self._fallback: set[str] = set()
 
     def record_batch(self, rows: list[dict[str, Any]]) -> pa.RecordBatch:
-        errors = [row["error"] for row in rows]
+        errors = list(map(_ERROR, rows))
         arrays: dict[str, pa.Array] = {}
         converted: dict[str, tuple[list, dict[int, str]]] = {}  # per decoded column: values, unrepresentable
         for name, arrow, convert in self._decoded:
-            values = [row[name] for row in rows]
+            values = list(map(_GET[name], rows))
             array, bad = to_arrow(values, arrow, convert)
             for i, reason in sorted(bad.items()):
                 text = f"{name}: {reason}"
@@ -125,9 +129,9 @@ class _BatchWriter:
             arrays[name] = array
             converted[name] = values, bad
         for name in _FIXED:
-            arrays[name] = pa.array([row[name] for row in rows], type=FIXED_TYPES[name])
+            arrays[name] = pa.array(list(map(_GET[name], rows)), type=FIXED_TYPES[name])
         arrays["error"] = pa.array(errors, type=pa.string())
-        with_errors = [i for i, e in enumerate(errors) if e is not None]
+        with_errors = [i for i, e in enumerate(errors) if e is not None] if errors.count(None) != len(errors) else []
         self.stats.rows_with_errors += len(with_errors)
         for name in self._fallback_candidates:  # null in the output although its bytes are there
             values, bad = converted[name]

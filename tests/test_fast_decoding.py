@@ -1,0 +1,119 @@
+"""The decoders' fast paths (``Decoder.fast``, ``KeyedStateDecoder``'s fast rows) against the exact
+readers: the same rows for every live entry of every fixture, and for bytes they do not take
+(non-ASCII strings, corrupt or truncated bytes) the exact reader's result or error, never another."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from repair import storage as st
+from repair.errors import FormatError
+from repair.formats.flink_keyed_rows import KeyedStateDecoder
+from repair.formats.flink_serializers import SerializerSnapshot
+from repair.formats.flink_values import FAST_MISSES, decoder_for
+from repair.formats.rocksdb_lsm import LsmStats, iter_column_family, tables_by_column_family
+from repair.layout import discover
+from repair.ops.state_reader import _open_tables, open_resolved, read_handle_meta
+from repair.snapshot import load_snapshot
+from tests.conftest import FIXTURE_NAMES, FIXTURES
+
+_B = "org.apache.flink.api.common.typeutils.base."
+STRING = SerializerSnapshot(_B + "StringSerializer$StringSerializerSnapshot", 1)
+
+
+def _exact_rows(decoder: KeyedStateDecoder, key: bytes, value: bytes):
+    fast, decoder._fast = decoder._fast, None
+    try:
+        return decoder.rows(key, value)
+    except FormatError as error:
+        return ("error", str(error))
+    finally:
+        decoder._fast = fast
+
+
+def _entries(name: str):
+    """``(decoder, key, value)`` of every live entry of every keyed RocksDB handle of fixture ``name``."""
+    storage = st.default_storage()
+    root = FIXTURES / name / "checkpoints"
+    layout = discover(str(root / next(iter(os.listdir(root)))), storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    for op in snapshot.metadata.operators:
+        for sub in op.subtasks:
+            handle = sub.managed_keyed_state
+            if handle is None or not hasattr(handle, "shared"):
+                continue
+            meta = read_handle_meta(snapshot, storage, handle)
+            sources = [(e.local_path, open_resolved(storage, snapshot.resolver.resolve(e.handle)))
+                       for e in handle.shared if e.local_path.endswith(".sst")]
+            for cf, tables in tables_by_column_family(_open_tables(sources)).items():
+                state = meta.state(cf)
+                decoder = KeyedStateDecoder(state, meta.key_serializer, op.max_parallelism)
+                for key, value in iter_column_family(cf, tables, LsmStats()):
+                    yield decoder, key, value
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES)
+def test_fast_rows_equal_the_exact_rows_for_every_fixture_entry(name):
+    taken = 0
+    for decoder, key, value in _entries(name):
+        assert decoder._fast is not None, decoder.state.name  # every fixture serializer has a fast path
+        assert decoder.rows(key, value) == _exact_rows(decoder, key, value)
+        try:
+            decoder._fast(key, value, decoder.key_group(key))
+            taken += 1
+        except FAST_MISSES:
+            pass  # e.g. non-ASCII strings: the exact reader decoded them above
+    assert taken > 0
+
+
+@pytest.mark.parametrize("name", FIXTURE_NAMES[:2])
+def test_damaged_entries_give_the_exact_readers_result(name):
+    """Every entry truncated, extended and with one byte flipped: ``rows()`` (fast path first) gives
+    what the exact reader gives, rows or the same FormatError."""
+    checked = 0
+    for decoder, key, value in _entries(name):
+        prefix = decoder.prefix_bytes
+        variants = [(key[:-1], value), (key, value[:-1]), (key + b"\x00", value), (key, value + b"\x2c")]
+        for i in range(prefix, len(key), max(1, len(key) // 4)):
+            variants.append((key[:i] + bytes([key[i] ^ 0x81]) + key[i + 1:], value))
+        for i in range(0, len(value), max(1, len(value) // 4)):
+            variants.append((key, value[:i] + bytes([value[i] ^ 0x81]) + value[i + 1:]))
+        for k, v in variants:
+            if len(k) < prefix:
+                continue
+            try:
+                got = decoder.rows(k, v)
+            except FormatError as error:
+                got = ("error", str(error))
+            assert got == _exact_rows(decoder, k, v), (decoder.state.name, k.hex(), v.hex())
+            checked += 1
+    assert checked > 100
+
+
+@pytest.mark.parametrize("text", ["", "a", "x" * 127, "y" * 128, "z" * 20000, "é", "😀", None])
+def test_fast_string_equals_exact_string(text):
+    decoder = decoder_for(STRING)
+    if text is None:
+        data = b"\x00"
+    else:
+        units = text.encode("utf-16-be", errors="surrogatepass")
+        body = bytearray()
+        for i in range(0, len(units), 2):
+            unit = int.from_bytes(units[i:i + 2], "big")
+            while unit >= 0x80:
+                body.append((unit & 0x7F) | 0x80)
+                unit >>= 7
+            body.append(unit)
+        length, head = len(units) // 2 + 1, bytearray()
+        while length >= 0x80:
+            head.append((length & 0x7F) | 0x80)
+            length >>= 7
+        head.append(length)
+        data = bytes(head + body)
+    assert decoder.decode(data) == (text, len(data))
+    try:
+        assert decoder.fast(data, 0) == (text, len(data))
+    except FAST_MISSES:
+        assert text is not None and not text.isascii()  # only non-ASCII text is left to the exact reader
