@@ -38,13 +38,16 @@ import json
 import os
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
+
+from common import (  # noqa: E402
+    Variant, compile_bytecode, markdown_table, print_table, repair_command, run_all, split_in_two, spread, taskset, warm_page_cache,
+)
 
 DOC = REPO / "docs" / "benchmarks" / "verify.md"
 
@@ -93,79 +96,7 @@ def worker_main(argv: list[str]) -> int:
     return 0
 
 
-def compile_bytecode() -> None:
-    """Compile ``repair`` and this module to bytecode, as ``pip install`` does for an installed package.
-
-    Without it every process of an editable install run with ``PYTHONDONTWRITEBYTECODE`` (as on our
-    machines) compiles our modules again, some 30 ms of start-up that no installed ``repair`` pays.
-    """
-    import compileall
-
-    compileall.compile_dir(str(REPO / "repair"), quiet=1)
-    compileall.compile_file(str(Path(__file__).resolve()), quiet=1)
-
-
 # -- variants ------------------------------------------------------------------------------------
-
-
-@dataclass
-class Variant:
-    name: str
-    cores: str
-    commands: list[list[str]]  # run concurrently
-    check: callable
-    note: str = ""
-    walls: list[float] = field(default_factory=list)
-    cpus: list[float] = field(default_factory=list)
-    inner: list[float | None] = field(default_factory=list)  # seconds the worker measured itself
-    skipped: str | None = None
-    error: str | None = None
-
-    @property
-    def best(self) -> float | None:
-        return min(self.walls) if self.walls else None
-
-
-def _taskset(cores: str) -> list[str]:
-    import shutil
-
-    return ["taskset", "-c", cores] if shutil.which("taskset") else []
-
-
-def _children_cpu() -> float:
-    import resource
-
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def run_variant(variant: Variant) -> None:
-    import subprocess
-    cpu_before = _children_cpu()
-    started = time.perf_counter()
-    processes = [
-        subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
-        for command in variant.commands
-    ]
-    outputs = [p.communicate() for p in processes]
-    wall = time.perf_counter() - started
-    cpu = _children_cpu() - cpu_before
-    for p, (out, err) in zip(processes, outputs):
-        if p.returncode != 0 and not (p.returncode == 1 and variant.name.startswith("repair verify")):
-            raise RuntimeError(f"{variant.name}: exit code {p.returncode}: {(out + err)[-2000:]}")
-    problem = variant.check([out for out, _ in outputs])
-    if problem:
-        raise RuntimeError(f"{variant.name}: {problem}")
-    variant.walls.append(wall)
-    variant.cpus.append(cpu)
-    variant.inner.append(_inner_seconds(outputs[0][0]) if "--files-from" in variant.commands[0] else None)
-
-
-def _inner_seconds(output: str) -> float | None:
-    try:
-        return json.loads(output.strip().splitlines()[-1])["seconds"]
-    except (ValueError, KeyError, IndexError):
-        return None
 
 
 def check_sst_dump(expected_files: int):
@@ -206,16 +137,6 @@ def repair_verify_available() -> str | None:
     return None
 
 
-def split_in_two(files: list[Path]) -> tuple[list[Path], list[Path]]:
-    halves: tuple[list[Path], list[Path]] = ([], [])
-    sizes = [0, 0]
-    for path in sorted(files, key=lambda p: -p.stat().st_size):
-        smaller = 0 if sizes[0] <= sizes[1] else 1
-        halves[smaller].append(path)
-        sizes[smaller] += path.stat().st_size
-    return halves
-
-
 def build_variants(files: list[Path], scratch: Path, checkpoint_root: Path, *, skip_spark: bool) -> list[Variant]:
     import shutil
 
@@ -229,44 +150,42 @@ def build_variants(files: list[Path], scratch: Path, checkpoint_root: Path, *, s
     variants: list[Variant] = []
     if sst_dump:
         variants.append(Variant("sst_dump --verify_checksum", "1", [
-            [*_taskset("0"), sst_dump, f"--file={links}", "--command=verify", "--verify_checksum"]
+            [*taskset("0"), sst_dump, f"--file={links}", "--command=verify", "--verify_checksum"]
         ], check_sst_dump(n), "checksums only"))
         variants.append(Variant("sst_dump --verify_checksum x2", "2", [
-            [*_taskset(str(core)), sst_dump, f"--file={half}", "--command=verify", "--verify_checksum"]
+            [*taskset(str(core)), sst_dump, f"--file={half}", "--command=verify", "--verify_checksum"]
             for core, half in enumerate(halves)
         ], check_sst_dump(n), "files split in two halves by size"))
     else:
         variants.append(Variant("sst_dump --verify_checksum", "1", [], check_sst_dump(n), skipped="sst_dump is not installed"))
 
     def ours(jobs: int, decompress: bool, cores: str) -> list[str]:
-        pin = _taskset(cores) if jobs == 1 else []
+        pin = taskset(cores) if jobs == 1 else []
         # Imported as a module (its compiled bytecode is reused) rather than run as a script (compiled
         # on every start); the worker parses its few arguments without argparse.
         entry = f"import sys; sys.path.insert(0, {str(BENCH)!r}); from verify import worker_main; sys.exit(worker_main(sys.argv[1:]))"
         return [*pin, python, "-c", entry, "--jobs", str(jobs), "--decompress", str(int(decompress)), "--files-from", str(file_list)]
 
     variants += [
-        Variant("verify_table", "1", [ours(1, True, "0")], check_worker(n), "checksums + decompression"),
-        Variant("verify_table, decompress=False", "1", [ours(1, False, "0")], check_worker(n), "checksums only"),
-        Variant("verify_table, pool 2", "2", [ours(2, True, "0,1")], check_worker(n), "checksums + decompression"),
-        Variant("verify_table, decompress=False, pool 2", "2", [ours(2, False, "0,1")], check_worker(n), "checksums only"),
+        Variant("verify_table", "1", [ours(1, True, "0")], check_worker(n), "checksums + decompression", worker=True),
+        Variant("verify_table, decompress=False", "1", [ours(1, False, "0")], check_worker(n), "checksums only", worker=True),
+        Variant("verify_table, pool 2", "2", [ours(2, True, "0,1")], check_worker(n), "checksums + decompression", worker=True),
+        Variant("verify_table, decompress=False, pool 2", "2", [ours(2, False, "0,1")], check_worker(n), "checksums only", worker=True),
     ]
 
     why_not = repair_verify_available()
-    # The installed console script if there is one, else the same entry point through -c.
-    script = Path(python).parent / "repair"
-    entry = [str(script)] if script.is_file() else [python, "-c", "import sys; from repair.cli import run; sys.argv[0] = 'repair'; run()"]
-    repair_cmd = [*entry, "verify", str(checkpoint_root), "--json"]
-    variants.append(Variant("repair verify --workers 1", "1", [[*_taskset("0"), *repair_cmd, "--workers", "1"]], check_repair,
-                            "whole checkpoint, in-process", skipped=why_not))
+    repair_cmd = [*repair_command(python), "verify", str(checkpoint_root), "--json"]
+    problems_ok = (0, 1)  # repair verify exits 1 when it finds a problem; check_repair reports it
+    variants.append(Variant("repair verify --workers 1", "1", [[*taskset("0"), *repair_cmd, "--workers", "1"]], check_repair,
+                            "whole checkpoint, in-process", skipped=why_not, ok_codes=problems_ok))
     variants.append(Variant("repair verify --checksums-only --workers 1", "1",
-                            [[*_taskset("0"), *repair_cmd, "--checksums-only", "--workers", "1"]], check_repair,
-                            "whole checkpoint, in-process, checksums only (like sst_dump)", skipped=why_not))
+                            [[*taskset("0"), *repair_cmd, "--checksums-only", "--workers", "1"]], check_repair,
+                            "whole checkpoint, in-process, checksums only (like sst_dump)", skipped=why_not, ok_codes=problems_ok))
     variants.append(Variant("repair verify --workers 2", "2", [[*repair_cmd, "--workers", "2"]], check_repair,
-                            "whole checkpoint, process pool", skipped=why_not))
+                            "whole checkpoint, process pool", skipped=why_not, ok_codes=problems_ok))
     spark_skip = why_not or ("--skip-spark" if skip_spark else None) or (None if shutil.which("java") else "no java for Spark")
     variants.append(Variant("repair verify --master local[2]", "2", [[*repair_cmd, "--master", "local[2]"]], check_repair,
-                            "whole checkpoint, Spark (JVM start-up included)", skipped=spark_skip))
+                            "whole checkpoint, Spark (JVM start-up included)", skipped=spark_skip, ok_codes=problems_ok))
     return variants
 
 
@@ -278,18 +197,11 @@ def prepare_scratch(files: list[Path], scratch: Path) -> None:
     (scratch / "all").mkdir(parents=True)
     for i, path in enumerate(files):
         os.symlink(path, scratch / "all" / f"{i:06d}.sst")
-    for name, half in zip(("half-a", "half-b"), split_in_two(files)):
+    for name, half in zip(("half-a", "half-b"), split_in_two(files, lambda p: p.stat().st_size)):
         (scratch / name).mkdir()
         for path in half:
             os.symlink(path, scratch / name / f"{files.index(path):06d}.sst")
     (scratch / "files.txt").write_text("".join(f"{p}\n" for p in files))
-
-
-def warm_page_cache(files: list[Path]) -> None:
-    for path in files:
-        with open(path, "rb") as f:
-            while f.read(16 << 20):
-                pass
 
 
 def describe_tables(files: list[Path]) -> dict:
@@ -319,17 +231,10 @@ def describe_tables(files: list[Path]) -> dict:
 
 
 def machine() -> dict:
-    import platform
     import shutil
     import subprocess
-    model = "?"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+
+    import common
     sst_dump_version = "not installed"
     if shutil.which("sst_dump"):
         done = subprocess.run(["sst_dump", "--version"], capture_output=True, text=True)
@@ -338,10 +243,7 @@ def machine() -> dict:
     import crc32c
 
     return {
-        "cpu": model,
-        "cores": os.cpu_count(),
-        "python": platform.python_version(),
-        "system": f"{platform.system()} {platform.release()}",
+        **common.machine(),
         "sst_dump": sst_dump_version,
         "cramjam": cramjam.__version__,
         "crc32c": f"{getattr(crc32c, '__version__', '?')} (hardware: {crc32c.hardware_based})",
@@ -371,18 +273,6 @@ def table_rows(variants: list[Variant], total_bytes: int) -> list[list[str]]:
 
 
 HEADER = ["variant", "cores", "best wall s", "MB/s", "vs sst_dump", "CPU s", "in-process s", "notes"]
-
-
-def print_table(rows: list[list[str]]) -> None:
-    widths = [max(len(str(r[i])) for r in [HEADER, *rows]) for i in range(len(HEADER))]
-    for row in [HEADER, ["-" * w for w in widths], *rows]:
-        print("  ".join(str(c).ljust(w) for c, w in zip(row, widths)))
-
-
-def markdown_table(rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(HEADER) + " |", "|" + "|".join("---" for _ in HEADER) + "|"]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def summary(variants: list[Variant], total_bytes: int, data_blocks: int) -> str:
@@ -499,7 +389,7 @@ binding among our dependencies) costs more than everything else together: see th
 Machine: {mach['cpu']}, {mach['cores']} cores, {mach['system']}; Python {mach['python']}; {mach['sst_dump']}
 (Debian rocksdb-tools); cramjam {mach['cramjam']}; crc32c {mach['crc32c']}. Run {started}.
 
-{markdown_table(rows)}
+{markdown_table(HEADER, rows)}
 
 {summary_text}
 
@@ -576,36 +466,23 @@ def main(argv: list[str] | None = None) -> int:
         scratch = Path(scratch_dir)
         prepare_scratch(files, scratch)
         warm_page_cache(files)
-        compile_bytecode()
+        compile_bytecode(Path(__file__).resolve())
         variants = build_variants(files, scratch, job_root, skip_spark=args.skip_spark)
         if args.only:
             variants = [v for v in variants if args.only in v.name]
         for v in variants:
             if v.skipped:
                 print(f"skipped {v.name}: {v.skipped}")
-        load_before = os.getloadavg()[0]
-        # Round-robin over the variants, so that a burst of other load does not hit one variant only.
-        for run in range(args.runs):
-            for v in variants:
-                if v.skipped or v.error:
-                    continue
-                try:
-                    run_variant(v)
-                except Exception as exc:  # report and continue with the other variants
-                    v.error = str(exc).splitlines()[0][:300]
-                    print(f"error in {v.name}: {exc}", file=sys.stderr)
-                else:
-                    print(f"run {run + 1}: {v.name}: {v.walls[-1]:.2f} s", flush=True)
-        load_after = os.getloadavg()[0]
+        load_before, load_after = run_all(variants, args.runs)
     rows = table_rows(variants, total)
     print()
-    print_table(rows)
+    print_table(HEADER, rows)
     print()
     print(summary(variants, total, tables["data_blocks"]))
     if not args.no_doc:
         write_doc(args.doc, rows=rows, summary_text=summary(variants, total, tables["data_blocks"]), info=info, files=files, tables=tables, mach=mach, runs=args.runs,
                   load_before=load_before, load_after=load_after, started=started,
-                  spread=max((max(v.walls) / min(v.walls) for v in variants if v.walls), default=1.0))
+                  spread=spread(variants))
         print(f"\nwrote {args.doc}")
     return 0
 
