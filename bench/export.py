@@ -61,6 +61,10 @@ from common import (  # noqa: E402
 )
 
 DOC = REPO / "docs" / "benchmarks" / "export.md"
+#: The stages :func:`profile_subtask` times, each including the one before.
+STAGE_LSM = "lsm merge (iter_column_family)"
+STAGE_ROWS = "lsm merge + decoded rows (iter_incremental_handle)"
+STAGE_EXPORT = "export of the subtask (plan, decode, Parquet, publish)"
 #: Kinds of operator state in ``_export.json``; every other kind is keyed state.
 OPERATOR_STATE_KINDS = ("operator-list", "union-list", "broadcast")
 
@@ -352,7 +356,7 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
         for name, family in tables_by_column_family(tables).items():
             for _ in iter_column_family(name, family, LsmStats()):
                 entries += 1
-    stages["lsm merge (iter_column_family)"] = time.perf_counter() - started
+    stages[STAGE_LSM] = time.perf_counter() - started
     counts["entries"] = entries
 
     started = time.perf_counter()
@@ -360,7 +364,7 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
     for stream in iter_incremental_handle(snapshot, storage, handle, op.max_parallelism):
         for _ in stream.rows:
             rows += 1
-    stages["lsm merge + decoded rows (iter_incremental_handle)"] = time.perf_counter() - started
+    stages[STAGE_ROWS] = time.perf_counter() - started
     counts["rows"] = rows
 
     real_run_tasks = export_module.run_tasks
@@ -372,7 +376,7 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
     try:
         started = time.perf_counter()
         export_module.export(checkpoint, out + "-timed", workers=1)
-        stages["export of the subtask (plan, decode, Parquet, publish)"] = time.perf_counter() - started
+        stages[STAGE_EXPORT] = time.perf_counter() - started
         profiler = cProfile.Profile()
         profiler.enable()
         export_module.export(checkpoint, out + "-profiled", workers=1)
@@ -386,7 +390,7 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
         {"function": f"{Path(file).name}:{line}({name})" if line else name, "calls": calls, "tottime": tottime, "cumtime": cumtime}
         for (file, line, name), (_, calls, tottime, cumtime, _) in top
     ]
-    return {"stages": stages, "counts": counts, "profiled_seconds": total, "top": functions, "seconds": stages["lsm merge (iter_column_family)"]}
+    return {"stages": stages, "counts": counts, "profiled_seconds": total, "top": functions, "seconds": stages[STAGE_EXPORT]}
 
 
 def run_profile(checkpoint: str, instance: Instance, scratch: Path) -> dict:
@@ -516,6 +520,17 @@ def profile_text(profile: dict | None, instance: Instance | None, baseline: dict
         lines.append(f"| rocksdict iteration (best run above) | {rocksdict:.2f} | {entries / rocksdict:,.0f} | {rocksdict / entries * 1e6:.2f} |")
     for name, seconds in stages.items():
         lines.append(f"| {name} | {seconds:.2f} | {entries / seconds:,.0f} | {seconds / entries * 1e6:.2f} |")
+    if all(name in stages for name in (STAGE_LSM, STAGE_ROWS, STAGE_EXPORT)):
+        lsm, decode, total = stages[STAGE_LSM], stages[STAGE_ROWS] - stages[STAGE_LSM], stages[STAGE_EXPORT]
+        rest = total - stages[STAGE_ROWS]
+        lines += ["", f"Of the subtask's export ({total:.1f} s, {total / entries * 1e6:.1f} µs per entry), the LSM merge "
+                  f"takes {lsm:.1f} s ({lsm / total:.0%}), decoding the rows {decode:.1f} s ({decode / total:.0%}), and the rest "
+                  f"(Arrow conversion, Parquet encoding and compression, writing, planning, publishing) {rest:.1f} s "
+                  f"({rest / total:.0%})."]
+        if rocksdict:
+            lines[-1] += (f" The LSM merge alone takes {lsm / rocksdict:.1f}x the time of rocksdict's whole iteration of "
+                          f"the instance; the goal (0.5x rocksdict) leaves {2 * rocksdict / entries * 1e6:.1f} µs per "
+                          f"entry for everything.")
     lines += ["", f"Top functions by own time under cProfile (the subtask's export; {profile['profiled_seconds']:.1f} s "
               "profiled, cProfile slows calls down, so compare shares, not seconds):", "",
               "| function | calls | own s | share | cumulative s |", "|---|---|---|---|---|"]
@@ -537,7 +552,7 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
 
 ```bash
 .venv/bin/python bench/export.py --profile  # best of 3, rewrites this file
-.venv/bin/python bench/export.py --help     # options (--runs, --no-doc, --skip-spark, --checkpoint, --profile)
+.venv/bin/python bench/export.py --help     # options (--runs, --no-doc, --skip-spark, --checkpoint, --results, --render)
 .venv/bin/python bench/make_checkpoint.py   # only generate the checkpoint
 ```
 

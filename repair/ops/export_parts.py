@@ -149,7 +149,10 @@ def _batches(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
     size = 0
     for row in rows:
         batch.append(row)
-        size += len(row["value_raw"] or b"") + len(row["user_key_raw"] or b"")  # keys are small
+        # every raw column counts: keys can be as large as values (1 KB user names are not rare), and the
+        # decoded copies roughly double it
+        size += (len(row["key_raw"] or b"") + len(row["namespace_raw"] or b"") + len(row["user_key_raw"] or b"")
+                 + len(row["value_raw"] or b""))
         if len(batch) >= BATCH_ROWS or size >= BATCH_BYTES:
             yield batch
             batch, size = [], 0
