@@ -62,9 +62,10 @@ from common import (  # noqa: E402
 
 DOC = REPO / "docs" / "benchmarks" / "export.md"
 #: The stages :func:`profile_subtask` times, each including the one before.
-STAGE_LSM = "lsm merge (iter_column_family)"
-STAGE_ROWS = "lsm merge + decoded rows (iter_incremental_handle)"
-STAGE_EXPORT = "export of the subtask (plan, decode, Parquet, publish)"
+STAGE_LSM = "entries read by RocksDB (rocksdb engine: scratch directory, open, iterate in batches)"
+STAGE_ROWS = "entries + column-wise decoding (ColumnarStateDecoder, Arrow columns)"
+STAGE_EXPORT = "export of the subtask (plan, read, decode, Parquet with Snappy, publish)"
+STAGE_EXPORT_NONE = "the same with --compression none"
 #: Kinds of operator state in ``_export.json``; every other kind is keyed state.
 OPERATOR_STATE_KINDS = ("operator-list", "union-list", "broadcast")
 
@@ -101,12 +102,12 @@ def iterate_instances(dbs: list[str]) -> dict:
     return result
 
 
-def export_in_process(checkpoint: str, out: str, workers: int) -> dict:
+def export_in_process(checkpoint: str, out: str, workers: int, **options: str) -> dict:
     """``repair.ops.export.export`` timed from the call to its return (imports excluded)."""
     from repair.ops.export import export
 
     started = time.perf_counter()
-    result = export(checkpoint, out, workers=workers)
+    result = export(checkpoint, out, workers=workers, **options)
     return {"seconds": time.perf_counter() - started, "rows": result.rows}
 
 
@@ -119,7 +120,8 @@ def worker_main(argv: list[str]) -> int:
         dbs = [line for line in Path(options["--baseline"]).read_text().splitlines() if line]
         result = iterate_instances(dbs)
     elif "--export" in options:
-        result = export_in_process(options["--export"], options["--out"], int(options.get("--workers", 1)))
+        extra = {name[2:]: options[name] for name in ("--engine", "--compression") if name in options}
+        result = export_in_process(options["--export"], options["--out"], int(options.get("--workers", 1)), **extra)
     else:
         result = profile_subtask(options["--profile"], options["--operator"], int(options["--subtask"]), options["--out"])
     print(json.dumps(result))
@@ -202,7 +204,7 @@ def totals(states: dict) -> dict:
     keyed = [s for s in states.values() if s["kind"] not in OPERATOR_STATE_KINDS]
     return {
         "entries": sum(s["live"] for s in keyed),
-        "sst_entries": sum(s["sst_entries"] for s in keyed),
+        "sst_entries": sum(s["sst_entries"] or 0 for s in keyed),  # 0 unless the python engine read them
         "keyed_rows": sum(s["rows"] for s in keyed),
         "rows": sum(s["rows"] for s in states.values()),
         "list_rows": sum(s["rows"] for s in keyed if s["kind"] == "list"),
@@ -219,6 +221,8 @@ class Expectations:
         self.export: dict | None = None
         self.baseline: dict[str, dict[str, int]] | None = None  # instance directory name -> column family -> entries
         self.bytes_differ: set[str] = set()
+        #: SST entries the Python merge read (known when the python engine ran).
+        self.sst_entries: int | None = None
 
     def check_export(self, variant: str, out: Path):
         def check(stdouts: list[str]) -> str | None:
@@ -229,11 +233,15 @@ class Expectations:
             if self.export is None:
                 self.export = states
                 return None
-            strip = [{k: {f: v for f, v in s.items() if f != "bytes"} for k, s in d.items()} for d in (states, self.export)]
+            # rows and live keys must agree whatever the engine or codec (the Python merge also counts SST entries)
+            strip = [{k: {f: v for f, v in s.items() if f not in ("bytes", "sst_entries")} for k, s in d.items()}
+                     for d in (states, self.export)]
             if strip[0] != strip[1]:
                 different = sorted(k for k in set(strip[0]) | set(strip[1]) if strip[0].get(k) != strip[1].get(k))
-                return f"rows or LSM accounting differ from the first export run in {different[:5]}"
-            if any(states[k]["bytes"] != self.export[k]["bytes"] for k in states):
+                return f"rows or live keys differ from the first export run in {different[:5]}"
+            if any(s["sst_entries"] is not None for s in states.values()):
+                self.sst_entries = sum(s["sst_entries"] or 0 for s in states.values() if s["kind"] not in OPERATOR_STATE_KINDS)
+            if "compression" not in variant and any(states[k]["bytes"] != self.export[k]["bytes"] for k in states):
                 self.bytes_differ.add(variant)
             return None
 
@@ -310,7 +318,13 @@ def build_variants(checkpoint: str, instances: list[Instance], scratch: Path, ex
         ours("repair export --workers 1", "1", [*taskset("0"), *repair_cmd, "--out", "{out}", "--workers", "1"],
              "the command, start-up included"),
         ours("export() in-process, workers=1", "1", [*taskset("0"), python, "-c", entry, "--export", checkpoint, "--out", "{out}", "--workers", "1"],
-             "in-process s: the export() call", worker=True),
+             "in-process s: the export() call (defaults: rocksdb engine, Snappy)", worker=True),
+        ours("export() in-process, workers=1, compression none", "1",
+             [*taskset("0"), python, "-c", entry, "--export", checkpoint, "--out", "{out}", "--workers", "1", "--compression", "none"],
+             "in-process s: the export() call, Parquet uncompressed", worker=True),
+        ours("export() in-process, workers=1, engine python", "1",
+             [*taskset("0"), python, "-c", entry, "--export", checkpoint, "--out", "{out}", "--workers", "1", "--engine", "python"],
+             "in-process s: the export() call with the Python LSM merge (the only engine before)", worker=True),
         ours("repair export --workers 2", "2", [*repair_cmd, "--out", "{out}", "--workers", "2"], "the command, process pool of 2"),
         ours("repair export --master local[2]", "2", [*repair_cmd, "--out", "{out}", "--master", "local[2]"],
              "the command, Spark local mode (JVM start-up included)", skipped=spark_skip),
@@ -330,10 +344,10 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
 
     import repair.ops.export as export_module
     from repair import storage as st
-    from repair.formats.rocksdb_lsm import LsmStats, iter_column_family, tables_by_column_family
-    from repair.formats.sst import open_table
+    from repair.formats.flink_arrow import keyed_state_columns
+    from repair.formats.flink_keyed_columns import ColumnarMiss, ColumnarStateDecoder
     from repair.layout import discover
-    from repair.ops.state_reader import iter_incremental_handle, open_resolved
+    from repair.ops.state_reader import decode_batch_rows, iter_incremental_handle
     from repair.snapshot import load_snapshot
 
     storage = st.default_storage()
@@ -345,25 +359,25 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
     counts: dict[str, int] = {}
 
     started = time.perf_counter()
-    with ExitStack() as opened:
-        tables = []
-        for entry in handle.shared:
-            if entry.local_path.endswith(".sst"):
-                source = open_resolved(storage, snapshot.resolver.resolve(entry.handle))
-                opened.callback(getattr(source, "close", lambda: None))
-                tables.append((entry.local_path, open_table(source)))
-        entries = 0
-        for name, family in tables_by_column_family(tables).items():
-            for _ in iter_column_family(name, family, LsmStats()):
-                entries += 1
+    entries = 0
+    for stream in iter_incremental_handle(snapshot, storage, handle, op.max_parallelism, engine="rocksdb"):
+        for keys, _ in stream.entries.batches:
+            entries += len(keys)
     stages[STAGE_LSM] = time.perf_counter() - started
     counts["entries"] = entries
 
     started = time.perf_counter()
     rows = 0
-    for stream in iter_incremental_handle(snapshot, storage, handle, op.max_parallelism):
-        for _ in stream.rows:
-            rows += 1
+    for stream in iter_incremental_handle(snapshot, storage, handle, op.max_parallelism, engine="rocksdb"):
+        keyed = stream.entries
+        decoder = ColumnarStateDecoder(stream.meta, keyed.key_serializer, keyed.max_parallelism,
+                                       keyed_state_columns(stream.meta, keyed.key_serializer))
+        for keys, values in keyed.batches:
+            try:
+                decoded, _ = decoder.decode(keys, values, keyed.key_groups.start, keyed.key_groups.end)
+                rows += len(decoded["key_group"])
+            except ColumnarMiss:
+                rows += len(decode_batch_rows(stream, keys, values))
     stages[STAGE_ROWS] = time.perf_counter() - started
     counts["rows"] = rows
 
@@ -377,6 +391,9 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
         started = time.perf_counter()
         export_module.export(checkpoint, out + "-timed", workers=1)
         stages[STAGE_EXPORT] = time.perf_counter() - started
+        started = time.perf_counter()
+        export_module.export(checkpoint, out + "-uncompressed", workers=1, compression="none")
+        stages[STAGE_EXPORT_NONE] = time.perf_counter() - started
         profiler = cProfile.Profile()
         profiler.enable()
         export_module.export(checkpoint, out + "-profiled", workers=1)
@@ -402,7 +419,7 @@ def run_profile(checkpoint: str, instance: Instance, scratch: Path) -> dict:
     command = [*taskset("0"), sys.executable, "-c", entry, "--profile", checkpoint, "--operator", instance.operator_id,
                "--subtask", str(instance.subtask), "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
-    for suffix in ("-timed", "-profiled"):
+    for suffix in ("-timed", "-uncompressed", "-profiled"):
         shutil.rmtree(f"{out}{suffix}", ignore_errors=True)
     if done.returncode != 0:
         raise RuntimeError(f"profile: exit code {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
@@ -457,6 +474,13 @@ def summary(variants: list[Variant], counts: dict, expect: Expectations, results
         lines.append(f"- **Per core, same unit (RocksDB entries per second, both in-process)**: `export()` with one worker "
                      f"{entries / seconds:,.0f} entries/s ({rows / seconds:,.0f} rows/s) against rocksdict's iteration "
                      f"{ceiling:,.0f} entries/s: **{entries / seconds / ceiling:.2f}x** (goal: at least 0.5x).")
+    for name, what in (("export() in-process, workers=1, compression none", "uncompressed Parquet (`--compression none`)"),
+                       ("export() in-process, workers=1, engine python", "the Python LSM merge (`--engine python`)")):
+        other = by_name.get(name)
+        if ceiling and other is not None and other.inner[other.best_run]:
+            seconds = other.inner[other.best_run]
+            lines.append(f"- The same with {what}: {entries / seconds:,.0f} entries/s, **{entries / seconds / ceiling:.2f}x** "
+                         "rocksdict per core.")
     cli, base = by_name.get("repair export --workers 1"), by_name.get("rocksdict iterate")
     if cli is not None and base is not None:
         lines.append(f"- Whole processes (start-up, open and everything included): `repair export --workers 1` "
@@ -484,7 +508,7 @@ def summary(variants: list[Variant], counts: dict, expect: Expectations, results
 def correctness_text(variants: list[Variant], expect: Expectations, counts: dict) -> str:
     ran = [v for v in variants if v.walls]
     lines = [f"- Every run exited with 0 and was checked: {sum(len(v.walls) for v in ran)} runs of {len(ran)} variants; "
-             "every export run wrote the same rows, per state and subtask, and the same LSM accounting as the first."]
+             "every export run wrote the same rows, per state and subtask, and the same live keys as the first (whatever the engine and codec)."]
     mismatches = expect.entries_agree()
     if mismatches is None:
         lines.append("- rocksdict's entries were not compared with the export's (one of them did not run).")
@@ -492,8 +516,9 @@ def correctness_text(variants: list[Variant], expect: Expectations, counts: dict
         lines.append("- **rocksdict's entries differ from the export's live keys**: " + "; ".join(mismatches[:10]))
     else:
         lines.append(f"- rocksdict's entries equal the export's live keys (`lsm.live`) in every state: "
-                     f"{counts['entries']:,} RocksDB entries (of {counts['sst_entries']:,} SST entries the LSM merge read, "
-                     "older versions and tombstones included).")
+                     f"{counts['entries']:,} RocksDB entries" + (
+                         f" (of {counts['sst_entries']:,} SST entries the Python LSM merge read, older versions and "
+                         "tombstones included)." if counts["sst_entries"] else "."))
     if expect.bytes_differ:
         lines.append(f"- The Parquet bytes per state differ from the first export run in: {', '.join(sorted(expect.bytes_differ))}.")
     elif expect.export is not None:
@@ -520,17 +545,19 @@ def profile_text(profile: dict | None, instance: Instance | None, baseline: dict
         lines.append(f"| rocksdict iteration (best run above) | {rocksdict:.2f} | {entries / rocksdict:,.0f} | {rocksdict / entries * 1e6:.2f} |")
     for name, seconds in stages.items():
         lines.append(f"| {name} | {seconds:.2f} | {entries / seconds:,.0f} | {seconds / entries * 1e6:.2f} |")
-    if all(name in stages for name in (STAGE_LSM, STAGE_ROWS, STAGE_EXPORT)):
-        lsm, decode, total = stages[STAGE_LSM], stages[STAGE_ROWS] - stages[STAGE_LSM], stages[STAGE_EXPORT]
-        rest = total - stages[STAGE_ROWS]
-        lines += ["", f"Of the subtask's export ({total:.1f} s, {total / entries * 1e6:.1f} µs per entry), the LSM merge "
-                  f"takes {lsm:.1f} s ({lsm / total:.0%}), decoding the rows {decode:.1f} s ({decode / total:.0%}), and the rest "
-                  f"(Arrow conversion, Parquet encoding and compression, writing, planning, publishing) {rest:.1f} s "
-                  f"({rest / total:.0%})."]
+    if all(name in stages for name in (STAGE_LSM, STAGE_ROWS, STAGE_EXPORT, STAGE_EXPORT_NONE)):
+        read, decode, total = stages[STAGE_LSM], stages[STAGE_ROWS] - stages[STAGE_LSM], stages[STAGE_EXPORT]
+        rest, codec = total - stages[STAGE_ROWS], total - stages[STAGE_EXPORT_NONE]
+        lines += ["", f"Of the subtask's export ({total:.1f} s, {total / entries * 1e6:.1f} µs per entry), reading the "
+                  f"entries takes {read:.1f} s ({read / total:.0%}), decoding them column-wise {decode:.1f} s "
+                  f"({decode / total:.0%}), and the rest (Parquet encoding and Snappy compression, writing, planning, "
+                  f"publishing) {rest:.1f} s ({rest / total:.0%}), of which Snappy alone about {codec:.1f} s "
+                  f"({codec / entries * 1e6:.1f} µs per entry; the export without compression took "
+                  f"{stages[STAGE_EXPORT_NONE]:.1f} s)."]
         if rocksdict:
-            lines[-1] += (f" The LSM merge alone takes {lsm / rocksdict:.1f}x the time of rocksdict's whole iteration of "
-                          f"the instance; the goal (0.5x rocksdict) leaves {2 * rocksdict / entries * 1e6:.1f} µs per "
-                          f"entry for everything.")
+            lines[-1] += (f" Reading through the rocksdb engine takes {read / rocksdict:.2f}x the time of rocksdict's bare "
+                          f"iteration of the instance; the goal (0.5x rocksdict) leaves {2 * rocksdict / entries * 1e6:.1f} "
+                          f"µs per entry for everything.")
     lines += ["", f"Top functions by own time under cProfile (the subtask's export; {profile['profiled_seconds']:.1f} s "
               "profiled, cProfile slows calls down, so compare shares, not seconds):", "",
               "| function | calls | own s | share | cumulative s |", "|---|---|---|---|---|"]
@@ -560,7 +587,7 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
 
 - **Input**: {checkpoint_desc} Its {len(instances)} keyed RocksDB instances (one per keyed subtask;
   {counts['sst_files']} SSTs, {counts['sst_bytes'] / 1e9:.2f} GB) hold {counts['entries']:,} RocksDB entries
-  ({counts['sst_entries']:,} SST entries before the LSM merge) and give {counts['keyed_rows']:,} rows; list state
+  ({f"{counts['sst_entries']:,}" if counts['sst_entries'] else "?"} SST entries before the LSM merge) and give {counts['keyed_rows']:,} rows; list state
   turns {counts['list_entries']:,} entries into {counts['list_rows']:,} rows (one per element{one_each}); map state has
   {counts['map_rows']:,} rows, one per RocksDB entry. Operator state adds {counts['rows'] - counts['keyed_rows']:,} rows.
 - **The ceiling: rocksdict** ({rocksdict_version}, RocksDB's C++ iterator behind a Python binding). Every
@@ -689,7 +716,8 @@ def measure(args) -> dict:
         "instances": [{**dataclasses.asdict(i), "directory": i.directory.name, "sources": []} for i in instances],
         "variants": [{f.name: getattr(v, f.name) for f in dataclasses.fields(v) if f.name != "check"} for v in variants],
         "worker_results": results, "profile": profile, "profiled": None if largest is None else largest.directory.name,
-        "expect": {"export": expect.export, "baseline": expect.baseline, "bytes_differ": sorted(expect.bytes_differ)},
+        "expect": {"export": expect.export, "baseline": expect.baseline, "bytes_differ": sorted(expect.bytes_differ),
+                   "sst_entries": expect.sst_entries},
     }
 
 
@@ -701,9 +729,11 @@ def report(measured: dict, doc: Path | None) -> int:
     expect = Expectations()
     expect.export, expect.baseline = measured["expect"]["export"], measured["expect"]["baseline"]
     expect.bytes_differ = set(measured["expect"]["bytes_differ"])
+    expect.sst_entries = measured["expect"].get("sst_entries")
     results = measured["worker_results"]
 
     counts = totals(expect.export or {})
+    counts["sst_entries"] = expect.sst_entries
     counts.update(sst_files=sum(i.sst_files for i in instances), sst_bytes=sum(i.sst_bytes for i in instances))
     if not counts["entries"] and expect.baseline:  # no export ran: rocksdict's count
         counts["entries"] = sum(sum(f.values()) for f in expect.baseline.values())

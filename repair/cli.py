@@ -202,12 +202,15 @@ def export(
     state: Optional[List[str]] = typer.Option(None, "--state", help="Export only the state with this name. Repeatable."),
     master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
+    engine: str = typer.Option("auto", "--engine", help="Who resolves RocksDB's LSM trees: rocksdb (RocksDB itself via rocksdict, on a scratch copy; fast), python (this toolkit's merge; reads without MANIFEST or OPTIONS), auto (rocksdb where RocksDB can open the instance as _metadata describes it, else python)."),
+    compression: str = typer.Option("snappy", "--compression", help="Parquet codec: snappy, zstd (smaller, slower), lz4 or none (fastest, largest)."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
 ) -> None:
     """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
     from repair.ops.export import export as run_export
     from repair.render import render_export
-    result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers)
+    result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
+                        engine=engine, compression=compression)
     _show(result, json_output, render_export)
 
 

@@ -48,15 +48,16 @@ from repair.formats.flink_arrow import StateColumns, merge_state_columns
 from repair.formats.rocksdb_lsm import LsmStats
 from repair.keygroups import operator_id_for_uid
 from repair.layout import SnapshotRef, discover
-from repair.ops.export_parts import COLUMNS, PartStats, check_kind, write_state_part
+from repair.ops.export_parts import COLUMNS, COMPRESSION, COMPRESSIONS, PartStats, check_kind, write_state_part
 from repair.ops.export_sources import SLOTS, SOURCES, not_exported, source_for
 from repair.ops.runner import default_workers, run_tasks
+from repair.ops.state_reader import ENGINES
 from repair.snapshot import LoadedSnapshot, load_snapshot
 
 __all__ = ["COLUMNS", "COMMIT_FILE", "export", "export_subtask", "partition_value"]
 
 COMMIT_FILE = "_export.json"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -80,8 +81,11 @@ class ExportedState:
     outside_key_groups: int = 0
     #: How the RocksDB entries of the state were accounted for, over all subtasks (None when the state
     #: was not read from RocksDB: full snapshots, operator state).
-    lsm: LsmStats | None = None
+    lsm: dict[str, int | None] | None = None
     bytes: int = 0
+    #: RocksDB entry batches decoded column-wise and row by row (the fast and the exact path).
+    columnar_batches: int = 0
+    row_batches: int = 0
 
     @property
     def rows(self) -> int:
@@ -95,9 +99,10 @@ class ExportedState:
             self.not_representable[name] = self.not_representable.get(name, 0) + count
         self.outside_key_groups += part.outside_key_groups
         if part.lsm is not None:
-            self.lsm = self.lsm or LsmStats()
-            self.lsm.add(LsmStats(**part.lsm))
+            self.lsm = _add_counts(self.lsm, part.lsm)
         self.bytes += part.bytes
+        self.columnar_batches += part.columnar_batches
+        self.row_batches += part.row_batches
 
     def to_json(self) -> dict:
         return {
@@ -106,8 +111,17 @@ class ExportedState:
             "ttl": self.columns.ttl, "columns": self.columns.to_json(),
             "rows_with_errors": self.rows_with_errors, "raw_fallback": self.raw_fallback,
             "not_representable": dict(sorted(self.not_representable.items())),
-            "outside_key_groups": self.outside_key_groups, "lsm": self.lsm.to_json() if self.lsm else None, "bytes": self.bytes,
+            "outside_key_groups": self.outside_key_groups, "lsm": self.lsm, "bytes": self.bytes,
+            "batches": {"columnar": self.columnar_batches, "rows": self.row_batches},
         }
+
+
+def _add_counts(total: dict[str, int | None] | None, part: dict[str, int | None]) -> dict[str, int | None]:
+    """Counts summed key by key; a count one side does not know (None) is unknown in the sum."""
+    if total is None:
+        return dict(part)
+    return {name: None if total.get(name) is None or part.get(name) is None else total[name] + part[name]
+            for name in LsmStats.__dataclass_fields__}
 
 
 @dataclass
@@ -119,11 +133,14 @@ class ExportedOperator:
     partition: str
     subtasks: list[int] = field(default_factory=list)
     states: list[ExportedState] = field(default_factory=list)
+    #: Per subtask with RocksDB state: the engine that resolved its LSM tree, and why not rocksdb.
+    engines: dict[int, dict[str, str | None]] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         return {
             "operator": self.label, "operator_id": self.operator_id, "uid": self.uid, "name": self.name,
             "path": self.partition, "subtasks": self.subtasks, "states": [s.to_json() for s in self.states],
+            "engines": {str(k): v for k, v in sorted(self.engines.items())},
         }
 
 
@@ -199,6 +216,8 @@ class ExportTask:
     #: Where the task writes its parts (the output's staging directory).
     staging: str
     states: tuple[StatePlan, ...]
+    engine: str = "auto"
+    compression: str = COMPRESSION
 
 
 @dataclass
@@ -208,6 +227,8 @@ class SubtaskExport:
     operator_id: str
     subtask: int
     parts: dict[str, PartStats]
+    #: ``{"engine": ..., "reason": ...}`` of the LSM engine (None: no RocksDB state read).
+    engine: dict[str, str | None] | None = None
 
 
 def export_subtask(task: ExportTask) -> SubtaskExport:
@@ -221,14 +242,19 @@ def export_subtask(task: ExportTask) -> SubtaskExport:
         raise FormatError(f"{source.name} subtask", 0, f"{task.operator_id}[{task.subtask}]", "absent after re-loading")
     plans = {plan.name: plan for plan in task.states}
     parts: dict[str, PartStats] = {}
-    for stream in source.streams(snapshot, task.storage, op, sub, set(plans)):
+    engine = None
+    for stream in source.streams(snapshot, task.storage, op, sub, set(plans), engine=task.engine):
         plan = plans[stream.name]
         check_kind(stream, plan.kind)
-        parts[plan.name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, stream)
+        if stream.engine is not None:
+            engine = {"engine": stream.engine, "reason": stream.engine_reason}
+        parts[plan.name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, stream,
+                                            compression=task.compression)
     for name, plan in plans.items():  # states this subtask holds no entry of: an empty part
         if name not in parts:
-            parts[name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, None)
-    return SubtaskExport(task.operator_id, task.subtask, parts)
+            parts[name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, None,
+                                           compression=task.compression)
+    return SubtaskExport(task.operator_id, task.subtask, parts, engine)
 
 
 # -- the operation -------------------------------------------------------------------------------
@@ -248,12 +274,20 @@ def export(
     master: str | None = None,
     workers: int | None = None,
     storage: st.Storage | None = None,
+    engine: str = "auto",
+    compression: str = COMPRESSION,
 ) -> ExportResult:
     """Export the keyed state of ``checkpoint`` (for a job root: its newest checkpoint) to ``out``.
 
     ``operators`` (uids, operator ids or names) and ``states`` (state names) filter; a filter value that
     matches nothing is a :class:`UsageError` and nothing is written. ``out`` must not exist (or be empty).
+    ``engine`` resolves RocksDB's LSM trees (:data:`~repair.ops.state_reader.ENGINES`); ``compression``
+    is the Parquet codec (:data:`~repair.ops.export_parts.COMPRESSIONS`).
     """
+    if engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if compression not in COMPRESSIONS:
+        raise UsageError(f"--compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     storage = storage or st.default_storage()
     operators = list(operators or []) or None
     states = list(states or []) or None
@@ -278,7 +312,8 @@ def export(
     with storage.publish_dir(out, commit_file=COMMIT_FILE) as publisher:
         staging = publisher.share()
         tasks = [
-            ExportTask(ref, layout.root, op.operator_id, subtask, storage, source, staging, plans[(op.operator_id, source)])
+            ExportTask(ref, layout.root, op.operator_id, subtask, storage, source, staging, plans[(op.operator_id, source)],
+                       engine, compression)
             for op, subtask, source in planner.subtasks if plans[(op.operator_id, source)]
         ]
         outputs = run_tasks(export_subtask, tasks, workers=workers, master=master)
@@ -287,7 +322,10 @@ def export(
             for plan in sorted((p for (op_id, _), ps in plans.items() if op_id == op.operator_id for p in ps), key=lambda p: p.name):
                 entries[(op.operator_id, plan.name)] = entry = ExportedState(plan.name, plan.kind, plan.path, plan.columns)
                 op.states.append(entry)
+        by_id = {op.operator_id: op for op in planner.operators}
         for output in outputs:
+            if output.engine is not None:
+                by_id[output.operator_id].engines[output.subtask] = output.engine
             publisher.adopt(part.file for part in output.parts.values())
             for name, part in output.parts.items():
                 entries[(output.operator_id, name)].add(output.subtask, part)

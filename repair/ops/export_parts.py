@@ -24,7 +24,8 @@ import pyarrow.parquet as pq
 from repair import storage as st
 from repair.errors import FormatError
 from repair.formats.flink_arrow import DECODED_COLUMNS, StateColumns, column_converter, to_arrow
-from repair.ops.state_reader import StateStream
+from repair.formats.flink_keyed_columns import ColumnarMiss, ColumnarStateDecoder
+from repair.ops.state_reader import StateStream, decode_batch_rows
 
 #: The columns of every part, in this order.
 COLUMNS = (
@@ -41,7 +42,12 @@ _FIXED = [name for name in COLUMNS if name in FIXED_TYPES and name != "error"]
 BATCH_ROWS = 65536
 #: Raw bytes per record batch, so that large values keep the batch small.
 BATCH_BYTES = 64 << 20
-COMPRESSION = "zstd"
+#: Parquet compression codecs ``--compression`` offers, and the default: Snappy, Spark's default, is
+#: about twice as fast as zstd here and makes files about a quarter larger (docs/benchmarks/export.md).
+COMPRESSIONS = ("snappy", "zstd", "lz4", "none")
+COMPRESSION = "snappy"
+#: Columns worth a Parquet dictionary (repeating values); raw bytes and keys are mostly unique.
+DICTIONARY_COLUMNS = ["key_group", "namespace", "user_key", "value", "list_index", "error"]
 #: One getter per column of the row dicts (a column of a batch is ``list(map(getter, rows))``).
 _GET = {name: operator.itemgetter(name) for name in COLUMNS}
 _ERROR = _GET["error"]
@@ -74,9 +80,13 @@ class PartStats:
     #: Decoded values the column's Arrow type cannot hold exactly, per column (written as null).
     not_representable: dict[str, int] = field(default_factory=dict)
     outside_key_groups: int = 0
-    #: How the state's RocksDB entries were accounted for (None for sources that are no LSM tree).
-    lsm: dict[str, int] | None = None
+    #: How the state's RocksDB entries were accounted for (None for sources that are no LSM tree;
+    #: counts the engine does not tell are None).
+    lsm: dict[str, int | None] | None = None
     bytes: int = 0
+    #: Batches of RocksDB entries decoded column-wise / row by row (see :mod:`repair.formats.flink_keyed_columns`).
+    columnar_batches: int = 0
+    row_batches: int = 0
 
 
 class _ChunkSink(io.RawIOBase):
@@ -140,6 +150,12 @@ class _BatchWriter:
         self.stats.rows += len(rows)
         return pa.record_batch([arrays[name] for name in COLUMNS], schema=self.schema)
 
+    def columnar_batch(self, columns: dict[str, pa.Array]) -> pa.RecordBatch:
+        """A record batch of columns decoded column-wise (no errors: those batches go row by row)."""
+        batch = pa.record_batch([columns[name] for name in COLUMNS], schema=self.schema)
+        self.stats.rows += batch.num_rows
+        return batch
+
     def finish(self) -> None:
         self.stats.raw_fallback = sorted(self._fallback)
 
@@ -160,27 +176,55 @@ def _batches(rows: Iterable[dict[str, Any]]) -> Iterator[list[dict[str, Any]]]:
         yield batch
 
 
-def _parquet_chunks(writer: _BatchWriter, rows: Iterable[dict[str, Any]]) -> Iterator[bytes]:
+def _record_batches(writer: _BatchWriter, stream: StateStream | None, columns: StateColumns) -> Iterator[pa.RecordBatch]:
+    if stream is None:
+        return
+    if stream.entries is None:
+        for rows in _batches(stream.rows):
+            yield writer.record_batch(rows)
+        return
+    entries = stream.entries
+    try:
+        columnar: ColumnarStateDecoder | None = ColumnarStateDecoder(stream.meta, entries.key_serializer, entries.max_parallelism, columns)
+    except ColumnarMiss:
+        columnar = None
+    for keys, values in entries.batches:
+        if columnar is not None:
+            try:
+                decoded, outside = columnar.decode(keys, values, entries.key_groups.start, entries.key_groups.end)
+            except ColumnarMiss:
+                pass
+            else:
+                stream.outside_key_groups += outside
+                writer.stats.columnar_batches += 1
+                yield writer.columnar_batch(decoded)
+                continue
+        writer.stats.row_batches += 1
+        for rows in _batches(decode_batch_rows(stream, keys, values)):
+            yield writer.record_batch(rows)
+
+
+def _parquet_chunks(writer: _BatchWriter, batches: Iterable[pa.RecordBatch], compression: str) -> Iterator[bytes]:
     sink = _ChunkSink()
-    with pq.ParquetWriter(sink, writer.schema, compression=COMPRESSION) as parquet:
-        for batch in _batches(rows):
-            parquet.write_batch(writer.record_batch(batch))
+    with pq.ParquetWriter(sink, writer.schema, compression=compression, use_dictionary=DICTIONARY_COLUMNS) as parquet:
+        for batch in batches:
+            parquet.write_batch(batch)
             yield from sink.drain()
     yield from sink.drain()
     writer.finish()
 
 
 def write_state_part(storage: st.Storage, staging_uri: str, file: str, columns: StateColumns,
-                     stream: StateStream | None) -> PartStats:
+                     stream: StateStream | None, *, compression: str = COMPRESSION) -> PartStats:
     """Write ``stream``'s rows (None: no rows) as ``staging_uri/file``; replaces a file a failed
     attempt of the same task left there."""
     stats = PartStats(file)
     writer = _BatchWriter(columns, stats)
-    rows: Iterable[dict[str, Any]] = stream.rows if stream is not None else ()
-    stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), _parquet_chunks(writer, rows), overwrite=True)
+    chunks = _parquet_chunks(writer, _record_batches(writer, stream, columns), compression)
+    stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), chunks, overwrite=True)
     if stream is not None:
         stats.outside_key_groups = stream.outside_key_groups
-        stats.lsm = stream.stats.to_json() if stream.stats is not None else None
+        stats.lsm = stream.lsm_json()
     return stats
 
 

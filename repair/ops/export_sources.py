@@ -41,7 +41,7 @@ class StateSource:
     handle_type: type
     #: ``(snapshot, storage, op, handle) -> [(StateMetaInfo, StateColumns)]``
     _plan: Callable[..., list[tuple[StateMetaInfo, StateColumns]]]
-    #: ``(snapshot, storage, op, handle, states) -> Iterator[StateStream]``
+    #: ``(snapshot, storage, op, handle, states, engine) -> Iterator[StateStream]``
     _streams: Callable[..., Iterator[StateStream]]
 
     def applies(self, handle: object) -> bool:
@@ -53,9 +53,10 @@ class StateSource:
         return self._plan(snapshot, storage, op, getattr(sub, self.slot))
 
     def streams(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState,
-                states: Collection[str]) -> Iterator[StateStream]:
-        """The rows of the states named ``states``, one stream after the other."""
-        return self._streams(snapshot, storage, op, getattr(sub, self.slot), states)
+                states: Collection[str], *, engine: str = "auto") -> Iterator[StateStream]:
+        """The rows of the states named ``states``, one stream after the other; ``engine`` resolves
+        LSM trees (:data:`~repair.ops.state_reader.ENGINES`; sources without one ignore it)."""
+        return self._streams(snapshot, storage, op, getattr(sub, self.slot), states, engine)
 
 
 def _keyed_plan(read_meta: Callable[..., KeyedBackendMeta]) -> Callable[..., list[tuple[StateMetaInfo, StateColumns]]]:
@@ -77,17 +78,18 @@ SOURCES: dict[str, StateSource] = {
         # keyed state of incremental RocksDB handles (checkpoints and native savepoints)
         StateSource(
             "incremental-keyed", "managed_keyed_state", IncrementalKeyedHandle, _keyed_plan(read_handle_meta),
-            lambda snapshot, storage, op, handle, states: iter_incremental_handle(snapshot, storage, handle, op.max_parallelism, states=states),
+            lambda snapshot, storage, op, handle, states, engine: iter_incremental_handle(
+                snapshot, storage, handle, op.max_parallelism, states=states, engine=engine),
         ),
         # keyed state of full snapshots: canonical savepoints (and full checkpoints), key-group streams
         StateSource(
             "full-snapshot-keyed", "managed_keyed_state", KeyGroupsHandle, _keyed_plan(read_key_groups_meta),
-            lambda snapshot, storage, op, handle, states: iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism, states=states),
+            lambda snapshot, storage, op, handle, states, engine: iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism, states=states),
         ),
         # managed operator state: list, union list and broadcast states
         StateSource(
             "operator", "managed_operator_state", OperatorStateHandle, _operator_plan,
-            lambda snapshot, storage, op, handle, states: iter_operator_handle(snapshot, storage, handle, states=states),
+            lambda snapshot, storage, op, handle, states, engine: iter_operator_handle(snapshot, storage, handle, states=states),
         ),
     )
 }

@@ -23,7 +23,7 @@ import os
 import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Any, Collection, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, BinaryIO, Collection, Iterable, Iterator
 
 from repair import storage as st
 from repair.errors import FormatError, RepairError, StorageError
@@ -35,6 +35,24 @@ from repair.formats.rocksdb_lsm import LsmStats, iter_column_family, tables_by_c
 from repair.formats.sst import Table, open_table
 from repair.layout import ResolvedFile
 from repair.snapshot import LoadedSnapshot, read_resolved
+
+if TYPE_CHECKING:
+    from repair.ops.rocksdb_instance import RocksDbInstance
+
+
+@dataclass
+class KeyedEntries:
+    """The live RocksDB entries of one keyed state, in key order and in batches, with what decodes them.
+
+    Export decodes the batches column-wise where it can (:mod:`repair.formats.flink_keyed_columns`)
+    and row by row with :attr:`decoder` otherwise; entries outside :attr:`key_groups` are dropped there
+    (and counted in :attr:`StateStream.outside_key_groups`)."""
+
+    batches: Iterator[tuple[list[bytes], list[bytes]]]
+    decoder: KeyedStateDecoder
+    key_serializer: Any
+    max_parallelism: int
+    key_groups: KeyGroupRange
 
 
 @dataclass
@@ -55,6 +73,22 @@ class StateStream:
     rows: Iterator[dict[str, Any]]
     stats: LsmStats | None = None
     outside_key_groups: int = 0
+    #: Keyed RocksDB state: the same entries undecoded (consume either these or :attr:`rows`, not both).
+    entries: KeyedEntries | None = None
+    #: Which engine resolved the LSM tree (:data:`ENGINES`; None for sources that are no LSM tree) and,
+    #: when ``auto`` fell back to the Python merge, why.
+    engine: str | None = None
+    engine_reason: str | None = None
+    #: Live entries read (the rocksdb engine knows only these; the python engine's are in :attr:`stats`).
+    live: int = 0
+
+    def lsm_json(self) -> dict[str, int | None] | None:
+        """How the state's RocksDB entries were accounted for (counts RocksDB does not tell are None)."""
+        if self.stats is not None:
+            return self.stats.to_json()
+        if self.engine is None:
+            return None
+        return {**dict.fromkeys(LsmStats.__dataclass_fields__), "live": self.live}
 
 
 @dataclass
@@ -77,6 +111,15 @@ def _open_tables(sources: Iterable[tuple[str, RandomAccess]]) -> list[tuple[str,
     return tables
 
 
+#: Live entries per batch handed to the decoders, and about how many bytes of keys and values.
+BATCH_ENTRIES = 65536
+BATCH_BYTES = 8 << 20
+#: How the LSM tree of an incremental handle is resolved: ``rocksdb`` (RocksDB itself, through rocksdict,
+#: on a scratch copy), ``python`` (this toolkit's merge, :mod:`repair.formats.rocksdb_lsm`), or ``auto``
+#: (rocksdb where RocksDB can open the instance as the checkpoint describes it, else python).
+ENGINES = ("auto", "rocksdb", "python")
+
+
 def iter_keyed_instance(
     sources: Iterable[tuple[str, RandomAccess]],
     meta: KeyedBackendMeta,
@@ -84,42 +127,110 @@ def iter_keyed_instance(
     max_parallelism: int,
     *,
     states: Collection[str] | None = None,
+    engine_reason: str | None = None,
 ) -> Iterator[StateStream]:
     """One :class:`StateStream` per column family of the instance held by ``sources`` (``(name,
-    source)`` of every SST), in column-family name order; ``states`` limits it to those names.
+    source)`` of every SST), in column-family name order, resolved by the Python merge; ``states``
+    limits it to those names.
 
     Consume each stream's rows before asking for the next stream. A column family that is no state of
     the meta data raises when it holds live keys, whatever ``states`` says.
     """
-    if not meta.complete:
-        raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems) or "fewer states")
+    _check_meta(meta)
     for name, tables in tables_by_column_family(_open_tables(sources)).items():
         state = meta.state(name)
         stats = LsmStats()
         if state is None:  # read even when not asked for: live keys of no state must not vanish silently
-            live = sum(1 for _ in iter_column_family(name, tables, stats))
-            if live:
-                raise FormatError("column family", 0, "a state of the meta data", f"{name!r} with {live} live keys")
+            _no_live_keys(name, sum(1 for _ in iter_column_family(name, tables, stats)))
             continue
         if states is not None and name not in states:
             continue
-        stream = StateStream(name, state.kind, state, iter(()), stats)
-        stream.rows = _state_rows(stream, KeyedStateDecoder(state, meta.key_serializer, max_parallelism),
-                                  iter_column_family(name, tables, stats), key_groups)
+        stream = StateStream(name, state.kind, state, iter(()), stats, engine="python", engine_reason=engine_reason)
+        _attach(stream, _batched(iter_column_family(name, tables, stats)), meta, key_groups, max_parallelism)
         yield stream
 
 
-def _state_rows(stream: StateStream, decoder: KeyedStateDecoder, items: Iterator[tuple[bytes, bytes]],
-                key_groups: KeyGroupRange) -> Iterator[dict[str, Any]]:
-    first, last = key_groups.start, key_groups.end
-    key_group = decoder.key_group
-    rows = decoder.rows
+def iter_rocksdb_instance(
+    instance: RocksDbInstance,
+    meta: KeyedBackendMeta,
+    key_groups: KeyGroupRange,
+    max_parallelism: int,
+    *,
+    states: Collection[str] | None = None,
+) -> Iterator[StateStream]:
+    """Like :func:`iter_keyed_instance`, with RocksDB resolving the LSM tree of an opened instance."""
+    _check_meta(meta)
+    for name in instance.column_families:
+        state = meta.state(name)
+        if state is None:
+            _no_live_keys(name, sum(len(keys) for keys, _ in instance.entry_batches(name, max_rows=BATCH_ENTRIES, max_bytes=BATCH_BYTES)))
+            continue
+        if states is not None and name not in states:
+            continue
+        stream = StateStream(name, state.kind, state, iter(()), None, engine="rocksdb")
+        _attach(stream, instance.entry_batches(name, max_rows=BATCH_ENTRIES, max_bytes=BATCH_BYTES), meta, key_groups, max_parallelism)
+        yield stream
+
+
+def _check_meta(meta: KeyedBackendMeta) -> None:
+    if not meta.complete:
+        raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems) or "fewer states")
+
+
+def _no_live_keys(name: str, live: int) -> None:
+    if live:
+        raise FormatError("column family", 0, "a state of the meta data", f"{name!r} with {live} live keys")
+
+
+def _batched(items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    keys: list[bytes] = []
+    values: list[bytes] = []
+    size = 0
     for key, value in items:
+        keys.append(key)
+        values.append(value)
+        size += len(key) + len(value)
+        if len(keys) >= BATCH_ENTRIES or size >= BATCH_BYTES:
+            yield keys, values
+            keys, values, size = [], [], 0
+    if keys:
+        yield keys, values
+
+
+def _attach(stream: StateStream, batches: Iterator[tuple[list[bytes], list[bytes]]], meta: KeyedBackendMeta,
+            key_groups: KeyGroupRange, max_parallelism: int) -> None:
+    """Give ``stream`` its entries (counted in ``live``) and the rows decoded from them."""
+
+    def counted() -> Iterator[tuple[list[bytes], list[bytes]]]:
+        for keys, values in batches:
+            stream.live += len(keys)
+            yield keys, values
+
+    decoder = KeyedStateDecoder(stream.meta, meta.key_serializer, max_parallelism)
+    stream.entries = KeyedEntries(counted(), decoder, meta.key_serializer, max_parallelism, key_groups)
+    stream.rows = _state_rows(stream, stream.entries)
+
+
+def _state_rows(stream: StateStream, entries: KeyedEntries) -> Iterator[dict[str, Any]]:
+    for keys, values in entries.batches:
+        yield from decode_batch_rows(stream, keys, values)
+
+
+def decode_batch_rows(stream: StateStream, keys: list[bytes], values: list[bytes]) -> list[dict[str, Any]]:
+    """The rows of one batch of ``stream``'s entries, decoded row by row (the exact path); entries
+    outside the handle's key groups are dropped and counted."""
+    entries = stream.entries
+    first, last = entries.key_groups.start, entries.key_groups.end
+    key_group = entries.decoder.key_group
+    decode = entries.decoder.rows
+    rows: list[dict[str, Any]] = []
+    for key, value in zip(keys, values):
         group = key_group(key)
         if not first <= group <= last:
             stream.outside_key_groups += 1
             continue
-        yield from rows(key, value, group)
+        rows.extend(decode(key, value, group))
+    return rows
 
 
 def read_keyed_instance(
@@ -184,14 +295,24 @@ def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -
     """A local copy (in directory ``scratch``) of a remote handle's bytes, copied in chunks: SSTs are
     read one small block at a time, which would be one request per block on an object store."""
     handle, path = tempfile.mkstemp(suffix=".sst", dir=scratch)
-    with os.fdopen(handle, "wb") as out, storage.open_input(resolved.uri) as file:
+    with os.fdopen(handle, "wb") as out:
+        write_resolved(storage, resolved, out)
+    return storage.open_input(path)
+
+
+def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -> None:
+    """Write a resolved handle's bytes (inline, a whole file or a file-merging segment) to ``out``, in
+    chunks of :data:`SCRATCH_CHUNK`; a file holding fewer bytes than ``_metadata`` records raises."""
+    if resolved.inline is not None:
+        out.write(resolved.inline)
+        return
+    with storage.open_input(resolved.uri) as file:
         for offset in range(resolved.start, resolved.start + resolved.size, SCRATCH_CHUNK):
             wanted = min(SCRATCH_CHUNK, resolved.start + resolved.size - offset)
             data = file.read(offset, wanted)
             if len(data) != wanted:
                 raise StorageError(f"expected {wanted} bytes at offset {offset}, found {len(data)}", source=resolved.uri)
             out.write(data)
-    return storage.open_input(path)
 
 
 def read_handle_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle) -> KeyedBackendMeta:
@@ -212,12 +333,28 @@ def iter_incremental_handle(
     max_parallelism: int,
     *,
     states: Collection[str] | None = None,
+    engine: str = "python",
 ) -> Iterator[StateStream]:
-    """The state streams of one subtask's incremental RocksDB handle of ``snapshot`` (files stay open
-    until the iteration ends or the generator is closed; files on remote stores are read from a local
-    scratch copy, deleted then)."""
+    """The state streams of one subtask's incremental RocksDB handle of ``snapshot``, the LSM tree
+    resolved by ``engine`` (:data:`ENGINES`). Files stay open until the iteration ends or the generator
+    is closed; files on remote stores are read from a local scratch copy, deleted then."""
+    if engine not in ENGINES:
+        raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     meta = read_handle_meta(snapshot, storage, handle)
     with ExitStack() as opened:
+        reason = None
+        if engine != "python":
+            from repair.ops.rocksdb_instance import InstanceUnavailable, open_rocksdb_instance  # it uses this module's helpers
+
+            try:
+                instance = opened.enter_context(open_rocksdb_instance(snapshot, storage, handle))
+            except InstanceUnavailable as error:
+                if engine == "rocksdb":
+                    raise
+                reason = error.reason
+            else:
+                yield from iter_rocksdb_instance(instance, meta, handle.key_groups, max_parallelism, states=states)
+                return
         scratch = None
         sources = []
         for entry in handle.shared:
@@ -235,7 +372,7 @@ def iter_incremental_handle(
             if hasattr(source, "close"):
                 opened.callback(source.close)
             sources.append((resolved.uri or entry.local_path, source))
-        yield from iter_keyed_instance(sources, meta, handle.key_groups, max_parallelism, states=states)
+        yield from iter_keyed_instance(sources, meta, handle.key_groups, max_parallelism, states=states, engine_reason=reason)
 
 
 def read_incremental_handle(

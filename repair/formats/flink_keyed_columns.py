@@ -1,0 +1,543 @@
+"""Columnar decoding of Flink keyed state: a batch of resolved RocksDB entries of one state -> Arrow columns.
+
+:func:`decode_entry_batch` gives, for well-formed entries of Flink's common serializers, exactly the
+rows :class:`~repair.formats.flink_keyed_rows.KeyedStateDecoder` gives (same columns, same values,
+same order), but computed with pyarrow compute kernels over whole columns instead of one Python call
+per field and row: the key-group prefix, keys and namespaces, map user keys, values, TTL timestamps,
+timers and list elements. Whatever it cannot decode that way raises :class:`ColumnarMiss` and the
+caller decodes the batch row by row (the exact path, which also names bad bytes and keeps undecodable
+values as raw bytes with ``error`` set). A miss is never an error: it only costs speed.
+
+Vectorized serializers (:data:`_VECTOR`): String (ASCII text; anything else misses), Long, Int, Short,
+Byte, Boolean, Double, byte[], Void, VoidNamespace, TimeWindow, and TTL wrappers around them. Values of
+other serializers with a fast path (tuples, POJOs, lists, maps, enums, Float, Char) are decoded per row
+by that fast path when they are the last field of their bytes (a value, a map value, a map user key);
+a key or namespace of such a serializer misses.
+
+Byte layout: see :mod:`repair.formats.flink_keyed_rows`. Positions below are absolute offsets into the
+batch's data buffer (``pa.array(keys, pa.binary())``), one int64 per row.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from repair.errors import RepairError
+from repair.formats.flink_arrow import StateColumns, column_converter, to_arrow
+from repair.formats.flink_backend_meta import StateMetaInfo
+from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink_values import FAST_MISSES, TtlValue, decoder_for
+from repair.keygroups import key_group_prefix_bytes
+
+#: The output columns and the Arrow type of those not decided by serializers.
+RAW_COLUMN_TYPES = {
+    "key_group": pa.int32(), "list_index": pa.int32(), "ttl_timestamp": pa.int64(), "timestamp": pa.int64(),
+    "key_raw": pa.binary(), "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary(),
+    "error": pa.string(),
+}
+#: A list longer than this (in elements) sends its batch down the row path (one kernel round per element).
+MAX_LIST_STEPS = 64
+_LIST_DELIMITER = 0x2C
+_B = "org.apache.flink.api.common.typeutils.base."
+_VOID_NAMESPACES = (
+    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot",
+    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot",
+)
+_TIME_WINDOW = "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
+_STRING_SNAPSHOT = SerializerSnapshot(_B + "StringSerializer$StringSerializerSnapshot", 1)
+_SIGN = pa.scalar(-(1 << 63), pa.int64())
+
+
+class ColumnarMiss(Exception):
+    """This batch cannot be decoded column-wise (decode it row by row)."""
+
+
+# -- bytes of a batch ----------------------------------------------------------------------------
+
+
+class _Bytes:
+    """One binary column of the batch (keys or values): its data buffer as uint8 and each row's range."""
+
+    def __init__(self, array: pa.BinaryArray, items: list[bytes]):
+        if array.null_count or array.offset:
+            raise ColumnarMiss
+        self.array = array
+        self.items = items
+        n = len(array)
+        offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, array.buffers()[1]]).cast(pa.int64())
+        self.starts = offsets.slice(0, n)
+        self.ends = offsets.slice(1, n)
+        data = array.buffers()[2]
+        self.data = pa.Array.from_buffers(pa.uint8(), data.size if data is not None else 0, [None, data])
+        self.data_buffer = data if data is not None else pa.py_buffer(b"")
+
+
+def _all(condition: pa.Array) -> bool:
+    return len(condition) == 0 or (condition.null_count == 0 and pc.all(condition).as_py())
+
+
+def _arange(n: int) -> pa.Array:
+    if n == 0:
+        return pa.array([], pa.int64())
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+@dataclass
+class _Cursor:
+    """Rows of one binary column being read: absolute end of each row and the current position."""
+
+    src: _Bytes
+    rows: pa.Array  # row indices into the batch (int64)
+    ends: pa.Array
+    pos: pa.Array
+
+    def need(self, width: int | pa.Array) -> pa.Array:
+        """The positions after ``width`` more bytes (a miss if a row has fewer left)."""
+        after = pc.add(self.pos, width)
+        if not _all(pc.less_equal(after, self.ends)):
+            raise ColumnarMiss
+        return after
+
+    def byte(self, at: int = 0) -> pa.Array:
+        return pc.take(self.src.data, pc.add(self.pos, at) if at else self.pos)
+
+    def uint_be(self, width: int) -> pa.Array:
+        """The next ``width`` bytes of every row as a big-endian integer: an int64 holding their bit
+        pattern (eight bytes with the high bit set come out negative, as Java's long)."""
+        self.need(width)
+        value = None
+        for i in range(width):
+            byte = self.byte(i).cast(pa.int64())
+            value = byte if value is None else pc.bit_wise_or(pc.shift_left(value, 8), byte)
+        return value
+
+    def advance(self, width: int | pa.Array) -> None:
+        self.pos = pc.add(self.pos, width)
+
+    def at_end(self) -> bool:
+        return _all(pc.equal(self.pos, self.ends))
+
+    def subset(self, mask: pa.Array) -> "_Cursor":
+        return _Cursor(self.src, pc.filter(self.rows, mask), pc.filter(self.ends, mask), pc.filter(self.pos, mask))
+
+
+def _slices(src: _Bytes, starts: pa.Array, ends: pa.Array) -> pa.BinaryArray:
+    """``data[starts[i]:ends[i]]`` per row, in order (ranges inside their rows, so ordered and disjoint):
+    the ranges and the gaps between them are the elements of one binary array over the same data
+    buffer; taking every other element copies just the ranges."""
+    n = len(starts)
+    if n == 0:
+        return pa.array([], pa.binary())
+    both = pa.concat_arrays([starts, ends]).cast(pa.int32())
+    k = _arange(2 * n)
+    interleave = pc.add(pc.shift_right(k, 1), pc.multiply(pc.bit_wise_and(k, 1), n))
+    offsets = pc.take(both, interleave)
+    spans = pa.BinaryArray.from_buffers(pa.binary(), 2 * n - 1, [None, offsets.buffers()[1], src.data_buffer])
+    return pc.take(spans, pc.multiply(_arange(n), 2))
+
+
+# -- vectorized serializers ------------------------------------------------------------------------
+
+Vector = Callable[[_Cursor], pa.Array]
+
+
+def _signed(width: int, arrow: pa.DataType) -> Vector:
+    unsigned = {1: pa.uint8(), 2: pa.uint16(), 4: pa.uint32(), 8: pa.int64()}[width]
+
+    def read(c: _Cursor) -> pa.Array:
+        value = c.uint_be(width)
+        c.advance(width)
+        return value if width == 8 else value.cast(unsigned, safe=False).cast(arrow, safe=False)
+
+    return read
+
+
+def _double(c: _Cursor) -> pa.Array:
+    bits = c.uint_be(8)
+    c.advance(8)
+    return pa.Array.from_buffers(pa.float64(), len(bits), [None, bits.buffers()[1]], offset=bits.offset)
+
+
+def _boolean(c: _Cursor) -> pa.Array:
+    c.need(1)
+    byte = c.byte()
+    if not _all(pc.less_equal(byte, 1)):
+        raise ColumnarMiss
+    c.advance(1)
+    return pc.equal(byte, 1)
+
+
+def _zero_byte(c: _Cursor) -> pa.Array:
+    c.need(1)
+    if not _all(pc.equal(c.byte(), 0)):
+        raise ColumnarMiss
+    c.advance(1)
+    return pa.nulls(len(c.pos))
+
+
+def _time_window(c: _Cursor) -> pa.Array:
+    start = _signed(8, pa.int64())(c)
+    end = _signed(8, pa.int64())(c)
+    return pa.StructArray.from_arrays([start, end], names=["start", "end"])
+
+
+def _varint7(c: _Cursor) -> tuple[pa.Array, pa.Array]:
+    """``StringValue``'s length varint (at most 3 bytes here, 2 million chars): ``(value, size)`` per row."""
+    c.need(1)
+    byte = c.byte().cast(pa.int64())
+    more = pc.greater_equal(byte, 0x80)
+    value, size = byte, pa.repeat(pa.scalar(1, pa.int64()), len(byte))
+    for shift in (7, 14, 21):
+        if _all(pc.invert(more)):
+            return value, size
+        if shift == 21:
+            raise ColumnarMiss  # a longer length: the row path reads it
+        size = pc.add(size, more.cast(pa.int64()))
+        c.need(size)
+        # rows that stop here read their own last byte again (in bounds), masked out below
+        byte = pc.take(c.src.data, pc.min_element_wise(pc.add(c.pos, shift // 7), pc.subtract(c.ends, 1))).cast(pa.int64())
+        value = pc.if_else(more, pc.bit_wise_or(pc.bit_wise_and(value, (1 << shift) - 1), pc.shift_left(byte, shift)), value)
+        more = pc.and_(more, pc.greater_equal(byte, 0x80))
+    raise AssertionError("unreachable")
+
+
+def _string(c: _Cursor) -> pa.Array:
+    """``StringValue``: ASCII rows column-wise (each char one byte); rows holding other chars (varints
+    of two or three bytes, not UTF-8) by the exact reader, row by row."""
+    head = c.pos
+    length, size = _varint7(c)
+    c.advance(size)
+    chars = pc.max_element_wise(pc.subtract(length, 1), 0)
+    end = c.need(chars)  # every char takes at least one byte
+    text = _slices(c.src, c.pos, end)
+    ascii = pc.string_is_ascii(text.view(pa.string()))
+    if not _all(ascii):
+        other = pc.invert(ascii)
+        decoded, ends = _exact_strings(c, pc.filter(head, other), pc.filter(c.rows, other))
+        text = pc.replace_with_mask(text, other, decoded)
+        end = pc.replace_with_mask(end, other, ends)
+    c.pos = end
+    text = text.view(pa.string()) if _all(ascii) else text.cast(pa.string())
+    if _all(pc.not_equal(length, 0)):
+        return text
+    return pc.if_else(pc.equal(length, 0), pa.scalar(None, pa.string()), text)
+
+
+def _exact_strings(c: _Cursor, heads: pa.Array, rows: pa.Array) -> tuple[pa.Array, pa.Array]:
+    """The strings starting at ``heads`` of ``rows`` read by the exact reader: ``(UTF-8 bytes, ends)``."""
+    read = decoder_for(_STRING_SNAPSHOT).decode
+    encoded, ends = [], []
+    bases = pc.take(c.src.starts, rows).to_pylist()
+    for row, base, head in zip(rows.to_pylist(), bases, heads.to_pylist()):
+        try:
+            value, stop = read(c.src.items[row], head - base)
+            encoded.append(value.encode("utf-8"))
+        except (RepairError, UnicodeError):  # corrupt, or a lone surrogate: the row path says what
+            raise ColumnarMiss from None
+        ends.append(base + stop)
+    return pa.array(encoded, pa.binary()), pa.array(ends, pa.int64())
+
+
+def _byte_array(c: _Cursor) -> pa.Array:
+    length = c.uint_be(4).cast(pa.uint32(), safe=False).cast(pa.int32(), safe=False).cast(pa.int64())
+    if not _all(pc.greater_equal(length, 0)):
+        raise ColumnarMiss
+    c.advance(4)
+    end = c.need(length)
+    data = _slices(c.src, c.pos, end)
+    c.pos = end
+    return data
+
+
+_VECTOR: dict[str, tuple[Vector, pa.DataType]] = {
+    _B + "StringSerializer$StringSerializerSnapshot": (_string, pa.string()),
+    _B + "LongSerializer$LongSerializerSnapshot": (_signed(8, pa.int64()), pa.int64()),
+    _B + "IntSerializer$IntSerializerSnapshot": (_signed(4, pa.int32()), pa.int32()),
+    _B + "ShortSerializer$ShortSerializerSnapshot": (_signed(2, pa.int16()), pa.int16()),
+    _B + "ByteSerializer$ByteSerializerSnapshot": (_signed(1, pa.int8()), pa.int8()),
+    _B + "BooleanSerializer$BooleanSerializerSnapshot": (_boolean, pa.bool_()),
+    _B + "DoubleSerializer$DoubleSerializerSnapshot": (_double, pa.float64()),
+    _B + "VoidSerializer$VoidSerializerSnapshot": (_zero_byte, pa.null()),
+    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, pa.binary()),
+    **{name: (_zero_byte, pa.null()) for name in _VOID_NAMESPACES},
+    _TIME_WINDOW: (_time_window, pa.struct([("start", pa.int64()), ("end", pa.int64())])),
+}
+
+
+@dataclass(frozen=True)
+class _Field:
+    """How to read one serialized field column-wise: ``read(cursor) -> (values, ttl timestamps or None)``."""
+
+    read: Callable[[_Cursor], tuple[pa.Array, pa.Array | None]]
+    #: Only valid as the last field of its bytes (a per-row decoder that must end at the row's end).
+    last_only: bool = False
+
+
+def _unwrap(snapshot: SerializerSnapshot | None) -> tuple[SerializerSnapshot | None, bool]:
+    """``(user serializer, TTL?)`` as :func:`repair.formats.flink_values.decoder_for` reads them."""
+    ttl = False
+    while snapshot is not None:
+        if snapshot.class_name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
+            snapshot = snapshot.nested[0]
+        elif COMPOSITE_SNAPSHOTS.get(snapshot.class_name, ("",))[0] == "TTL" and 1 <= len(snapshot.nested) <= 2:
+            if ttl:
+                return None, ttl  # TTL inside TTL: leave it to the row path
+            snapshot, ttl = snapshot.nested[-1], True
+        else:
+            break
+    return snapshot, ttl
+
+
+def field_reader(snapshot: SerializerSnapshot | None, arrow: pa.DataType | None) -> _Field:
+    """The column-wise reader of values of ``snapshot`` for a column of Arrow type ``arrow`` (None: JSON
+    text); raises :class:`ColumnarMiss` when there is none."""
+    if arrow is None:
+        raise ColumnarMiss  # JSON text columns come from the row path
+    inner, ttl = _unwrap(snapshot)
+    if inner is None:
+        raise ColumnarMiss
+    vector = _VECTOR.get(inner.class_name)
+    if vector is not None:
+        read, natural = vector
+        if natural != arrow:
+            raise ColumnarMiss
+
+        def vector_read(c: _Cursor) -> tuple[pa.Array, pa.Array | None]:
+            timestamps = _signed(8, pa.int64())(c) if ttl else None
+            return read(c), timestamps
+
+        return _Field(vector_read)
+    decoder = decoder_for(snapshot)  # TTL included: the fast path returns TtlValue
+    fast = decoder.fast
+    if fast is None:
+        raise ColumnarMiss
+    convert = column_converter(arrow)
+
+    def row_read(c: _Cursor) -> tuple[pa.Array, pa.Array | None]:
+        items = c.src.items
+        values, timestamps = [], []
+        bases = pc.take(c.src.starts, c.rows).to_pylist()
+        for row, base, pos, end in zip(c.rows.to_pylist(), bases, c.pos.to_pylist(), c.ends.to_pylist()):
+            data = items[row]
+            try:
+                value, stop = fast(data, pos - base)
+            except FAST_MISSES:
+                raise ColumnarMiss from None
+            if stop != end - base:
+                raise ColumnarMiss
+            if type(value) is TtlValue:
+                timestamps.append(value.timestamp)
+                value = value.value
+            else:
+                timestamps.append(None)
+            values.append(value)
+        array, bad = to_arrow(values, arrow, convert)
+        if bad:
+            raise ColumnarMiss  # the row path writes null with the reason in `error`
+        c.pos = c.ends
+        return array, pa.array(timestamps, pa.int64()) if ttl else None
+
+    return _Field(row_read, last_only=True)
+
+
+# -- one batch -----------------------------------------------------------------------------------
+
+
+def _check_suffix(c: _Cursor, length: pa.Array) -> None:
+    """The key/namespace length suffix (``writeVariableIntBytes``: lowest byte first, at least one byte)."""
+    if not _all(pc.less(length, 1 << 16)):
+        raise ColumnarMiss
+    size = pc.if_else(pc.less(length, 256), 1, 2).cast(pa.int64())
+    c.need(size)
+    low = c.byte()
+    high = pc.if_else(pc.equal(size, 2), pc.take(c.src.data, pc.min_element_wise(pc.add(c.pos, 1), pc.subtract(c.ends, 1))), 0)
+    if not _all(pc.equal(pc.add(low.cast(pa.int64()), pc.shift_left(high.cast(pa.int64()), 8)), length)):
+        raise ColumnarMiss
+    c.advance(size)
+
+
+class ColumnarStateDecoder:
+    """Decodes batches of one keyed state's live entries column-wise (see the module docstring).
+
+    Built once per state and subtask; :meth:`decode` raises :class:`ColumnarMiss` for a batch it cannot
+    do (and the constructor for a state it can never do)."""
+
+    def __init__(self, state: StateMetaInfo, key_serializer: SerializerSnapshot | None, max_parallelism: int,
+                 columns: StateColumns):
+        self.kind = state.kind
+        self.prefix = key_group_prefix_bytes(max_parallelism)
+        self.types = {name: columns.columns[name].storage_type for name in ("key", "namespace", "user_key", "value")}
+        arrow = {name: columns.columns[name].arrow for name in self.types}
+        value = state.serializer("VALUE_SERIALIZER")
+        if self.kind == "priority-queue":
+            if value is None or len(value.nested) != 2:
+                raise ColumnarMiss
+            key_snapshot, namespace_snapshot = value.nested
+        else:
+            key_snapshot, namespace_snapshot = key_serializer, state.serializer("NAMESPACE_SERIALIZER")
+        self.key = field_reader(key_snapshot, arrow["key"])
+        self.namespace = field_reader(namespace_snapshot, arrow["namespace"])
+        if self.key.last_only or self.namespace.last_only:
+            raise ColumnarMiss
+        key_decoder, namespace_decoder = decoder_for(key_snapshot), decoder_for(namespace_snapshot)
+        self.suffixes = self.kind != "priority-queue" and key_decoder.is_variable_length and namespace_decoder.is_variable_length
+        nested = value.nested if value is not None else []
+        if self.kind == "list":
+            self.value = field_reader(nested[0] if len(nested) == 1 else None, arrow["value"])
+            if self.value.last_only:
+                raise ColumnarMiss  # elements are followed by a delimiter
+        elif self.kind == "map":
+            self.user_key = field_reader(nested[0] if len(nested) == 2 else None, arrow["user_key"])
+            self.value = field_reader(nested[1] if len(nested) == 2 else None, arrow["value"])
+        elif self.kind != "priority-queue":
+            self.value = field_reader(value, arrow["value"])
+
+    def decode(self, keys: list[bytes], values: list[bytes], first_group: int, last_group: int) -> tuple[dict[str, pa.Array], int]:
+        """``(columns, outside)``: the output columns of the entries whose key group is in
+        ``[first_group, last_group]``, and how many entries were outside that range (dropped)."""
+        key_array = pa.array(keys, pa.binary())
+        value_array = pa.array(values, pa.binary())
+        K = _Bytes(key_array, keys)
+        n = len(keys)
+        lengths = pc.subtract(K.ends, K.starts)
+        if not _all(pc.greater_equal(lengths, self.prefix)):
+            raise ColumnarMiss
+        group = pc.take(K.data, K.starts).cast(pa.int32())
+        if self.prefix == 2:
+            group = pc.add(pc.shift_left(group, 8), pc.take(K.data, pc.add(K.starts, 1)).cast(pa.int32()))
+        inside = pc.and_(pc.greater_equal(group, first_group), pc.less_equal(group, last_group))
+        outside = n - pc.sum(inside.cast(pa.int64())).as_py() if n else 0
+        if outside:
+            kept = pc.indices_nonzero(inside).to_pylist()
+            keys = [keys[i] for i in kept]
+            values = [values[i] for i in kept]
+            key_array = pa.array(keys, pa.binary())
+            value_array = pa.array(values, pa.binary())
+            K = _Bytes(key_array, keys)
+            group = pc.filter(group, inside)
+            n = len(keys)
+        V = _Bytes(value_array, values)
+        rows = _arange(n)
+        kc = _Cursor(K, rows, K.ends, pc.add(K.starts, self.prefix))
+        columns: dict[str, pa.Array] = {"key_group": group}
+        if self.kind == "priority-queue":
+            if not _all(pc.equal(pc.subtract(V.ends, V.starts), 0)):
+                raise ColumnarMiss
+            raw_start = kc.pos
+            flipped = kc.uint_be(8)
+            kc.advance(8)
+            columns["timestamp"] = pc.bit_wise_xor(flipped, _SIGN)
+            columns["key"], _ = self.key.read(kc)
+            columns["namespace"], _ = self.namespace.read(kc)
+            if not kc.at_end():
+                raise ColumnarMiss
+            columns["key_raw"] = _slices(K, raw_start, K.ends)
+            columns["value_raw"] = value_array
+            return self._complete(columns, n), outside
+        key_start = kc.pos
+        columns["key"], _ = self.key.read(kc)
+        key_end = kc.pos
+        if self.suffixes:
+            _check_suffix(kc, pc.subtract(key_end, key_start))
+        namespace_start = kc.pos
+        columns["namespace"], _ = self.namespace.read(kc)
+        namespace_end = kc.pos
+        if self.suffixes:
+            _check_suffix(kc, pc.subtract(namespace_end, namespace_start))
+        columns["key_raw"] = _slices(K, key_start, key_end)
+        columns["namespace_raw"] = _slices(K, namespace_start, namespace_end)
+        if self.kind == "map":
+            columns["user_key_raw"] = _slices(K, kc.pos, K.ends)
+            columns["user_key"], _ = self.user_key.read(kc)
+            if not kc.at_end():
+                raise ColumnarMiss
+            columns["value"], columns["ttl_timestamp"] = self._map_values(V, n)
+            columns["value_raw"] = value_array
+            return self._complete(columns, n), outside
+        if not kc.at_end():
+            raise ColumnarMiss
+        vc = _Cursor(V, rows, V.ends, V.starts)
+        if self.kind == "list":
+            return self._list_rows(columns, vc, n), outside
+        columns["value"], columns["ttl_timestamp"] = self.value.read(vc)
+        if not vc.at_end():
+            raise ColumnarMiss
+        columns["value_raw"] = value_array
+        return self._complete(columns, n), outside
+
+    def _map_values(self, V: _Bytes, n: int) -> tuple[pa.Array, pa.Array | None]:
+        vc = _Cursor(V, _arange(n), V.ends, V.starts)
+        vc.need(1)
+        flag = vc.byte()
+        is_null = pc.equal(flag, 1)
+        if not _all(pc.less_equal(flag, 1)) or not _all(pc.or_(pc.invert(is_null), pc.equal(pc.subtract(V.ends, V.starts), 1))):
+            raise ColumnarMiss
+        vc.advance(1)
+        if not _all(pc.invert(is_null)):
+            present = vc.subset(pc.invert(is_null))
+            values, timestamps = self.value.read(present)
+            if not present.at_end():
+                raise ColumnarMiss
+            mask = pc.invert(is_null)
+            return _scatter(values, mask), _scatter(timestamps, mask) if timestamps is not None else None
+        values, timestamps = self.value.read(vc)
+        if not vc.at_end():
+            raise ColumnarMiss
+        return values, timestamps
+
+    def _list_rows(self, columns: dict[str, pa.Array], vc: _Cursor, n: int) -> dict[str, pa.Array]:
+        """One row per element: elements read in rounds, round ``j`` reading the ``j``-th element of
+        every list that has one."""
+        parts: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array | None, pa.Array]] = []  # rows, index, values, ttl, raw
+        active = vc
+        for step in range(MAX_LIST_STEPS + 1):
+            if len(active.rows) == 0:
+                break
+            if step == MAX_LIST_STEPS:
+                raise ColumnarMiss
+            start = active.pos
+            values, timestamps = self.value.read(active)
+            raw = _slices(active.src, start, active.pos)
+            parts.append((active.rows, pa.repeat(pa.scalar(step, pa.int32()), len(active.rows)), values, timestamps, raw))
+            going_on = pc.less(active.pos, active.ends)
+            if _all(pc.invert(going_on)):
+                break
+            active = active.subset(going_on)
+            active.need(1)
+            if not _all(pc.equal(active.byte(), _LIST_DELIMITER)):
+                raise ColumnarMiss
+            active.advance(1)
+            if not _all(pc.less(active.pos, active.ends)):
+                raise ColumnarMiss  # a trailing delimiter
+        if not parts:
+            return self._complete({name: array.slice(0, 0) for name, array in columns.items()}, 0)
+        rows = pa.concat_arrays([p[0] for p in parts])
+        # the rows in key order, elements in list order: sort by (row, index)
+        order = pc.sort_indices(pa.table({"row": rows, "index": pa.concat_arrays([p[1] for p in parts])}),
+                                sort_keys=[("row", "ascending"), ("index", "ascending")])
+        parent = pc.take(rows, order)
+        out = {name: pc.take(array, parent) for name, array in columns.items()}
+        out["list_index"] = pc.take(pa.concat_arrays([p[1] for p in parts]), order)
+        out["value"] = pc.take(pa.concat_arrays([p[2] for p in parts]), order)
+        if parts[0][3] is not None:
+            out["ttl_timestamp"] = pc.take(pa.concat_arrays([p[3] for p in parts]), order)
+        out["value_raw"] = pc.take(pa.concat_arrays([p[4] for p in parts]), order)
+        return self._complete(out, len(parent))
+
+    def _complete(self, columns: dict[str, pa.Array], n: int) -> dict[str, pa.Array]:
+        """Every output column, typed; null where this kind of state has nothing."""
+        out = {}
+        for name, arrow in (*self.types.items(), *RAW_COLUMN_TYPES.items()):
+            array = columns.get(name)
+            out[name] = pa.nulls(n, arrow) if array is None else array
+        return out
+
+
+def _scatter(values: pa.Array, mask: pa.Array) -> pa.Array:
+    """An array as long as ``mask`` with the ``values`` in order where it is true, null elsewhere."""
+    position = pc.replace_with_mask(pa.nulls(len(mask), pa.int64()), mask, _arange(len(values)))
+    return pc.take(values, position)

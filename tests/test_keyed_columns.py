@@ -1,0 +1,250 @@
+"""Column-wise decoding (repair.formats.flink_keyed_columns) against the row-by-row decoder.
+
+Every fixture entry is covered by tests/test_export.py (both engines write identical Parquet and no
+batch goes row by row there). Here: the layouts the fixtures do not have, built by hand — length
+suffixes, TimeWindow namespaces, 2-byte key-group prefixes, every vectorized primitive, strings of
+every length class and of non-ASCII text, TTL, null map values, long lists, keys outside the handle's
+key groups — and bytes the column-wise path must refuse (ColumnarMiss) so that the row path decides.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pyarrow as pa
+import pytest
+
+from repair.errors import FormatError
+from repair.formats.flink_arrow import keyed_state_columns
+from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, StateMetaInfo
+from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, ColumnarStateDecoder
+from repair.formats.flink_keyed_rows import KeyedStateDecoder
+from repair.formats.flink_serializers import SerializerSnapshot
+from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
+
+_B = "org.apache.flink.api.common.typeutils.base."
+
+
+def _simple(name: str) -> SerializerSnapshot:
+    return SerializerSnapshot(_B + f"{name}Serializer${name}SerializerSnapshot", 3)
+
+
+STRING, LONG, INT, SHORT, BYTE, BOOLEAN, DOUBLE, FLOAT = (
+    _simple(n) for n in ("String", "Long", "Int", "Short", "Byte", "Boolean", "Double", "Float"))
+BYTES = SerializerSnapshot(_B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot", 3)
+VOID_NS = SerializerSnapshot("org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot", 3)
+WINDOW = SerializerSnapshot("org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot", 3)
+TTL = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
+TIMER = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
+
+
+def _ttl(inner: SerializerSnapshot) -> SerializerSnapshot:
+    return SerializerSnapshot(TTL, 2, nested=[LONG, inner])
+
+
+def _list(inner: SerializerSnapshot) -> SerializerSnapshot:
+    return SerializerSnapshot(_B + "ListSerializerSnapshot", 1, nested=[inner])
+
+
+def _map(key: SerializerSnapshot, value: SerializerSnapshot) -> SerializerSnapshot:
+    return SerializerSnapshot(_B + "MapSerializerSnapshot", 1, nested=[key, value])
+
+
+def _state(kind: str, value: SerializerSnapshot, namespace: SerializerSnapshot = VOID_NS, backend: int = 0) -> StateMetaInfo:
+    return StateMetaInfo("s", backend, options=[(KEYED_STATE_TYPE, kind)],
+                         serializers=[("NAMESPACE_SERIALIZER", namespace), ("VALUE_SERIALIZER", value)])
+
+
+# -- writers, independent of the decoders --------------------------------------------------------
+
+
+def sv(text: str | None) -> bytes:
+    """``StringValue.writeString``."""
+    def varint(n: int) -> bytes:
+        out = bytearray()
+        while n >= 0x80:
+            out.append(0x80 | (n & 0x7F))
+            n >>= 7
+        out.append(n)
+        return bytes(out)
+
+    if text is None:
+        return b"\x00"
+    units = text.encode("utf-16-be", errors="surrogatepass")
+    codes = [int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2)]
+    return varint(len(codes) + 1) + b"".join(varint(c) for c in codes)
+
+
+def suffix(length: int) -> bytes:
+    """``writeVariableIntBytes``: lowest byte first, at least one byte."""
+    out = bytearray([length & 0xFF])
+    length >>= 8
+    while length:
+        out.append(length & 0xFF)
+        length >>= 8
+    return bytes(out)
+
+
+def q(n: int) -> bytes:
+    return struct.pack(">q", n)
+
+
+def _both(state: StateMetaInfo, key_serializer, entries, max_parallelism=128, groups=(0, 127), *, nans=False):
+    """The column-wise batch; asserts it equals the row-wise one (``nans``: float bits compared, as
+    NaN equals nothing)."""
+    columns = keyed_state_columns(state, key_serializer)
+    keys = [k for k, _ in entries]
+    values = [v for _, v in entries]
+    decoded, outside = ColumnarStateDecoder(state, key_serializer, max_parallelism, columns).decode(keys, values, *groups)
+    writer = _BatchWriter(columns, PartStats("x"))
+    fast = pa.record_batch([decoded[name] for name in COLUMNS], schema=writer.schema)
+    rows = KeyedStateDecoder(state, key_serializer, max_parallelism)
+    expected = [r for k, v in entries if groups[0] <= rows.key_group(k) <= groups[1] for r in rows.rows(k, v)]
+    exact = writer.record_batch(expected)
+    if nans:
+        bits = [b.column("value").buffers()[1].to_pybytes() for b in (fast, exact)]
+        assert bits[0] == bits[1]
+        assert fast.drop_columns(["value"]).equals(exact.drop_columns(["value"]))
+    else:
+        assert fast.equals(exact), (fast.to_pylist()[:3], exact.to_pylist()[:3])
+    assert outside == sum(1 for k, _ in entries if not groups[0] <= rows.key_group(k) <= groups[1])
+    return fast
+
+
+def _miss(state, key_serializer, entries, max_parallelism=128):
+    columns = keyed_state_columns(state, key_serializer)
+    with pytest.raises(ColumnarMiss):
+        ColumnarStateDecoder(state, key_serializer, max_parallelism, columns).decode(
+            [k for k, _ in entries], [v for _, v in entries], 0, max_parallelism - 1)
+
+
+# -- layouts ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("length", [0, 1, 125, 126, 127, 128, 300, 16382, 16383, 16384, 70000])
+def test_string_keys_of_every_varint_length(length):
+    texts = ["a" * length, "b" * length + "x", None if length == 0 else "c" * (length - 1)]
+    entries = [(bytes([7]) + sv(t) + b"\x00", q(i)) for i, t in enumerate(texts)]
+    batch = _both(_state("VALUE", LONG), STRING, entries)
+    assert batch.column("key").to_pylist() == texts
+
+
+def test_non_ascii_strings_among_ascii_ones_go_through_the_exact_reader():
+    texts = ["plain", "grüße", "日本語テキスト", "😀 emoji", "x" * 200 + "é", "ascii again"]
+    entries = [(bytes([i]) + sv(t) + b"\x00", sv(t[::-1])) for i, t in enumerate(texts)]
+    batch = _both(_state("VALUE", STRING), STRING, entries)
+    assert batch.column("key").to_pylist() == texts
+    assert batch.column("value").to_pylist() == [t[::-1] for t in texts]
+
+
+def test_length_suffixes_when_key_and_namespace_are_both_variable_length():
+    entries = [(bytes([1]) + sv(k) + suffix(len(sv(k))) + sv(ns) + suffix(len(sv(ns))), q(i))
+               for i, (k, ns) in enumerate([("k", "n"), ("key" * 100, "ns" * 150), ("", "x")])]
+    batch = _both(_state("VALUE", LONG, namespace=STRING), STRING, entries)
+    assert batch.column("namespace").to_pylist() == ["n", "ns" * 150, "x"]
+    # a wrong suffix is the row path's to report
+    bad = [(bytes([1]) + sv("k") + suffix(9) + sv("n") + suffix(2), q(0))]
+    _miss(_state("VALUE", LONG, namespace=STRING), STRING, bad)
+    with pytest.raises(FormatError):
+        KeyedStateDecoder(_state("VALUE", LONG, namespace=STRING), STRING, 128).rows(*bad[0])
+
+
+def test_time_window_namespace_and_two_byte_key_group_prefix():
+    entries = [(struct.pack(">H", 200 + i) + q(i * 7) + q(1000 * i) + q(1000 * i + 999), struct.pack(">i", -i)) for i in range(5)]
+    batch = _both(_state("VALUE", INT, namespace=WINDOW), LONG, entries, max_parallelism=300, groups=(0, 299))
+    assert batch.column("namespace").to_pylist()[1] == {"start": 1000, "end": 1999}
+    assert batch.column("key_group").to_pylist() == [200, 201, 202, 203, 204]
+
+
+@pytest.mark.parametrize(("serializer", "encode", "values"), [
+    (LONG, q, [0, -1, 2**63 - 1, -(2**63)]),
+    (INT, lambda v: struct.pack(">i", v), [0, -1, 2**31 - 1, -(2**31)]),
+    (SHORT, lambda v: struct.pack(">h", v), [0, -1, 32767, -32768]),
+    (BYTE, lambda v: struct.pack(">b", v), [0, -1, 127, -128]),
+    (BOOLEAN, lambda v: bytes([v]), [True, False]),
+    (DOUBLE, lambda v: struct.pack(">d", v), [0.0, -0.0, 1.5e300, float("inf"), float("-inf")]),
+    (BYTES, lambda v: struct.pack(">i", len(v)) + v, [b"", b"\x00\xff", b"x" * 1000]),
+])
+def test_every_vectorized_value_type(serializer, encode, values):
+    entries = [(bytes([3]) + q(i) + b"\x00", encode(v)) for i, v in enumerate(values)]
+    batch = _both(_state("VALUE", serializer), LONG, entries)
+    assert batch.column("value").to_pylist() == values
+
+
+def test_nan_doubles_keep_their_bits():
+    payloads = [struct.pack(">Q", 0x7FF8000000000000), struct.pack(">Q", 0x7FF0000000000001), struct.pack(">Q", 0xFFF8000000000123)]
+    entries = [(bytes([3]) + q(i) + b"\x00", p) for i, p in enumerate(payloads)]
+    batch = _both(_state("VALUE", DOUBLE), LONG, entries, nans=True)
+    raw = batch.column("value").buffers()[1].to_pybytes()
+    assert [raw[8 * i : 8 * i + 8] for i in range(3)] == [p[::-1] for p in payloads]  # little-endian in Arrow
+
+
+def test_ttl_values_list_elements_and_map_values():
+    ttl_string = _ttl(STRING)
+    entries = [(bytes([1]) + q(i) + b"\x00", q(1700000000000 + i) + sv(f"v{i}")) for i in range(4)]
+    batch = _both(_state("VALUE", ttl_string), LONG, entries)
+    assert batch.column("ttl_timestamp").to_pylist() == [1700000000000 + i for i in range(4)]
+    lists = [(bytes([1]) + q(i) + b"\x00", b",".join(q(100 + j) + q(j * i) for j in range(i + 1))) for i in range(5)]
+    batch = _both(_state("LIST", _list(_ttl(LONG))), LONG, lists)
+    assert batch.column("list_index").to_pylist() == [j for i in range(5) for j in range(i + 1)]
+    maps = [(bytes([1]) + q(i // 3) + b"\x00" + sv(f"uk{i}"), b"\x01" if i % 2 else b"\x00" + q(5) + struct.pack(">i", i)) for i in range(9)]
+    batch = _both(_state("MAP", _map(STRING, _ttl(INT))), LONG, maps)
+    assert batch.column("value").to_pylist() == [None if i % 2 else i for i in range(9)]
+    assert batch.column("ttl_timestamp").to_pylist() == [None if i % 2 else 5 for i in range(9)]
+
+
+def test_string_lists_and_lists_longer_than_the_round_limit():
+    lists = [(bytes([1]) + q(i) + b"\x00", b",".join(sv(f"e{i}-{j}") for j in range(i + 1))) for i in range(6)]
+    _both(_state("LIST", _list(STRING)), LONG, lists)
+    long = [(bytes([1]) + q(0) + b"\x00", b",".join(q(j) for j in range(MAX_LIST_STEPS + 1)))]
+    _miss(_state("LIST", _list(LONG)), LONG, long)  # the row path takes it (one row per element)
+    assert len(KeyedStateDecoder(_state("LIST", _list(LONG)), LONG, 128).rows(*long[0])) == MAX_LIST_STEPS + 1
+
+
+def test_timers():
+    timer = SerializerSnapshot(TIMER, 2, nested=[STRING, VOID_NS])
+    state = StateMetaInfo("_timer_state/event_t", 3, options=[], serializers=[("VALUE_SERIALIZER", timer)])  # PRIORITY_QUEUE
+    entries = [(bytes([9]) + struct.pack(">Q", (ts & 0xFFFFFFFFFFFFFFFF) ^ (1 << 63)) + sv(f"user{ts}") + b"\x00", b"")
+               for ts in (-5, 0, 1700000000000, 2**63 - 1)]
+    batch = _both(state, STRING, entries)
+    assert batch.column("timestamp").to_pylist() == [-5, 0, 1700000000000, 2**63 - 1]
+
+
+def test_keys_outside_the_key_groups_are_dropped_and_counted():
+    entries = [(bytes([g]) + q(g) + b"\x00", q(g)) for g in range(0, 40, 3)]
+    batch = _both(_state("VALUE", LONG), LONG, entries, groups=(10, 20))
+    assert batch.column("key").to_pylist() == [12, 15, 18]
+
+
+# -- bytes the column-wise path must leave to the row path ------------------------------------------
+
+
+@pytest.mark.parametrize("entry", [
+    (bytes([1]) + q(1), q(1)),                         # no namespace byte
+    (bytes([1]) + q(1) + b"\x01", q(1)),               # a namespace byte that is not 0
+    (bytes([1]) + q(1) + b"\x00" + b"extra", q(1)),    # bytes after the namespace
+    (bytes([1]) + q(1) + b"\x00", q(1)[:5]),           # a truncated value
+    (bytes([1]) + q(1) + b"\x00", q(1) + b"x"),        # bytes after the value
+    (b"", q(1)),                                       # no key-group prefix
+])
+def test_malformed_entries_are_left_to_the_row_path(entry):
+    good = [(bytes([1]) + q(0) + b"\x00", q(0))]
+    _miss(_state("VALUE", LONG), LONG, good + [entry])
+    with pytest.raises(FormatError):
+        KeyedStateDecoder(_state("VALUE", LONG), LONG, 128).rows(*entry)
+
+
+def test_truncated_strings_and_four_byte_lengths_are_left_to_the_row_path():
+    _miss(_state("VALUE", LONG), STRING, [(bytes([1]) + sv("abcdef")[:-2] + b"\x00", q(0))])
+    huge = bytes([1]) + bytes([0x81, 0x80, 0x80, 0x01]) + b"\x00"  # 2,097,153 - 1 chars announced
+    _miss(_state("VALUE", LONG), STRING, [(huge, q(0))])
+
+
+def test_float_values_and_json_columns_are_not_vectorized_but_still_decoded():
+    # Float has a per-row fast path (last field of the value): column-wise batches still agree
+    entries = [(bytes([1]) + q(i) + b"\x00", struct.pack(">f", i / 4)) for i in range(5)]
+    _both(_state("VALUE", FLOAT), LONG, entries)
+    # a key serializer without a decoder: the whole state goes row by row
+    unknown = SerializerSnapshot("com.example.MySerializerSnapshot", 1)
+    with pytest.raises(ColumnarMiss):
+        ColumnarStateDecoder(_state("VALUE", LONG), unknown, 128, keyed_state_columns(_state("VALUE", LONG), unknown))
