@@ -19,7 +19,7 @@ from repair.formats.flink_arrow import keyed_state_columns
 from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, StateMetaInfo
 from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, ColumnarStateDecoder
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
-from repair.formats.flink_serializers import SerializerSnapshot
+from repair.formats.flink_serializers import PojoField, SerializerSnapshot
 from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
 
 _B = "org.apache.flink.api.common.typeutils.base."
@@ -248,3 +248,39 @@ def test_float_values_and_json_columns_are_not_vectorized_but_still_decoded():
     unknown = SerializerSnapshot("com.example.MySerializerSnapshot", 1)
     with pytest.raises(ColumnarMiss):
         ColumnarStateDecoder(_state("VALUE", LONG), unknown, 128, keyed_state_columns(_state("VALUE", LONG), unknown))
+
+
+POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
+TUPLE = "org.apache.flink.api.java.typeutils.runtime.TupleSerializerSnapshot"
+
+
+def _pojo(**fields: SerializerSnapshot) -> SerializerSnapshot:
+    return SerializerSnapshot(POJO, 2, pojo_fields=[PojoField(name, "a.B", snapshot) for name, snapshot in fields.items()],
+                              attributes={"pojo_class": "a.B"})
+
+
+def test_pojos_with_null_pojos_null_fields_and_nested_tuples():
+    pair = SerializerSnapshot(TUPLE, 2, nested=[LONG, STRING])
+    pojo = _pojo(owner=STRING, updates=LONG, window=pair)
+
+    def encode(owner, updates, window):
+        out = b"\x02"
+        for value, write in ((owner, sv), (updates, q), (window, lambda w: q(w[0]) + sv(w[1]))):
+            out += b"\x01" if value is None else b"\x00" + write(value)
+        return out
+
+    values = [encode("ann", 3, (7, "x")), b"\x01", encode(None, 5, None), encode("bob", None, (8, "ÿ")), b"\x03"]
+    entries = [(bytes([1]) + q(i) + b"\x00", v) for i, v in enumerate(values)]
+    batch = _both(_state("VALUE", pojo), LONG, entries)
+    assert batch.column("value").to_pylist() == [
+        {"owner": "ann", "updates": 3, "window": {"f0": 7, "f1": "x"}}, None,
+        {"owner": None, "updates": 5, "window": None}, {"owner": "bob", "updates": None, "window": {"f0": 8, "f1": "ÿ"}}, None]
+    # a subclass (flags without the no-subclass bit) is the row path's: it keeps the bytes and says why
+    _miss(_state("VALUE", pojo), LONG, [(bytes([1]) + q(0) + b"\x00", b"\x00" + b"a.Sub")])
+
+
+def test_tuple_keys_are_vectorized_too():
+    pair = SerializerSnapshot(TUPLE, 2, nested=[INT, STRING])
+    entries = [(bytes([2]) + struct.pack(">i", i) + sv(f"k{i}") + b"\x00", q(i)) for i in range(4)]
+    batch = _both(_state("VALUE", LONG), pair, entries)
+    assert batch.column("key").to_pylist()[3] == {"f0": 3, "f1": "k3"}

@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from repair.errors import RepairError
 from repair.formats.flink_arrow import StateColumns, column_converter, to_arrow
 from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, POJO_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink_values import FAST_MISSES, TtlValue, decoder_for
 from repair.keygroups import key_group_prefix_bytes
 
@@ -268,6 +268,80 @@ _VECTOR: dict[str, tuple[Vector, pa.DataType]] = {
 }
 
 
+def _struct_vector(names: list[str], children: list[Vector]) -> Vector:
+    """A Tuple: its fields in order, no null flags."""
+
+    def read(c: _Cursor) -> pa.Array:
+        return pa.StructArray.from_arrays([child(c) for child in children], names=names)
+
+    return read
+
+
+def _pojo_vector(names: list[str], children: list[Vector]) -> Vector:
+    """A POJO: ``byte flags`` (bit 1: null; 2: no subclass), then per field ``bool isNull`` + its bytes.
+    Subclass flags miss (the row path names them)."""
+
+    def read(c: _Cursor) -> pa.Array:
+        c.need(1)
+        flags = c.byte()
+        null = pc.equal(pc.bit_wise_and(flags, 1), 1)
+        if not _all(pc.or_(null, pc.equal(flags, 2))):
+            raise ColumnarMiss
+        c.advance(1)
+        present = pc.invert(null)
+        every = _all(present)
+        rows = c if every else c.subset(present)
+        arrays = [_nullable_field(rows, child) for child in children]
+        if not every:
+            c.pos = pc.replace_with_mask(c.pos, present, rows.pos)
+            arrays = [_scatter(array, present) for array in arrays]
+        return pa.StructArray.from_arrays(arrays, names=names, mask=null)
+
+    return read
+
+
+def _nullable_field(c: _Cursor, child: Vector) -> pa.Array:
+    """``bool isNull`` then the value if not null (a POJO field)."""
+    c.need(1)
+    flag = c.byte()
+    if not _all(pc.less_equal(flag, 1)):
+        raise ColumnarMiss
+    c.advance(1)
+    has = pc.equal(flag, 0)
+    if _all(has):
+        return child(c)
+    rows = c.subset(has)
+    values = child(rows)
+    c.pos = pc.replace_with_mask(c.pos, has, rows.pos)
+    return _scatter(values, has)
+
+
+def _vector(snapshot: SerializerSnapshot, arrow: pa.DataType) -> Vector | None:
+    """The column-wise reader of ``snapshot``'s values as ``arrow`` (the type the column decision
+    gave them), or None."""
+    simple = _VECTOR.get(snapshot.class_name)
+    if simple is not None:
+        return simple[0] if simple[1] == arrow else None
+    if not pa.types.is_struct(arrow):
+        return None
+    names = [arrow.field(i).name for i in range(arrow.num_fields)]
+    if snapshot.class_name == POJO_SNAPSHOT:
+        fields = snapshot.pojo_fields or []
+        if [f.name for f in fields] != names or any(f.snapshot is None for f in fields):
+            return None
+        nested = [f.snapshot for f in fields]
+        build = _pojo_vector
+    elif COMPOSITE_SNAPSHOTS.get(snapshot.class_name, ("",))[0] == "Tuple" and len(snapshot.nested) == len(names):
+        nested = snapshot.nested
+        build = _struct_vector
+    else:
+        return None
+    children = [_vector(n, arrow.field(i).type) for i, n in enumerate(nested)]
+    if any(child is None for child in children):
+        return None
+    return build(names, children)
+
+
 @dataclass(frozen=True)
 class _Field:
     """How to read one serialized field column-wise: ``read(cursor) -> (values, ttl timestamps or None)``."""
@@ -300,11 +374,8 @@ def field_reader(snapshot: SerializerSnapshot | None, arrow: pa.DataType | None)
     inner, ttl = _unwrap(snapshot)
     if inner is None:
         raise ColumnarMiss
-    vector = _VECTOR.get(inner.class_name)
-    if vector is not None:
-        read, natural = vector
-        if natural != arrow:
-            raise ColumnarMiss
+    read = _vector(inner, arrow)
+    if read is not None:
 
         def vector_read(c: _Cursor) -> tuple[pa.Array, pa.Array | None]:
             timestamps = _signed(8, pa.int64())(c) if ttl else None
