@@ -21,6 +21,7 @@ from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, Col
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
 from repair.formats.flink_serializers import PojoField, SerializerSnapshot
 from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
+from tests.flink_bytes import string_value
 
 _B = "org.apache.flink.api.common.typeutils.base."
 
@@ -58,21 +59,7 @@ def _state(kind: str, value: SerializerSnapshot, namespace: SerializerSnapshot =
 # -- writers, independent of the decoders --------------------------------------------------------
 
 
-def sv(text: str | None) -> bytes:
-    """``StringValue.writeString``."""
-    def varint(n: int) -> bytes:
-        out = bytearray()
-        while n >= 0x80:
-            out.append(0x80 | (n & 0x7F))
-            n >>= 7
-        out.append(n)
-        return bytes(out)
-
-    if text is None:
-        return b"\x00"
-    units = text.encode("utf-16-be", errors="surrogatepass")
-    codes = [int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2)]
-    return varint(len(codes) + 1) + b"".join(varint(c) for c in codes)
+sv = string_value
 
 
 def suffix(length: int) -> bytes:

@@ -28,6 +28,7 @@ from repair.ops.state_reader import read_incremental_handle
 from repair.snapshot import load_snapshot
 from fixtures import state_model
 from tests.conftest import FIXTURES, FIXTURE_NAMES, fixture_info
+from tests.flink_bytes import string_value
 
 KEYED_UIDS = ("per-user", "per-account")
 TIMER_STATE = "_timer_state/event_user-timers"
@@ -117,21 +118,7 @@ BYTES = SerializerSnapshot(_B + "array.BytePrimitiveArraySerializer$BytePrimitiv
 TTL = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
 
 
-def _string_value(text: str | None) -> bytes:
-    """``StringValue.writeString``, written independently of the decoder."""
-    def varint(n: int) -> bytes:
-        out = bytearray()
-        while n >= 0x80:
-            out.append(0x80 | (n & 0x7F))
-            n >>= 7
-        out.append(n)
-        return bytes(out)
-
-    if text is None:
-        return b"\x00"
-    units = text.encode("utf-16-be", errors="surrogatepass")
-    codes = [int.from_bytes(units[i : i + 2], "big") for i in range(0, len(units), 2)]
-    return varint(len(codes) + 1) + b"".join(varint(c) for c in codes)
+_string_value = string_value  # StringValue.writeString, written independently of the decoder
 
 
 @pytest.mark.parametrize("text", ["", "a", "jürgen", "用户-1", "emoji-\U0001F600", "x" * 200, None])
