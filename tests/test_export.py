@@ -16,7 +16,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from repair.errors import FormatError, UsageError
+from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink_arrow import StateColumns, column_type
 from repair.formats.flink_backend_meta import StateMetaInfo
 from repair.formats.flink_serializers import SerializerSnapshot
@@ -332,6 +332,24 @@ def test_row_by_row_decoding_writes_identical_files(name, exported, tmp_path, mo
     _assert_identical(exported[(name, "checkpoint")], tmp_path / "rows", document=False)
     batches = [s["batches"] for op in document["operators"] for s in op["states"] if s["lsm"] is not None]
     assert batches and all(b["columnar"] == 0 for b in batches) and any(b["rows"] for b in batches)
+
+
+def test_auto_falls_back_to_the_python_merge_where_rocksdb_cannot_open_an_instance(tmp_path, exported):
+    """A subtask whose MANIFEST is gone cannot be opened by RocksDB: ``auto`` reads it with the Python
+    merge (which needs no MANIFEST) and says why; ``--engine rocksdb`` refuses. The Parquet is the same."""
+    from tests import damage
+
+    name = "flink-1.20-p3-external-xxhash-lz4"
+    harm = damage.damaged_copy(name, tmp_path / "in", "missing_manifest")
+    document = _export(harm.root, tmp_path / "auto", workers=1)
+    engines = [e for op in document["operators"] for e in op["engines"].values()]
+    fallen = [e for e in engines if e["engine"] == "python"]
+    assert len(fallen) == 1 and harm.file.name in fallen[0]["reason"] and "not found" in fallen[0]["reason"]
+    assert [e for e in engines if e["engine"] == "rocksdb"]
+    _assert_identical(exported[(name, "checkpoint")], tmp_path / "auto", document=False)
+    with pytest.raises(RepairError, match="RocksDB cannot serve this instance"):
+        export(str(harm.root), str(tmp_path / "strict"), workers=1, engine="rocksdb")
+    assert not (tmp_path / "strict").exists()
 
 
 def test_process_pool_gives_identical_files(tmp_path, exported):
