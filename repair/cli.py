@@ -203,7 +203,7 @@ def export(
     master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
     engine: str = typer.Option("auto", "--engine", help="Who resolves RocksDB's LSM trees: rocksdb (RocksDB itself via rocksdict, on a scratch copy; fast), python (this toolkit's merge; reads without MANIFEST or OPTIONS), auto (rocksdb where RocksDB can open the instance as _metadata describes it, else python)."),
-    compression: str = typer.Option("snappy", "--compression", help="Parquet codec: snappy, zstd (smaller, slower), lz4 or none (fastest, largest)."),
+    compression: str = typer.Option("snappy", "--compression", help="Parquet codec: snappy, zstd (smaller, slower), lz4 or none (least CPU, largest files)."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
 ) -> None:
     """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
