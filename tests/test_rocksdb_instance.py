@@ -384,3 +384,22 @@ def test_a_file_named_like_rocksdicts_config_cannot_switch_off_raw_mode():
     with pytest.raises(InstanceUnavailable, match="RocksDB cannot open the instance"):
         with open_rocksdb_instance(snapshot, STORAGE, handle):
             pass
+
+
+def test_without_rocksdict_the_instance_is_unavailable(monkeypatch):
+    """An executor without rocksdict falls back to the Python merge instead of failing the export."""
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_rocksdict(name, *args, **kwargs):
+        if name == "rocksdict":
+            raise ImportError("No module named 'rocksdict'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_rocksdict)
+    snapshot = _newest(FIXTURES / "flink-2.1-default")
+    handle = next(iter(_keyed(snapshot)))
+    with pytest.raises(InstanceUnavailable, match="rocksdict is not importable"):
+        with open_rocksdb_instance(snapshot, STORAGE, handle):
+            pass

@@ -336,7 +336,10 @@ class RocksDbInstance:
 def _open_db(directory: str):
     """rocksdict's read-only database in ``directory`` with the options of its OPTIONS file, and the
     column families of its MANIFEST."""
-    from rocksdict import AccessType, Options, Rdict
+    try:
+        from rocksdict import AccessType, Options, Rdict
+    except ImportError as error:  # e.g. a Spark executor without it: the Python merge needs none
+        raise InstanceUnavailable(f"rocksdict is not importable here ({error})") from None
 
     def unavailable(what: str, error: Exception) -> InstanceUnavailable:
         return InstanceUnavailable(f"{what}: {str(error).replace(directory + os.sep, '')}")
