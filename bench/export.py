@@ -47,6 +47,7 @@ import json
 import os
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -119,6 +120,8 @@ def worker_main(argv: list[str]) -> int:
     if "--baseline" in options:
         dbs = [line for line in Path(options["--baseline"]).read_text().splitlines() if line]
         result = iterate_instances(dbs)
+    elif "--per-state" in options:
+        result = per_state(options["--per-state"], options["--operator"], int(options["--subtask"]), options["--db"], options["--out"])
     elif "--export" in options:
         extra = {name[2:]: options[name] for name in ("--engine", "--compression") if name in options}
         result = export_in_process(options["--export"], options["--out"], int(options.get("--workers", 1)), **extra)
@@ -381,13 +384,7 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
     stages[STAGE_ROWS] = time.perf_counter() - started
     counts["rows"] = rows
 
-    real_run_tasks = export_module.run_tasks
-
-    def this_subtask_only(func, tasks, **kwargs):
-        return real_run_tasks(func, [t for t in tasks if (t.operator_id, t.subtask) == (operator_id, subtask)], workers=1)
-
-    export_module.run_tasks = this_subtask_only
-    try:
+    with _only_subtask(export_module, operator_id, subtask):
         started = time.perf_counter()
         export_module.export(checkpoint, out + "-timed", workers=1)
         stages[STAGE_EXPORT] = time.perf_counter() - started
@@ -398,8 +395,6 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
         profiler.enable()
         export_module.export(checkpoint, out + "-profiled", workers=1)
         profiler.disable()
-    finally:
-        export_module.run_tasks = real_run_tasks
     stats = pstats.Stats(profiler)
     total = sum(row[2] for row in stats.stats.values())  # tottime
     top = sorted(stats.stats.items(), key=lambda item: -item[1][2])[:20]
@@ -408,6 +403,119 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
         for (file, line, name), (_, calls, tottime, cumtime, _) in top
     ]
     return {"stages": stages, "counts": counts, "profiled_seconds": total, "top": functions, "seconds": stages[STAGE_EXPORT]}
+
+
+@contextmanager
+def _only_subtask(export_module, operator_id: str, subtask: int):
+    """While active, ``export()`` runs the task of this one subtask only (in this process)."""
+    real_run_tasks = export_module.run_tasks
+
+    def this_subtask_only(func, tasks, **kwargs):
+        return real_run_tasks(func, [t for t in tasks if (t.operator_id, t.subtask) == (operator_id, subtask)], workers=1)
+
+    export_module.run_tasks = this_subtask_only
+    try:
+        yield
+    finally:
+        export_module.run_tasks = real_run_tasks
+
+
+def per_state(checkpoint: str, operator_id: str, subtask: int, db: str, out: str) -> dict:
+    """Per state of one subtask: rocksdict's iteration of its column family (on the copy ``db``) and
+    ``export()`` of that state alone, each timed once in this process; entry sizes decide the ratio."""
+    import shutil
+
+    import repair.ops.export as export_module
+    from rocksdict import AccessType, Options, Rdict, ReadOptions
+
+    options, families = Options.load_latest(db, ignore_unknown_options=True)
+    options.set_wal_dir(db)
+    opened = Rdict(db, options, column_families=families, access_type=AccessType.read_only(False))
+    states = []
+    try:
+        for name in sorted(families):
+            read = ReadOptions()
+            read.fill_cache(False)
+            entries = size = 0
+            started = time.perf_counter()
+            for key, value in opened.get_column_family(name).items(read_opt=read):
+                entries += 1
+                size += len(key) + len(value)
+            iterate = time.perf_counter() - started
+            states.append({"state": name, "entries": entries, "bytes": size, "rocksdict_seconds": iterate})
+    finally:
+        opened.close()
+    meta = {m.name for m in read_states(checkpoint, operator_id, subtask)}
+    states = [s for s in states if s["state"] in meta]
+    with _only_subtask(export_module, operator_id, subtask):
+        for number, state in enumerate(states):
+            target = f"{out}-{number}"
+            started = time.perf_counter()
+            export_module.export(checkpoint, target, workers=1, states=[state["state"]], operators=[operator_id])
+            state["export_seconds"] = time.perf_counter() - started
+            shutil.rmtree(target, ignore_errors=True)
+    empty = [s["export_seconds"] for s in states if not s["entries"]]
+    return {"operator_id": operator_id, "subtask": subtask, "states": [s for s in states if s["entries"]],
+            "fixed_seconds": min(empty) if empty else None, "seconds": sum(s["export_seconds"] for s in states)}
+
+
+def read_states(checkpoint: str, operator_id: str, subtask: int):
+    """The states of one keyed subtask's backend meta data."""
+    from repair import storage as st
+    from repair.layout import discover
+    from repair.ops.state_reader import read_handle_meta
+    from repair.snapshot import load_snapshot
+
+    storage = st.default_storage()
+    layout = discover(checkpoint, storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    handle = next(s for s in snapshot.metadata.operator(operator_id).subtasks if s.index == subtask).managed_keyed_state
+    return read_handle_meta(snapshot, storage, handle).states
+
+
+def run_per_state(checkpoint: str, instances: list[Instance], scratch: Path) -> list[dict]:
+    """:func:`per_state` for the largest instance of every operator, each in a process pinned to one core."""
+    import subprocess
+
+    entry = f"import sys; sys.path.insert(0, {str(BENCH)!r}); from export import worker_main; sys.exit(worker_main(sys.argv[1:]))"
+    largest: dict[str, Instance] = {}
+    for instance in instances:
+        if instance.operator_id not in largest or instance.sst_bytes > largest[instance.operator_id].sst_bytes:
+            largest[instance.operator_id] = instance
+    results = []
+    for instance in largest.values():
+        command = [*taskset("0"), sys.executable, "-c", entry, "--per-state", checkpoint, "--operator", instance.operator_id,
+                   "--subtask", str(instance.subtask), "--db", str(instance.directory), "--out", str(scratch / "per-state")]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO)
+        if done.returncode != 0:
+            raise RuntimeError(f"per state: exit code {done.returncode}: {(done.stdout + done.stderr)[-2000:]}")
+        results.append(json.loads(done.stdout.strip().splitlines()[-1]))
+    return results
+
+
+def per_state_text(results: list[dict] | None) -> str:
+    """The per-state table: how the ratio to rocksdict follows the size of the entries."""
+    if not results:
+        return "Not measured in this run (`--profile`)."
+    lines = ["The largest subtask of each operator, state by state, each timed once in a process pinned to one core: "
+             "rocksdict iterating the state's column family, and `export()` of that state alone (`--state`). The "
+             "export's fixed cost (loading the snapshot, planning, opening the instance, publishing) is measured by "
+             "exporting a state without entries and subtracted in the last two columns.", ""]
+    lines += ["| operator | subtask | state | entries | bytes per entry (key + value) | rocksdict µs per entry | "
+              "export µs per entry | fixed cost s | export µs per entry, fixed cost subtracted | export vs rocksdict, fixed cost subtracted |",
+              "|---|---|---|---|---|---|---|---|---|---|"]
+    for result in results:
+        fixed = result.get("fixed_seconds")
+        for s in result["states"]:
+            entries, ours, theirs = s["entries"], s["export_seconds"], s["rocksdict_seconds"]
+            net = ours - fixed if fixed is not None and ours > fixed else None
+            fixed_text = "-" if fixed is None else f"{fixed:.2f}"
+            net_text = "-" if net is None else f"{net / entries * 1e6:.2f}"
+            ratio_text = "-" if net is None else f"{theirs / net:.2f}x"
+            lines.append(f"| `{result['operator_id'][:8]}` | {result['subtask']} | `{s['state']}` | {entries:,} | "
+                         f"{s['bytes'] / entries:,.0f} | {theirs / entries * 1e6:.2f} | {ours / entries * 1e6:.2f} | "
+                         f"{fixed_text} | {net_text} | {ratio_text} |")
+    return "\n".join(lines)
 
 
 def run_profile(checkpoint: str, instance: Instance, scratch: Path) -> dict:
@@ -696,11 +804,12 @@ def measure(args) -> dict:
                 shutil.rmtree(outputs[variant.name], ignore_errors=True)
 
         load_before, load_after = run_all(variants, args.runs, after_run=after_run)
-        profile = largest = None
+        profile = largest = states = None
         if args.profile:
             largest = max(instances, key=lambda i: i.sst_bytes)
             try:
                 profile = run_profile(checkpoint, largest, scratch)
+                states = run_per_state(checkpoint, instances, scratch)
             except Exception as exc:  # report, and write the rest
                 print(f"error in the profile: {exc}", file=sys.stderr)
     import pyarrow
@@ -715,7 +824,7 @@ def measure(args) -> dict:
         "load_before": load_before, "load_after": load_after,
         "instances": [{**dataclasses.asdict(i), "directory": i.directory.name, "sources": []} for i in instances],
         "variants": [{f.name: getattr(v, f.name) for f in dataclasses.fields(v) if f.name != "check"} for v in variants],
-        "worker_results": results, "profile": profile, "profiled": None if largest is None else largest.directory.name,
+        "worker_results": results, "profile": profile, "per_state": states, "profiled": None if largest is None else largest.directory.name,
         "expect": {"export": expect.export, "baseline": expect.baseline, "bytes_differ": sorted(expect.bytes_differ),
                    "sst_entries": expect.sst_entries},
     }
@@ -743,6 +852,7 @@ def report(measured: dict, doc: Path | None) -> int:
     baseline = next((v for v in variants if v.name == "rocksdict iterate" and v.walls), None)
     profiled = next((i for i in instances if i.directory.name == measured["profiled"]), None)
     profile_md = profile_text(measured["profile"], profiled, results[baseline.name][baseline.best_run] if baseline else None)
+    profile_md += "\n\n### Entry size, state by state\n\n" + per_state_text(measured.get("per_state"))
     print()
     print_table(HEADER, rows)
     print()
