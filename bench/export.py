@@ -712,12 +712,14 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
   read a key with unmerged operands: the iterator stops there with the status
   `Invalid argument: merge_operator_ must be set`, and `items()` ends silently, without raising,
   so a count taken that way is wrong without warning. Time: iteration only (opening reported apart).
-- **Ours**: `repair export <checkpoint> --out <scratch>` as a command (`repair`, start-up included)
+- **Ours**: `repair export <checkpoint> --out <scratch>` with its defaults (`--engine auto`, which
+  lets RocksDB resolve every instance here, and Snappy) as a command (`repair`, start-up included)
   with `--workers 1` (pinned to one core), `--workers 2` (process pool) and `--master local[2]`
   (pyspark's local mode; its JVM start-up included); and `repair.ops.export.export(..., workers=1)`
-  called in a worker process pinned to one core, which times the call (planning, decoding, Parquet
-  writing and publishing; without interpreter start-up and imports). Each run's output is deleted after
-  it is checked.
+  called in a worker process pinned to one core, which times the call (planning, reading, decoding,
+  Parquet writing and publishing; without interpreter start-up and imports), also with
+  `compression="none"` and with `engine="python"` (the toolkit's own LSM merge). Each run's output is
+  deleted after it is checked.
 - **Units**: an *entry* is a live key of a column family after the LSM merge, what a RocksDB iterator
   yields: rocksdict's count, and `lsm.live` of `_export.json` (checked equal below). A *row* is a row of
   the Parquet output (keyed state only). entries/s and rows/s are per wall-clock second of the whole

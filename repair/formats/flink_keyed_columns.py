@@ -20,6 +20,8 @@ batch's data buffer (``pa.array(keys, pa.binary())``), one int64 per row.
 
 from __future__ import annotations
 
+import array
+import sys
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -105,15 +107,19 @@ class _Cursor:
     def byte(self, at: int = 0) -> pa.Array:
         return pc.take(self.src.data, pc.add(self.pos, at) if at else self.pos)
 
-    def uint_be(self, width: int) -> pa.Array:
-        """The next ``width`` bytes of every row as a big-endian integer: an int64 holding their bit
-        pattern (eight bytes with the high bit set come out negative, as Java's long)."""
-        self.need(width)
-        value = None
-        for i in range(width):
-            byte = self.byte(i).cast(pa.int64())
-            value = byte if value is None else pc.bit_wise_or(pc.shift_left(value, 8), byte)
-        return value
+    def big_endian(self, arrow: pa.DataType) -> pa.Array:
+        """The next bytes of every row as a big-endian number of type ``arrow`` (Java's byte order):
+        the bytes gathered into one buffer, byte-swapped by :mod:`array` in C."""
+        code = _NATIVE_CODES[arrow]
+        width = arrow.bit_width // 8
+        end = self.need(width)
+        n = len(self.pos)
+        values = array.array(code)
+        if n:
+            values.frombytes(memoryview(_slices(self.src, self.pos, end).buffers()[2])[: n * width])
+            if width > 1 and sys.byteorder == "little":
+                values.byteswap()
+        return pa.Array.from_buffers(arrow, n, [None, pa.py_buffer(values)])
 
     def advance(self, width: int | pa.Array) -> None:
         self.pos = pc.add(self.pos, width)
@@ -145,21 +151,20 @@ def _slices(src: _Bytes, starts: pa.Array, ends: pa.Array) -> pa.BinaryArray:
 Vector = Callable[[_Cursor], pa.Array]
 
 
-def _signed(width: int, arrow: pa.DataType) -> Vector:
-    unsigned = {1: pa.uint8(), 2: pa.uint16(), 4: pa.uint32(), 8: pa.int64()}[width]
+#: :mod:`array` type codes of Java's fixed-width numbers (checked at import: C's sizes can differ).
+_NATIVE_CODES = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}
+assert all(array.array(code).itemsize == arrow.bit_width // 8 for arrow, code in _NATIVE_CODES.items())
+
+
+def _number(arrow: pa.DataType) -> Vector:
+    """Long, Int, Short, Byte, Double: big-endian, fixed width."""
 
     def read(c: _Cursor) -> pa.Array:
-        value = c.uint_be(width)
-        c.advance(width)
-        return value if width == 8 else value.cast(unsigned, safe=False).cast(arrow, safe=False)
+        value = c.big_endian(arrow)
+        c.advance(arrow.bit_width // 8)
+        return value
 
     return read
-
-
-def _double(c: _Cursor) -> pa.Array:
-    bits = c.uint_be(8)
-    c.advance(8)
-    return pa.Array.from_buffers(pa.float64(), len(bits), [None, bits.buffers()[1]], offset=bits.offset)
 
 
 def _boolean(c: _Cursor) -> pa.Array:
@@ -180,8 +185,8 @@ def _zero_byte(c: _Cursor) -> pa.Array:
 
 
 def _time_window(c: _Cursor) -> pa.Array:
-    start = _signed(8, pa.int64())(c)
-    end = _signed(8, pa.int64())(c)
+    start = _number(pa.int64())(c)
+    end = _number(pa.int64())(c)
     return pa.StructArray.from_arrays([start, end], names=["start", "end"])
 
 
@@ -243,7 +248,7 @@ def _exact_strings(c: _Cursor, heads: pa.Array, rows: pa.Array) -> tuple[pa.Arra
 
 
 def _byte_array(c: _Cursor) -> pa.Array:
-    length = c.uint_be(4).cast(pa.uint32(), safe=False).cast(pa.int32(), safe=False).cast(pa.int64())
+    length = c.big_endian(pa.int32()).cast(pa.int64())
     if not _all(pc.greater_equal(length, 0)):
         raise ColumnarMiss
     c.advance(4)
@@ -255,12 +260,12 @@ def _byte_array(c: _Cursor) -> pa.Array:
 
 _VECTOR: dict[str, tuple[Vector, pa.DataType]] = {
     _B + "StringSerializer$StringSerializerSnapshot": (_string, pa.string()),
-    _B + "LongSerializer$LongSerializerSnapshot": (_signed(8, pa.int64()), pa.int64()),
-    _B + "IntSerializer$IntSerializerSnapshot": (_signed(4, pa.int32()), pa.int32()),
-    _B + "ShortSerializer$ShortSerializerSnapshot": (_signed(2, pa.int16()), pa.int16()),
-    _B + "ByteSerializer$ByteSerializerSnapshot": (_signed(1, pa.int8()), pa.int8()),
+    _B + "LongSerializer$LongSerializerSnapshot": (_number(pa.int64()), pa.int64()),
+    _B + "IntSerializer$IntSerializerSnapshot": (_number(pa.int32()), pa.int32()),
+    _B + "ShortSerializer$ShortSerializerSnapshot": (_number(pa.int16()), pa.int16()),
+    _B + "ByteSerializer$ByteSerializerSnapshot": (_number(pa.int8()), pa.int8()),
     _B + "BooleanSerializer$BooleanSerializerSnapshot": (_boolean, pa.bool_()),
-    _B + "DoubleSerializer$DoubleSerializerSnapshot": (_double, pa.float64()),
+    _B + "DoubleSerializer$DoubleSerializerSnapshot": (_number(pa.float64()), pa.float64()),
     _B + "VoidSerializer$VoidSerializerSnapshot": (_zero_byte, pa.null()),
     _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, pa.binary()),
     **{name: (_zero_byte, pa.null()) for name in _VOID_NAMESPACES},
@@ -378,7 +383,7 @@ def field_reader(snapshot: SerializerSnapshot | None, arrow: pa.DataType | None)
     if read is not None:
 
         def vector_read(c: _Cursor) -> tuple[pa.Array, pa.Array | None]:
-            timestamps = _signed(8, pa.int64())(c) if ttl else None
+            timestamps = _number(pa.int64())(c) if ttl else None
             return read(c), timestamps
 
         return _Field(vector_read)
@@ -499,7 +504,7 @@ class ColumnarStateDecoder:
             if not _all(pc.equal(pc.subtract(V.ends, V.starts), 0)):
                 raise ColumnarMiss
             raw_start = kc.pos
-            flipped = kc.uint_be(8)
+            flipped = kc.big_endian(pa.int64())
             kc.advance(8)
             columns["timestamp"] = pc.bit_wise_xor(flipped, _SIGN)
             columns["key"], _ = self.key.read(kc)
