@@ -23,7 +23,7 @@ from __future__ import annotations
 import array
 import sys
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Callable
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -35,8 +35,8 @@ from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, POJO_SNAPSHOT,
 from repair.formats.flink_values import FAST_MISSES, TtlValue, decoder_for
 from repair.keygroups import key_group_prefix_bytes
 
-#: The output columns and the Arrow type of those not decided by serializers.
-RAW_COLUMN_TYPES = {
+#: The Arrow type of the output columns no serializer decides (the others: the state's ``StateColumns``).
+FIXED_COLUMN_TYPES = {
     "key_group": pa.int32(), "list_index": pa.int32(), "ttl_timestamp": pa.int64(), "timestamp": pa.int64(),
     "key_raw": pa.binary(), "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary(),
     "error": pa.string(),
@@ -607,7 +607,7 @@ class ColumnarStateDecoder:
     def _complete(self, columns: dict[str, pa.Array], n: int) -> dict[str, pa.Array]:
         """Every output column, typed; null where this kind of state has nothing."""
         out = {}
-        for name, arrow in (*self.types.items(), *RAW_COLUMN_TYPES.items()):
+        for name, arrow in (*self.types.items(), *FIXED_COLUMN_TYPES.items()):
             array = columns.get(name)
             out[name] = pa.nulls(n, arrow) if array is None else array
         return out

@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from repair import storage as st
 from repair.errors import FormatError
 from repair.formats.flink_arrow import DECODED_COLUMNS, StateColumns, column_converter, to_arrow
-from repair.formats.flink_keyed_columns import ColumnarMiss, ColumnarStateDecoder
+from repair.formats.flink_keyed_columns import FIXED_COLUMN_TYPES, ColumnarMiss, ColumnarStateDecoder
 from repair.ops.state_reader import StateStream, decode_batch_rows
 
 #: The columns of every part, in this order.
@@ -32,11 +32,8 @@ COLUMNS = (
     "key_group", "key", "namespace", "user_key", "value", "list_index", "ttl_timestamp", "timestamp",
     "key_raw", "namespace_raw", "user_key_raw", "value_raw", "error",
 )
-FIXED_TYPES = {
-    "key_group": pa.int32(), "list_index": pa.int32(), "ttl_timestamp": pa.int64(), "timestamp": pa.int64(),
-    "key_raw": pa.binary(), "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary(),
-    "error": pa.string(),
-}
+#: The columns whose type no serializer decides.
+FIXED_TYPES = FIXED_COLUMN_TYPES
 _FIXED = [name for name in COLUMNS if name in FIXED_TYPES and name != "error"]
 #: Rows per record batch (and Parquet row group).
 BATCH_ROWS = 65536

@@ -2,19 +2,23 @@
 
 The interface is a stream per state (:class:`StateStream`): its name, kind, meta data and an iterator
 of row dicts (:data:`repair.formats.flink_keyed_rows.ROW_FIELDS`), one state after the other, so
-that memory is bounded by one data block per SST and the rows in flight, never by the state's size.
+that memory is bounded by a batch of entries (and, with the python engine, one data block per SST),
+never by the state's size. Keyed streams also offer the same entries undecoded, in batches
+(:class:`KeyedEntries`), which export decodes column-wise.
 
-* :func:`iter_keyed_instance` is the pure core (SST sources + backend meta data in, streams out),
-  meant to run once per keyed subtask (e.g. inside a Spark task).
-* :func:`iter_incremental_handle` feeds it from a loaded snapshot: it resolves the handle's meta data
-  and shared SSTs (inline, whole files or file-merging segments) and keeps them open while iterating.
-* :func:`read_keyed_instance` / :func:`read_incremental_handle` collect the streams into lists
-  (:class:`KeyedStateResult`), for small states and tests.
+Two engines resolve the LSM tree (:data:`ENGINES`):
 
-Every SST entry is accounted for (:attr:`StateStream.stats`, complete once its rows are exhausted):
-live rows, older versions, tombstones, range deletions, and keys outside the handle's key-group range
-(left there by rescaling; dropped and counted in :attr:`StateStream.outside_key_groups`). Corrupt
-bytes raise; they are never skipped.
+* ``python``: :func:`iter_keyed_instance`, the pure core (SST sources + backend meta data in, streams
+  out) over this toolkit's k-way merge. Every SST entry is accounted for (:attr:`StateStream.stats`,
+  complete once its rows are exhausted): live rows, older versions, tombstones, range deletions.
+* ``rocksdb``: :func:`iter_rocksdb_instance`, RocksDB itself on a scratch copy
+  (:mod:`repair.ops.rocksdb_instance`); only the live entries are known (:attr:`StateStream.live`).
+
+:func:`iter_incremental_handle` feeds either from a loaded snapshot (``auto``: rocksdb where RocksDB can
+open the instance as ``_metadata`` describes it). :func:`read_keyed_instance` /
+:func:`read_incremental_handle` collect the streams into lists (:class:`KeyedStateResult`), for small
+states and tests. Keys outside the handle's key-group range (left there by rescaling) are dropped and
+counted in :attr:`StateStream.outside_key_groups`. Corrupt bytes raise; they are never skipped.
 """
 
 from __future__ import annotations
