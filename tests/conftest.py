@@ -48,6 +48,24 @@ def fixture_dir(request) -> Path:
     return FIXTURES / request.param
 
 
+def expected_shape(value):
+    """A decoded value (row decoder or Parquet ``to_pylist``) in expected.json's shape, which is the
+    restore output's (``fixtures/job/.../Json.java``): a Tuple (a struct of exactly ``f0``..``fn``) is
+    a list, a map (a list of ``(key, value)`` tuples) a dict, a byte[] lower-case hex; Rows (``kind``
+    plus fields) and POJOs stay dicts. Nested values are converted too."""
+    if isinstance(value, bytes):
+        return value.hex()
+    if isinstance(value, dict):
+        if value and list(value) == [f"f{i}" for i in range(len(value))]:
+            return [expected_shape(v) for v in value.values()]
+        return {k: expected_shape(v) for k, v in value.items()}
+    if isinstance(value, list):
+        if value and all(isinstance(item, tuple) for item in value):
+            return {str(k): expected_shape(v) for k, v in value}
+        return [expected_shape(item) for item in value]
+    return value
+
+
 def fixture_info(path: Path) -> dict:
     return json.loads((path / "fixture.json").read_text())
 

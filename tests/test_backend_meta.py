@@ -45,8 +45,22 @@ JOB_VALUE_TYPES = {
     "stats": "Tuple2<Long, Long>",
     "user-by-wave": "Map<Integer, String>",
     "profile": "POJO fixturejob.AccountProfile",
+    "small": "Short",
+    "tiny": "Byte",
+    "positive": "Boolean",
+    "ratio": "Double",
+    "ratio32": "Float",
+    "initial": "Character",
+    "tag-bytes": "byte[]",
+    "wave": "Enum fixturejob.Wave",
+    "last-row": "TTL<Row<String, Long, Double>>",
+    "recent-small": "List<Short>",
+    "ratio32-by-tag": "Map<String, Float>",
+    "ratio-by-initial": "Map<Character, Double>",
+    "checks": "List<Tuple2<String, Boolean>>",
+    "rows": "List<Row<Integer, String>>",
 }
-KEY_TYPES = {"String": "String", "Long": "Long"}
+KEY_TYPES = {"String": "String", "Long": "Long", "Integer": "Integer"}
 
 
 def _keyed_meta_bytes(fixture_dir, path, handle) -> bytes:

@@ -16,21 +16,23 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
+from fixtures import state_model
 from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink_arrow import StateColumns, column_type
 from repair.formats.flink_backend_meta import StateMetaInfo
 from repair.formats.flink_serializers import SerializerSnapshot
-from repair.keygroups import assign_key_group, java_long_hash, java_string_hash, operator_id_for_uid, operator_index_for_key_group
+from repair.keygroups import assign_key_group, java_int_hash, java_long_hash, java_string_hash, operator_id_for_uid, operator_index_for_key_group
 from repair.ops import export_parts
 from repair.ops.export import COLUMNS, export, partition_value
 from repair.ops.export_parts import write_state_part
 from repair.ops.state_reader import StateStream
-from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info
+from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info
 
-KEYED_UIDS = ("per-user", "per-account")
+KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: fixture.json's operator state kinds -> the export's state kinds
 _OPERATOR_KINDS = {"list": "operator-list", "union": "union-list", "broadcast": "broadcast"}
-KEY_HASHES = {"String": java_string_hash, "Long": java_long_hash}
+KEY_STRUCTS = {"Long": struct.Struct(">q"), "Integer": struct.Struct(">i")}
+KEY_HASHES = {"String": java_string_hash, "Long": java_long_hash, "Integer": java_int_hash}
 #: (fixture, which): the newest checkpoint of every fixture, and every native and canonical savepoint.
 SOURCES = [(name, "checkpoint") for name in FIXTURE_NAMES] + [
     (name, f"{form.lower()}-savepoint")
@@ -91,13 +93,6 @@ def _parts(directory: Path) -> list[tuple[int, pa.Table]]:
     return [(int(f.stem.split("-")[1]), pq.read_table(f)) for f in files]
 
 
-def _plain(value, arrow: pa.DataType):
-    """A typed Parquet value in expected.json's shape (a Tuple's struct is a list of its fields)."""
-    if value is not None and pa.types.is_struct(arrow) and all(arrow.field(i).name == f"f{i}" for i in range(arrow.num_fields)):
-        return [value[f"f{i}"] for i in range(arrow.num_fields)]
-    return value
-
-
 def _rebuild(out: Path, name: str, uid: str) -> dict:
     """Per key, the states of operator ``uid`` in expected.json's shape, from the Parquet files alone
     (state names and kinds from fixture.json; key groups and subtasks checked with Flink's key math)."""
@@ -117,18 +112,17 @@ def _rebuild(out: Path, name: str, uid: str) -> dict:
         assert [subtask for subtask, _ in parts] == list(range(parallelism))
         schemas = {table.schema for _, table in parts}
         assert len(schemas) == 1, f"{state}: the parts' schemas differ"
-        value_type = parts[0][1].schema.field("value").type
         for subtask, table in parts:
             assert table.column_names == list(COLUMNS)
             for row in table.to_pylist():
                 assert row["error"] is None, row["error"]
                 assert row["key_group"] == assign_key_group(key_hash(row["key"]), max_parallelism)
                 assert operator_index_for_key_group(max_parallelism, parallelism, row["key_group"]) == subtask
-                if spec["key_type"] == "Long":
-                    assert row["key_raw"] == struct.pack(">q", row["key"])
+                if spec["key_type"] in KEY_STRUCTS:
+                    assert row["key_raw"] == KEY_STRUCTS[spec["key_type"]].pack(row["key"])
                 assert row["ttl_timestamp"] is None or state in spec["ttl_states"]
                 entry = per_key.setdefault(str(row["key"]), {})
-                value = _plain(row["value"], value_type)
+                value = expected_shape(row["value"])
                 if kind.endswith("timers"):
                     assert row["namespace"] is None and row["value"] is None and row["value_raw"] == b""
                     entry.setdefault("timers" if kind == "event-timers" else "processing-timers", []).append(row["timestamp"])
@@ -229,6 +223,19 @@ def test_columns_are_typed_from_the_serializer_snapshots(name, which, exported):
     assert schema("per-account", "user-by-wave").field("user_key").type == pa.int32()
     assert schema("per-account", "stats").field("value").type == pa.struct([("f0", pa.int64()), ("f1", pa.int64())])
     assert schema("per-account", "profile").field("value").type == pa.struct([("owner", pa.string()), ("updates", pa.int64())])
+    # one state per built-in serializer (per-type, keyed by Integer)
+    typed = {
+        "small": pa.int16(), "tiny": pa.int8(), "positive": pa.bool_(), "ratio": pa.float64(), "ratio32": pa.float32(),
+        "initial": pa.string(), "tag-bytes": pa.binary(), "wave": pa.string(),
+        "last-row": pa.struct([("kind", pa.string()), ("f0", pa.string()), ("f1", pa.int64()), ("f2", pa.float64())]),
+        "recent-small": pa.list_(pa.int16()), "ratio32-by-tag": pa.map_(pa.string(), pa.float32()),
+        "ratio-by-initial": pa.float64(), "checks": pa.struct([("f0", pa.string()), ("f1", pa.bool_())]),
+        "rows": pa.struct([("kind", pa.string()), ("f0", pa.int32()), ("f1", pa.string())]),
+    }
+    assert set(typed) == set(info["keyed_operators"]["per-type"]["states"])
+    for state, arrow in typed.items():
+        assert (schema("per-type", state).field("key").type, schema("per-type", state).field("value").type) == (pa.int32(), arrow), state
+    assert schema("per-type", "ratio-by-initial").field("user_key").type == pa.string()  # Character
     timers = schema("per-user", "_timer_state/event_user-timers")
     assert (timers.field("key").type, timers.field("timestamp").type, timers.field("value").type) == (pa.string(), pa.int64(), pa.null())
     value = schema("per-user", "count").field("value")

@@ -36,7 +36,8 @@ def test_matrix_covers_the_required_variants():
 
 def test_committed_fixtures_stay_small():
     total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
-    assert total < 15 * 1024 * 1024
+    # seven fixtures, three keyed operators (per-type holds one state per built-in serializer): ~21 MB
+    assert total < 24 * 1024 * 1024
 
 
 def test_fixture_layout_and_expected_state(fixture_dir: Path):

@@ -24,6 +24,7 @@ from repair.formats.flink_arrow import (
 from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, OPERATOR_STATE_DISTRIBUTION_MODE, StateMetaInfo
 from repair.formats.flink_serializers import ENUM_SNAPSHOT, KRYO_SNAPSHOT, POJO_SNAPSHOT, TTL_AWARE_SNAPSHOT, PojoField, SerializerSnapshot
 from repair.formats.flink_values import decoder_for
+from tests.flink_bytes import nullable, row
 
 _B = "org.apache.flink.api.common.typeutils.base."
 _F = "org.apache.flink."
@@ -59,6 +60,20 @@ def string_value(text: str) -> bytes:
     return bytes([len(text) + 1]) + text.encode("ascii")
 
 
+def row_of(*fields, kinds: bool = True) -> SerializerSnapshot:
+    return SerializerSnapshot(_F + "api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot", 3, nested=list(fields),
+                              outer_version=4, attributes={"supports_row_kind": kinds})
+
+
+def nullable_of(inner, padding: int) -> SerializerSnapshot:
+    return SerializerSnapshot(_F + "api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot", 3,
+                              nested=[inner], outer_version=2, attributes={"null_padding_length": padding})
+
+
+def set_of(element) -> SerializerSnapshot:
+    return SerializerSnapshot(_B + "SetSerializerSnapshot", 3, nested=[element])
+
+
 ENUM = SerializerSnapshot(ENUM_SNAPSHOT, 3, attributes={"enum_class": "x.Color", "enum_constants": ["RED", "GREEN"]})
 POJO = SerializerSnapshot(POJO_SNAPSHOT, 2, attributes={"pojo_class": "x.P"},
                           pojo_fields=[PojoField("when", "x.P", WINDOW), PojoField("tags", "x.P", list_of(STRING))])
@@ -87,6 +102,17 @@ CASES = [
      {"when": {"start": 1, "end": 2}, "tags": ["t"]}),
     (POJO, b"\x01", None, None),  # a null POJO: a null struct
     (SerializerSnapshot(TTL_AWARE_SNAPSHOT, 1, nested=[LONG]), struct.pack(">q", 9), pa.int64(), 9),
+    (row_of(LONG, STRING, list_of(INT)), row("-U", [None, string_value("r"), struct.pack(">ii", 1, 8)]),
+     pa.struct([("kind", pa.string()), ("f0", pa.int64()), ("f1", pa.string()), ("f2", pa.list_(pa.int32()))]),
+     {"kind": "-U", "f0": None, "f1": "r", "f2": [8]}),
+    (row_of(LONG, WINDOW, kinds=False), row(None, [struct.pack(">q", 4), None]),  # legacy mode: no kind
+     pa.struct([("kind", pa.string()), ("f0", pa.int64()), ("f1", column_type(WINDOW).arrow)]),
+     {"kind": None, "f0": 4, "f1": None}),
+    (row_of(), row("+U", []), pa.struct([("kind", pa.string())]), {"kind": "+U"}),
+    (nullable_of(LONG, 8), nullable(struct.pack(">q", -3), 8), pa.int64(), -3),
+    (nullable_of(LONG, 8), nullable(None, 8), pa.int64(), None),
+    (nullable_of(STRING, 0), nullable(string_value("n")), pa.string(), "n"),
+    (set_of(STRING), struct.pack(">i", 2) + b"\x00" + string_value("s") + b"\x01", pa.list_(pa.string()), ["s", None]),
     (VOID_NS, b"\x00", pa.null(), None),
 ]
 
@@ -118,7 +144,10 @@ def test_nan_and_lone_surrogates():
 @pytest.mark.parametrize(("snapshot", "reason"), [
     (SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "x.K"}), "Kryo x.K"),
     (SerializerSnapshot("com.acme.CustomSerializerSnapshot", 1), "CustomSerializerSnapshot"),
-    (SerializerSnapshot(_F + "api.common.typeutils.base.SetSerializerSnapshot", 3, nested=[LONG]), "Set<Long>"),
+    (row_of(LONG, SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "x.K"})), "field f1: no decoded type for Kryo x.K"),
+    (row_of(LONG, kinds=None), "Row<Long>"),  # a Row snapshot without its outer payload: not ours to guess
+    (nullable_of(LONG, -1), "Nullable<Long>"),  # Flink itself refuses a negative padding
+    (set_of(SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "x.K"})), "Kryo x.K"),
     (SerializerSnapshot(POJO_SNAPSHOT, 2, attributes={"pojo_class": "x.Q"}, pojo_fields=[PojoField("a", "x.Q", None, "unknown")]),
      "without a readable serializer snapshot: a"),
     (SerializerSnapshot(POJO_SNAPSHOT, 2, attributes={"pojo_class": "x.E"}, pojo_fields=[]), "no fields"),

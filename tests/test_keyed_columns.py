@@ -21,7 +21,7 @@ from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, Col
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
 from repair.formats.flink_serializers import PojoField, SerializerSnapshot
 from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
-from tests.flink_bytes import string_value
+from tests.flink_bytes import nullable, row, string_value
 
 _B = "org.apache.flink.api.common.typeutils.base."
 
@@ -271,3 +271,145 @@ def test_tuple_keys_are_vectorized_too():
     entries = [(bytes([2]) + struct.pack(">i", i) + sv(f"k{i}") + b"\x00", q(i)) for i in range(4)]
     batch = _both(_state("VALUE", LONG), pair, entries)
     assert batch.column("key").to_pylist()[3] == {"f0": 3, "f1": "k3"}
+
+
+ROW = "org.apache.flink.api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot"
+NULLABLE = "org.apache.flink.api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot"
+KINDS = ("+I", "-U", "+U", "-D")
+
+
+def _row(*fields: SerializerSnapshot, kinds: bool = True) -> SerializerSnapshot:
+    return SerializerSnapshot(ROW, 3, nested=list(fields), outer_version=4 if kinds else 2,
+                              attributes={"supports_row_kind": kinds})
+
+
+def _nullable(inner: SerializerSnapshot, padding: int) -> SerializerSnapshot:
+    return SerializerSnapshot(NULLABLE, 3, nested=[inner], outer_version=2, attributes={"null_padding_length": padding})
+
+
+def test_the_row_writer_writes_what_real_flink_writes():
+    """Bytes ``RowSerializer`` and ``NullableSerializer`` of Flink 1.15.4 and 2.1.1 wrote (the same in
+    both), so that the hand-built rows below are Flink's."""
+    i32 = lambda n: struct.pack(">i", n)  # noqa: E731
+    assert row("+I", [q(1), sv("a"), i32(2)]).hex() == "000000000000000001026100000002"
+    assert row("-U", [None, sv("b"), i32(3)]).hex() == "a0026200000003"
+    assert row("+U", [q(4), None, None]).hex() == "580000000000000004"
+    assert row("-D", [None, None, None]).hex() == "f8"
+    assert row("-D", [None] * 10).hex() == "fff0"
+    tens = [None if i % 3 == 0 else q(i) for i in range(10)]
+    assert row("+U", tens)[:2].hex() == "6490" and row(None, tens[:9])[:2].hex() == "9200"
+    assert nullable(None, 8).hex() == "010000000000000000" and nullable(q(5), 8).hex() == "000000000000000005"
+
+
+def test_rows_of_every_kind_with_null_fields():
+    snapshot = _row(LONG, STRING, INT)
+    cases = [("+I", (1, "a", 2)), ("-U", (None, "b", 3)), ("+U", (4, None, None)), ("-D", (None, None, None)),
+             ("+I", (5, "ü", 6)), ("-D", (-7, "", None))]
+    entries = [(bytes([1]) + q(i) + b"\x00",
+                row(kind, [None if v is None else w(v) for v, w in zip(values, (q, sv, lambda n: struct.pack(">i", n)))]))
+               for i, (kind, values) in enumerate(cases)]
+    batch = _both(_state("VALUE", snapshot), LONG, entries)
+    assert batch.schema.field("value").type == pa.struct(
+        [("kind", pa.string()), ("f0", pa.int64()), ("f1", pa.string()), ("f2", pa.int32())])
+    assert batch.column("value").to_pylist() == [
+        {"kind": kind, "f0": values[0], "f1": values[1], "f2": values[2]} for kind, values in cases]
+
+
+@pytest.mark.parametrize(("fields", "kinds"), [(6, True), (7, True), (10, True), (15, True), (8, False), (9, False), (1, False)])
+def test_rows_whose_masks_fill_or_overflow_a_byte(fields, kinds):
+    """2 kind bits + 6 fields fill one byte exactly, 7 and more take a second one; legacy masks have no
+    kind bits (8 fields: one full byte, 9: two). Field 2 is null in every row (an empty column read)."""
+    snapshot = _row(*([LONG] * fields), kinds=kinds)
+    entries, expected = [], []
+    for i in range(2 * fields):
+        values = [None if j == 2 or (i + j) % 3 == 0 else 1000 * i + j for j in range(fields)]
+        kind = KINDS[i % 4] if kinds else None
+        entries.append((bytes([1]) + q(i) + b"\x00", row(kind, [None if v is None else q(v) for v in values])))
+        expected.append({"kind": kind, **{f"f{j}": v for j, v in enumerate(values)}})
+    assert len(row(None if not kinds else "+I", [None] * fields)) == (fields + 2 * kinds + 7) // 8
+    batch = _both(_state("VALUE", snapshot), LONG, entries)
+    assert batch.column("value").to_pylist() == expected
+
+
+def test_row_keys_nested_rows_tuples_and_pojos_in_rows():
+    pair = SerializerSnapshot(TUPLE, 2, nested=[LONG, STRING])
+    key = _row(STRING, INT)
+    value = _row(_row(LONG, kinds=False), pair, _pojo(name=STRING))
+    entries = []
+    for i in range(5):
+        k = row("+I", [sv(f"k{i}"), None if i == 3 else struct.pack(">i", i)])
+        ns = sv(f"n{i}")
+        v = row(KINDS[i % 4], [row(None, [q(i) if i % 2 else None]), None if i == 1 else q(i) + sv("t"),
+                               None if i == 2 else b"\x02" + (b"\x01" if i == 4 else b"\x00" + sv("p"))])
+        entries.append((bytes([1]) + k + suffix(len(k)) + ns + suffix(len(ns)), v))
+    batch = _both(_state("VALUE", value, namespace=STRING), key, entries)
+    assert batch.column("key").to_pylist()[3] == {"kind": "+I", "f0": "k3", "f1": None}
+    assert batch.column("value").to_pylist()[1] == {"kind": "-U", "f0": {"kind": None, "f0": 1}, "f1": None, "f2": {"name": "p"}}
+    assert batch.column("value").to_pylist()[4]["f2"] == {"name": None}
+
+
+def test_rows_with_fields_left_to_the_fast_path_and_rows_in_lists_and_maps():
+    # Float has no column-wise reader: a Row value holding one is decoded per row by its fast path
+    entries = [(bytes([1]) + q(i) + b"\x00", row("+U", [struct.pack(">f", i / 2), None if i % 2 else sv("x")])) for i in range(4)]
+    _both(_state("VALUE", _row(FLOAT, STRING)), LONG, entries)
+    lists = [(bytes([1]) + q(i) + b"\x00", b",".join(row(KINDS[j % 4], [q(j), None]) for j in range(i + 1))) for i in range(4)]
+    batch = _both(_state("LIST", _list(_row(LONG, STRING))), LONG, lists)
+    assert batch.column("value").to_pylist()[2] == {"kind": "-U", "f0": 1, "f1": None}
+    maps = [(bytes([1]) + q(0) + b"\x00" + sv(f"u{i}"), b"\x01" if i == 2 else b"\x00" + row("-D", [None, sv("v")])) for i in range(4)]
+    _both(_state("MAP", _map(STRING, _row(LONG, STRING))), LONG, maps)
+
+
+def test_nullable_values_with_and_without_padding():
+    entries = [(bytes([1]) + q(i) + b"\x00", nullable(None if i % 2 else q(i), padding=8)) for i in range(6)]
+    batch = _both(_state("VALUE", _nullable(LONG, 8)), LONG, entries)
+    assert batch.column("value").to_pylist() == [0, None, 2, None, 4, None]
+    entries = [(bytes([1]) + q(i) + b"\x00", row("+I", [nullable(None if i == 1 else sv(f"s{i}")), q(i)])) for i in range(3)]
+    batch = _both(_state("VALUE", _row(_nullable(STRING, 0), LONG)), LONG, entries)
+    assert batch.column("value").to_pylist()[1] == {"kind": "+I", "f0": None, "f1": 1}
+    everything_null = [(bytes([1]) + q(i) + b"\x00", nullable(None, padding=4)) for i in range(3)]
+    assert _both(_state("VALUE", _nullable(INT, 4)), LONG, everything_null).column("value").null_count == 3
+
+
+@pytest.mark.parametrize(("snapshot", "value"), [
+    pytest.param(_row(LONG, STRING), row("+I", [q(1), sv("a")])[:1], id="no field bytes after the mask"),
+    pytest.param(_row(LONG, STRING), b"", id="no mask"),
+    pytest.param(_row(LONG, STRING), bytes([0b0000_0001]) + q(1) + sv("a"), id="an unused mask bit set"),
+    pytest.param(_row(*[LONG] * 7), row("+I", [None] * 7)[:1], id="the second mask byte missing"),
+    pytest.param(_row(*[LONG] * 7), bytes([0b0011_1111, 0b1100_0000]), id="an unused bit of the second byte"),
+    pytest.param(_row(LONG, kinds=False), bytes([0b0100_0000]) + q(1), id="legacy: only the first bit is used"),
+    pytest.param(_row(LONG, STRING), row("+I", [q(1), sv("abc")])[:-1], id="a truncated field"),
+    pytest.param(_row(LONG, STRING), row("+I", [q(1), None]) + b"x", id="bytes after the row"),
+    pytest.param(_nullable(LONG, 8), b"\x02" + q(1), id="a null flag that is not 0 or 1"),
+    pytest.param(_nullable(LONG, 8), b"\x01" + bytes(7) + b"\x01", id="padding that is not 0"),
+    pytest.param(_nullable(LONG, 8), b"\x01" + bytes(7), id="short padding"),
+])
+def test_malformed_rows_and_nullables_are_left_to_the_row_path(snapshot, value):
+    """Never a wrong value: the column-wise path misses, and the row path raises a FormatError."""
+    state = _state("VALUE", snapshot)
+    good = [(bytes([1]) + q(0) + b"\x00", row("+I", [q(1), sv("a")]) if snapshot.class_name == ROW and len(snapshot.nested) == 2
+             else _good_value(snapshot))]
+    _both(state, LONG, good)
+    _miss(state, LONG, good + [(bytes([1]) + q(1) + b"\x00", value)])
+    with pytest.raises(FormatError):
+        KeyedStateDecoder(state, LONG, 128).rows(bytes([1]) + q(1) + b"\x00", value)
+
+
+def _good_value(snapshot: SerializerSnapshot) -> bytes:
+    if snapshot.class_name == NULLABLE:
+        return nullable(q(5), padding=8)
+    return row("+I" if snapshot.attributes["supports_row_kind"] else None, [q(i) for i in range(len(snapshot.nested))])
+
+
+def test_a_row_with_an_undecodable_field_is_json_and_left_to_the_row_path():
+    kryo = SerializerSnapshot("org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot", 2,
+                              attributes={"type_class": "x.K"})
+    state = _state("VALUE", _row(LONG, kryo))
+    columns = keyed_state_columns(state, LONG)
+    assert columns.columns["value"].is_json and "field f1" in columns.columns["value"].reason
+    with pytest.raises(ColumnarMiss):
+        ColumnarStateDecoder(state, LONG, 128, columns)
+    rows = KeyedStateDecoder(state, LONG, 128)
+    (decoded,) = rows.rows(bytes([1]) + q(1) + b"\x00", row("-U", [q(3), None]))  # the Kryo field is null
+    assert decoded["value"] == {"kind": "-U", "f0": 3, "f1": None} and decoded["error"] is None
+    (kept,) = rows.rows(bytes([1]) + q(1) + b"\x00", row("+I", [q(3), b"\x01"]))
+    assert kept["value"] is None and "cannot decode" in kept["error"] and kept["value_raw"] == row("+I", [q(3), b"\x01"])

@@ -34,10 +34,11 @@ from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
 from repair.ops.savepoint_reader import iter_full_snapshot, iter_key_groups_handle, read_key_groups_meta
 from repair.snapshot import load_snapshot, read_resolved
+from fixtures import state_model
 from tests.conftest import FIXTURES, fixture_info
 from tests.test_state_reader import _add_row
 
-KEYED_UIDS = ("per-user", "per-account")
+KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 SAVEPOINT_FIXTURES = ("flink-1.20-default", "flink-2.1-default")
 
 

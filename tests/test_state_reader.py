@@ -27,10 +27,10 @@ from repair.layout import discover
 from repair.ops.state_reader import read_incremental_handle
 from repair.snapshot import load_snapshot
 from fixtures import state_model
-from tests.conftest import FIXTURES, FIXTURE_NAMES, fixture_info
+from tests.conftest import FIXTURES, FIXTURE_NAMES, expected_shape, fixture_info
 from tests.flink_bytes import string_value
 
-KEYED_UIDS = ("per-user", "per-account")
+KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 TIMER_STATE = "_timer_state/event_user-timers"
 
 
@@ -78,12 +78,12 @@ def _add_row(entry: dict, row: dict) -> None:
     elif kind == "list":
         items = entry.setdefault(state, [])
         assert row["list_index"] == len(items)
-        items.append(row["value"])
+        items.append(expected_shape(row["value"]))
     elif kind == "map":
-        entry.setdefault(state, {})[str(row["user_key"])] = row["value"]
+        entry.setdefault(state, {})[str(row["user_key"])] = expected_shape(row["value"])
     else:
         assert state not in entry
-        entry[state] = row["value"]
+        entry[state] = expected_shape(row["value"])
 
 
 @pytest.mark.parametrize("name", FIXTURE_NAMES)

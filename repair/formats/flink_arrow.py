@@ -13,23 +13,29 @@ byte[]                                         ``binary``
 Void, VoidNamespace                            ``null`` (always None)
 TimeWindow                                     ``struct<start: int64, end: int64>``
 List / ArrayList of T                          ``list<T>``
+Set of T (Flink 2.x)                           ``list<T>`` (the elements in the order written)
 Map of K to V                                  ``map<K, V>`` (the decoder's ``[(k, v), ...]``)
 Tuple of T0..Tn                                ``struct<f0: T0, ...>`` (Flink's field names)
 POJO                                           ``struct`` with the snapshot's field names, in its order
+Row of T0..Tn                                  ``struct<kind: string, f0: T0, ...>`` (``dict``; ``kind``:
+                                               RowKind ``+I``, ``-U``, ``+U`` or ``-D``, null in legacy
+                                               mode; the snapshot has no field names)
+Nullable of T                                  T (a null value is null)
 TTL of T, TtlAware of T                        T (the TTL timestamp is a column of its own)
 =============================================  ==================================================
 
-Everything else (Kryo, Avro, Row, Nullable, Set, custom serializers, a POJO field without a snapshot,
-structs without fields or with duplicate field names, maps with a null-typed key) has **no decoded
-type**: :class:`ColumnType` then says why, and the column holds JSON text of whatever the decoder
-produced (usually nothing: unsupported serializers raise and the rows keep raw bytes).
+Everything else (Kryo, Avro, custom serializers, a POJO field without a snapshot, a Tuple, POJO or
+Row field of a type with no decoded type, structs without fields or with duplicate field names, maps
+with a null-typed key) has **no decoded type**: :class:`ColumnType` then says why, and the column
+holds JSON text of whatever the decoder produced (usually nothing: unsupported serializers raise and
+the rows keep raw bytes).
 
 :func:`column_converter` gives the per-value check that makes the conversion exact: integers of the
 wrong Python type or outside the Arrow type's range, floats that a ``float32`` would change, structs
 whose keys are not the fields, map entries with a null key, strings that are not valid Unicode (lone
 surrogates) are :class:`NotRepresentable`; NaN stays NaN, a null POJO is a null struct and a null POJO
-field is a null field. :func:`to_arrow` converts one column of values and reports the values it could
-not represent (those become null; the caller keeps their raw bytes and says why).
+or Row field is a null field. :func:`to_arrow` converts one column of values and reports the values it
+could not represent (those become null; the caller keeps their raw bytes and says why).
 
 Pure: snapshots and Python values in, Arrow types and arrays out.
 """
@@ -155,7 +161,7 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
     if name == POJO_SNAPSHOT:
         return _pojo_type(snapshot)
     label = COMPOSITE_SNAPSHOTS.get(name, (None,))[0]
-    if label in ("List", "ArrayList") and len(snapshot.nested) == 1:
+    if label in ("List", "ArrayList", "Set") and len(snapshot.nested) == 1:
         inner, reason = arrow_type(snapshot.nested[0])
         return (pa.list_(inner), None) if inner is not None else (None, reason)
     if label == "Map" and len(snapshot.nested) == 2:
@@ -168,6 +174,12 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
         return (pa.map_(key, value), None) if value is not None else (None, reason)
     if label == "Tuple":
         return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot))
+    if label == "Row" and type(snapshot.attributes.get("supports_row_kind")) is bool:
+        return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot),
+                            leading=(pa.field("kind", pa.string()),))
+    padding = snapshot.attributes.get("null_padding_length")
+    if label == "Nullable" and len(snapshot.nested) == 1 and type(padding) is int and padding >= 0:
+        return arrow_type(snapshot.nested[0])
     if label == "TTL" and snapshot.nested and len(snapshot.nested) <= 2:
         return arrow_type(snapshot.nested[-1])
     return None, f"no decoded type for {describe(snapshot)} ({snapshot.simple_name})"
@@ -181,13 +193,15 @@ def _pojo_type(snapshot: SerializerSnapshot) -> tuple[pa.DataType | None, str | 
     return _struct_type([(f.name, f.snapshot) for f in fields], describe(snapshot))
 
 
-def _struct_type(fields: list[tuple[str, SerializerSnapshot]], what: str) -> tuple[pa.DataType | None, str | None]:
-    if not fields:
+def _struct_type(fields: list[tuple[str, SerializerSnapshot]], what: str,
+                 leading: tuple[pa.Field, ...] = ()) -> tuple[pa.DataType | None, str | None]:
+    """A struct of ``leading`` (fields of known type, e.g. a Row's ``kind``) then ``fields``."""
+    if not fields and not leading:
         return None, f"{what} has no fields (Parquet has no empty struct)"
-    names = [name for name, _ in fields]
+    names = [f.name for f in leading] + [name for name, _ in fields]
     if len(set(names)) != len(names):
         return None, f"{what} has duplicate field names"
-    children = []
+    children = list(leading)
     for name, snapshot in fields:
         child, reason = arrow_type(snapshot)
         if child is None:

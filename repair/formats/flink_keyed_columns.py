@@ -9,10 +9,11 @@ caller decodes the batch row by row (the exact path, which also names bad bytes 
 values as raw bytes with ``error`` set). A miss is never an error: it only costs speed.
 
 Vectorized serializers (:data:`_VECTOR`): String (ASCII text; anything else misses), Long, Int, Short,
-Byte, Boolean, Double, byte[], Void, VoidNamespace, TimeWindow, and TTL wrappers around them. Values of
-other serializers with a fast path (tuples, POJOs, lists, maps, enums, Float, Char) are decoded per row
-by that fast path when they are the last field of their bytes (a value, a map value, a map user key);
-a key or namespace of such a serializer misses.
+Byte, Boolean, Double, byte[], Void, VoidNamespace, TimeWindow; Tuples, POJOs, Rows (bit mask: kind and
+null bits) and Nullables of them; and TTL wrappers around them. Values of other serializers with a fast
+path (lists, sets, maps, enums, Float, Char, and composites holding them) are decoded per row by that
+fast path when they are the last field of their bytes (a value, a map value, a map user key); a key or
+namespace of such a serializer misses.
 
 Byte layout: see :mod:`repair.formats.flink_keyed_rows`. Positions below are absolute offsets into the
 batch's data buffer (``pa.array(keys, pa.binary())``), one int64 per row.
@@ -32,7 +33,7 @@ from repair.errors import RepairError
 from repair.formats.flink_arrow import StateColumns, column_converter, to_arrow
 from repair.formats.flink_backend_meta import StateMetaInfo
 from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, POJO_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
-from repair.formats.flink_values import FAST_MISSES, TtlValue, decoder_for
+from repair.formats.flink_values import FAST_MISSES, ROW_KINDS, RowMask, TtlValue, decoder_for
 from repair.keygroups import key_group_prefix_bytes
 
 #: The Arrow type of the output columns no serializer decides (the others: the state's ``StateColumns``).
@@ -296,7 +297,7 @@ def _pojo_vector(names: list[str], children: list[Vector]) -> Vector:
         present = pc.invert(null)
         every = _all(present)
         rows = c if every else c.subset(present)
-        arrays = [_nullable_field(rows, child) for child in children]
+        arrays = [_null_flagged(child)(rows) for child in children]
         if not every:
             c.pos = pc.replace_with_mask(c.pos, present, rows.pos)
             arrays = [_scatter(array, present) for array in arrays]
@@ -305,14 +306,26 @@ def _pojo_vector(names: list[str], children: list[Vector]) -> Vector:
     return read
 
 
-def _nullable_field(c: _Cursor, child: Vector) -> pa.Array:
-    """``bool isNull`` then the value if not null (a POJO field)."""
-    c.need(1)
-    flag = c.byte()
-    if not _all(pc.less_equal(flag, 1)):
-        raise ColumnarMiss
-    c.advance(1)
-    has = pc.equal(flag, 0)
+def _null_flagged(child: Vector, padding: int = 0) -> Vector:
+    """``bool isNull``, then the value if not null, else ``padding`` zero bytes (a POJO field: no
+    padding; a ``NullableSerializer``: its ``null_padding_length``). Padding that is not 0 misses."""
+
+    def read(c: _Cursor) -> pa.Array:
+        null = _boolean(c)  # a flag that is not 0 or 1 misses
+        has = pc.invert(null)
+        if padding and not _all(has):
+            nulls = c.subset(null)
+            end = nulls.need(padding)  # bounds the zeros below by the bytes there are
+            if not _all(pc.equal(_slices(c.src, nulls.pos, end), pa.scalar(bytes(padding), pa.binary()))):
+                raise ColumnarMiss
+            c.pos = pc.replace_with_mask(c.pos, null, end)
+        return _read_where(c, has, child)
+
+    return read
+
+
+def _read_where(c: _Cursor, has: pa.Array, child: Vector) -> pa.Array:
+    """``child`` read from the rows where ``has`` is true (their positions advance), null elsewhere."""
     if _all(has):
         return child(c)
     rows = c.subset(has)
@@ -321,27 +334,70 @@ def _nullable_field(c: _Cursor, child: Vector) -> pa.Array:
     return _scatter(values, has)
 
 
+_ROW_KINDS = pa.array(ROW_KINDS, pa.string())
+
+
+def _row_vector(names: list[str], children: list[Vector], layout: RowMask) -> Vector:
+    """A Row: its bit mask (kind bits unless legacy, one null bit per field; unused bits that are not
+    0 miss), then the fields that are not null. ``names``: ``kind``, then ``f0``..."""
+
+    def bit(mask: list[pa.Array], shift: int) -> pa.Array:
+        return pc.bit_wise_and(pc.shift_right(mask[layout.size - 1 - shift // 8], shift % 8), 1)
+
+    def read(c: _Cursor) -> pa.Array:
+        c.need(layout.size)
+        mask = [c.byte(j) for j in range(layout.size)]
+        if layout.unused and not _all(pc.equal(pc.bit_wise_and(mask[-1], layout.unused), 0)):
+            raise ColumnarMiss  # (unused bits all lie in the last byte)
+        if layout.kind_shifts is None:
+            kind = pa.nulls(len(c.pos), pa.string())
+        else:
+            low, high = layout.kind_shifts
+            kind = pc.take(_ROW_KINDS, pc.add(bit(mask, low), pc.shift_left(bit(mask, high), 1)))
+        c.advance(layout.size)
+        fields = [_read_where(c, pc.equal(bit(mask, shift), 0), child)
+                  for shift, child in zip(layout.null_shifts, children)]
+        return pa.StructArray.from_arrays([kind, *fields], names=names)
+
+    return read
+
+
 def _vector(snapshot: SerializerSnapshot, arrow: pa.DataType) -> Vector | None:
     """The column-wise reader of ``snapshot``'s values as ``arrow`` (the type the column decision
     gave them), or None."""
     simple = _VECTOR.get(snapshot.class_name)
     if simple is not None:
         return simple[0] if simple[1] == arrow else None
+    label = COMPOSITE_SNAPSHOTS.get(snapshot.class_name, ("",))[0]
+    if label == "Nullable":  # the column has the wrapped serializer's type
+        padding = snapshot.attributes.get("null_padding_length")
+        if len(snapshot.nested) != 1 or type(padding) is not int or padding < 0:
+            return None
+        inner = _vector(snapshot.nested[0], arrow)
+        return _null_flagged(inner, padding) if inner is not None else None
     if not pa.types.is_struct(arrow):
         return None
     names = [arrow.field(i).name for i in range(arrow.num_fields)]
+    first = 0  # the first struct field that is a serialized field
     if snapshot.class_name == POJO_SNAPSHOT:
         fields = snapshot.pojo_fields or []
         if [f.name for f in fields] != names or any(f.snapshot is None for f in fields):
             return None
         nested = [f.snapshot for f in fields]
         build = _pojo_vector
-    elif COMPOSITE_SNAPSHOTS.get(snapshot.class_name, ("",))[0] == "Tuple" and len(snapshot.nested) == len(names):
+    elif label == "Tuple" and len(snapshot.nested) == len(names):
         nested = snapshot.nested
         build = _struct_vector
+    elif label == "Row" and names == ["kind", *(f"f{i}" for i in range(len(snapshot.nested)))] \
+            and arrow.field(0).type == pa.string() and type(snapshot.attributes.get("supports_row_kind")) is bool:
+        nested, first = snapshot.nested, 1
+        layout = RowMask.of(len(nested), snapshot.attributes["supports_row_kind"])
+
+        def build(names: list[str], children: list[Vector]) -> Vector:
+            return _row_vector(names, children, layout)
     else:
         return None
-    children = [_vector(n, arrow.field(i).type) for i, n in enumerate(nested)]
+    children = [_vector(n, arrow.field(first + i).type) for i, n in enumerate(nested)]
     if any(child is None for child in children):
         return None
     return build(names, children)
@@ -401,8 +457,11 @@ def field_reader(snapshot: SerializerSnapshot | None, arrow: pa.DataType | None)
             data = items[row]
             try:
                 value, stop = fast(data, pos - base)
-            except FAST_MISSES:
-                raise ColumnarMiss from None
+            except FAST_MISSES:  # e.g. non-ASCII text: the exact reader decodes this one value
+                try:
+                    value, stop = decoder.decode(data, pos - base, end - base)
+                except (RepairError, UnicodeError):
+                    raise ColumnarMiss from None  # bad bytes: the row path names them
             if stop != end - base:
                 raise ColumnarMiss
             if type(value) is TtlValue:

@@ -14,6 +14,14 @@ Wire formats (flink-core / flink-runtime, ``serialize`` methods):
 * ``Tuple``: the fields in order, no null flags. ``Enum``: ``int ordinal``.
 * ``POJO``: ``byte flags`` (1 null, 2 no subclass); then per field ``bool isNull`` + field bytes.
 * ``List``: ``int size`` + elements. ``Map``: ``int size`` + (key, ``bool isNull``, value if not null).
+* ``Set`` (2.x ``SetSerializer``): ``int size`` + (``bool isNull``, element if not null), a list here.
+* ``Row`` (``RowSerializer``): a bit mask of ``ceil((2 + n) / 8)`` bytes, most significant bit first
+  (``MaskUtils.writeMask``): two ``RowKind`` bits (kind byte = first + 2 * second: 0 ``+I``, 1 ``-U``,
+  2 ``+U``, 3 ``-D``), then one bit per field, set when the field is null; unused bits are 0. Then the
+  non-null fields in order. In legacy mode (``supports_row_kind`` false) the mask has no kind bits and
+  the kind is None. Decoded as ``{"kind": ..., "f0": ..., ...}`` (the snapshot has no field names).
+* ``Nullable`` (``NullableSerializer``): ``bool isNull``; if null, ``null_padding_length`` padding
+  bytes (0), else the wrapped value.
 * ``TTL`` (``TtlSerializer``, a ``CompositeSerializer``): ``long lastAccess`` + user value.
 * ``Timer`` (``TimerSerializer``): ``long timestamp`` with its sign bit flipped, key, namespace.
 """
@@ -360,12 +368,22 @@ def _tuple(snapshot: SerializerSnapshot) -> Decoder:
 
 def _list(snapshot: SerializerSnapshot) -> Decoder | None:
     nested = _nested(snapshot, 1)
+    return _sequence(describe(snapshot), nested[0], "list size") if nested is not None else None
+
+
+def _set(snapshot: SerializerSnapshot) -> Decoder | None:
+    """A Set: a list whose elements each have a null flag (a Nullable without padding)."""
+    nested = _nested(snapshot, 1)
     if nested is None:
         return None
-    element = nested[0]
+    return _sequence(describe(snapshot), _null_flagged(nested[0], 0, "set element is null"), "set size")
+
+
+def _sequence(name: str, element: Decoder, size_field: str) -> Decoder:
+    """``int size`` + that many elements (each at least one byte), as a list."""
 
     def read(r: ByteReader) -> list:
-        size = r.count("list size")
+        size = r.count(size_field)
         return [element.read(r) for _ in range(size)]
 
     fast_element = element.fast
@@ -381,7 +399,7 @@ def _list(snapshot: SerializerSnapshot) -> Decoder | None:
             out.append(value)
         return out, pos
 
-    return Decoder(describe(snapshot), read, fast=fast if fast_element is not None else None)
+    return Decoder(name, read, fast=fast if fast_element is not None else None)
 
 
 def _map(snapshot: SerializerSnapshot) -> Decoder | None:
@@ -528,13 +546,123 @@ def _enum(snapshot: SerializerSnapshot) -> Decoder:
     return Decoder(describe(snapshot), read, 4, fast)
 
 
+#: ``RowKind.shortString()`` by ``RowKind.toByteValue()``.
+ROW_KINDS = ("+I", "-U", "+U", "-D")
+
+
+class RowMask(NamedTuple):
+    """Where ``RowSerializer``'s bit mask keeps what: ``size`` bytes read as one big-endian integer,
+    the kind bits at ``kind_shifts`` (None in legacy mode), field ``i``'s null bit at ``null_shifts[i]``;
+    the bits of ``unused`` must be 0."""
+
+    size: int
+    kind_shifts: tuple[int, int] | None
+    null_shifts: tuple[int, ...]
+    unused: int
+
+    @classmethod
+    def of(cls, fields: int, supports_row_kind: bool) -> "RowMask":
+        used = fields + (2 if supports_row_kind else 0)
+        size = (used + 7) // 8
+        top = 8 * size - 1  # the shift of the first (most significant) bit
+        kind = (top, top - 1) if supports_row_kind else None
+        first = 2 if supports_row_kind else 0
+        return cls(size, kind, tuple(top - first - i for i in range(fields)), (1 << (8 * size - used)) - 1)
+
+    def kind(self, mask: int) -> str | None:
+        if self.kind_shifts is None:
+            return None
+        low, high = self.kind_shifts
+        return ROW_KINDS[(mask >> low & 1) | (mask >> high & 1) << 1]
+
+
+def _row(snapshot: SerializerSnapshot) -> Decoder | None:
+    supports_row_kind = snapshot.attributes.get("supports_row_kind")
+    if type(supports_row_kind) is not bool:
+        return None
+    fields = [decoder_for(n) for n in snapshot.nested]
+    layout = RowMask.of(len(fields), supports_row_kind)
+    plan = [(f"f{i}", shift, f) for i, (shift, f) in enumerate(zip(layout.null_shifts, fields))]
+
+    def read(r: ByteReader) -> dict[str, Any]:
+        at = r.offset
+        mask = int.from_bytes(r.raw(layout.size, "row null mask"), "big")
+        if mask & layout.unused:
+            raise FormatError("row null mask", at, "unused mask bits 0", f"0x{mask:0{2 * layout.size}x}")
+        out: dict[str, Any] = {"kind": layout.kind(mask)}
+        for name, shift, decoder in plan:
+            out[name] = None if mask >> shift & 1 else decoder.read(r)
+        return out
+
+    fast_fields = _all_fast(fields)
+    fast_plan = [(name, shift, f) for (name, shift, _), f in zip(plan, fast_fields or [])]
+
+    def fast(data: bytes, pos: int) -> tuple[dict[str, Any], int]:
+        end = pos + layout.size
+        chunk = data[pos:end]
+        if len(chunk) != layout.size:
+            raise FastMiss
+        mask = int.from_bytes(chunk, "big")
+        if mask & layout.unused:
+            raise FastMiss
+        out: dict[str, Any] = {"kind": layout.kind(mask)}
+        pos = end
+        for name, shift, f in fast_plan:
+            if mask >> shift & 1:
+                out[name] = None
+            else:
+                out[name], pos = f(data, pos)
+        return out, pos
+
+    return Decoder(describe(snapshot), read, fast=fast if fast_fields is not None else None)
+
+
+def _nullable(snapshot: SerializerSnapshot) -> Decoder | None:
+    padding = snapshot.attributes.get("null_padding_length")
+    nested = _nested(snapshot, 1)
+    if nested is None or type(padding) is not int or padding < 0:
+        return None
+    return _null_flagged(nested[0], padding, "nullable is null", describe(snapshot))
+
+
+def _null_flagged(inner: Decoder, padding: int, flag_field: str, name: str | None = None) -> Decoder:
+    """``bool isNull``, then ``padding`` zero bytes if null, else the ``inner`` value."""
+
+    def read(r: ByteReader) -> Any:
+        if not r.bool(flag_field):
+            return inner.read(r)
+        at = r.offset
+        found = r.raw(padding, "null padding")  # bounded by the bytes left
+        if found.count(0) != padding:
+            raise FormatError("null padding", at, f"{padding} zero bytes", found[:16].hex())
+        return None
+
+    fast_inner = inner.fast
+
+    def fast(data: bytes, pos: int) -> tuple[Any, int]:
+        is_null, pos = _fast_bool(data, pos)
+        if not is_null:
+            return fast_inner(data, pos)
+        end = pos + padding
+        if data.count(0, pos, end) != padding:  # also when fewer bytes are left
+            raise FastMiss
+        return None, end
+
+    # NullableSerializer.getLength(): 1 + padding when it pads, else variable length
+    return Decoder(name or f"Nullable<{inner.name}>", read, 1 + padding if padding > 0 else -1,
+                   fast if fast_inner is not None else None)
+
+
 _COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
     "Tuple": _tuple,
     "List": _list,
     "ArrayList": _list,
     "Map": _map,
+    "Set": _set,
     "TTL": _ttl,
     "Timer": _timer,
+    "Row": _row,
+    "Nullable": _nullable,
 }
 
 
