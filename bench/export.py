@@ -21,7 +21,8 @@ at best. Open and iteration are timed separately; the iteration counts.
 
 **Ours.** ``repair export CHECKPOINT --out OUT`` (the CLI, start-up included) with ``--workers 1``
 pinned to one core, ``--workers 2`` and ``--master local[2]`` (Spark), and ``export()`` called in a
-worker process (``--workers 1``, pinned), which measures the call itself.
+worker process (``--workers 1``, pinned; and on a running SparkSession with ``local[1]``, pinned, and
+``local[2]``), which measures the call itself.
 
 **Units.** A *RocksDB entry* is a live key of a column family after the LSM merge (newest version,
 tombstones applied, list-state merge operands merged): exactly what a RocksDB iterator yields, so
@@ -103,12 +104,24 @@ def iterate_instances(dbs: list[str]) -> dict:
     return result
 
 
-def export_in_process(checkpoint: str, out: str, workers: int, **options: str) -> dict:
-    """``repair.ops.export.export`` timed from the call to its return (imports excluded)."""
+def export_in_process(checkpoint: str, out: str, workers: int, master: str | None = None, **options: str) -> dict:
+    """``repair.ops.export.export`` timed from the call to its return (imports excluded). With
+    ``master``, a SparkSession is started first and its Python workers warmed up by a job of one task
+    per core, so the time is the export's Spark job alone (the tasks, not the JVM start-up)."""
     from repair.ops.export import export
 
-    started = time.perf_counter()
-    result = export(checkpoint, out, workers=workers, **options)
+    if master is not None:
+        from repair.ops.runner import spark_session
+
+        context = spark_session(master, "bench").sparkContext
+        context.setLogLevel("ERROR")
+        cores = context.defaultParallelism
+        context.parallelize(range(cores), cores).map(lambda x: x).collect()
+        started = time.perf_counter()
+        result = export(checkpoint, out, master=master, **options)
+    else:
+        started = time.perf_counter()
+        result = export(checkpoint, out, workers=workers, **options)
     return {"seconds": time.perf_counter() - started, "rows": result.rows}
 
 
@@ -123,7 +136,7 @@ def worker_main(argv: list[str]) -> int:
     elif "--per-state" in options:
         result = per_state(options["--per-state"], options["--operator"], int(options["--subtask"]), options["--db"], options["--out"])
     elif "--export" in options:
-        extra = {name[2:]: options[name] for name in ("--engine", "--compression") if name in options}
+        extra = {name[2:]: options[name] for name in ("--engine", "--compression", "--master") if name in options}
         result = export_in_process(options["--export"], options["--out"], int(options.get("--workers", 1)), **extra)
     else:
         result = profile_subtask(options["--profile"], options["--operator"], int(options["--subtask"]), options["--out"])
@@ -281,6 +294,10 @@ class Expectations:
 # -- variants ------------------------------------------------------------------------------------
 
 
+SPARK_ONE = "export() in-process, Spark local[1]"
+SPARK_TWO = "export() in-process, Spark local[2]"
+
+
 def build_variants(checkpoint: str, instances: list[Instance], scratch: Path, expect: Expectations, *,
                    skip_spark: bool) -> tuple[list[Variant], dict[str, Path]]:
     """The variants, and the output directory of each export variant (deleted after each run)."""
@@ -331,6 +348,12 @@ def build_variants(checkpoint: str, instances: list[Instance], scratch: Path, ex
         ours("repair export --workers 2", "2", [*repair_cmd, "--out", "{out}", "--workers", "2"], "the command, process pool of 2"),
         ours("repair export --master local[2]", "2", [*repair_cmd, "--out", "{out}", "--master", "local[2]"],
              "the command, Spark local mode (JVM start-up included)", skipped=spark_skip),
+        ours(SPARK_ONE, "1", [*taskset("0"), python, "-c", entry, "--export", checkpoint, "--out", "{out}", "--master", "local[1]"],
+             "in-process s: the export() call on a running SparkSession (JVM and Python worker started before)",
+             worker=True, skipped=spark_skip),
+        ours(SPARK_TWO, "2", [python, "-c", entry, "--export", checkpoint, "--out", "{out}", "--master", "local[2]"],
+             "in-process s: the export() call on a running SparkSession (JVM and Python workers started before)",
+             worker=True, skipped=spark_skip),
     ]
     return variants, outputs
 
@@ -605,6 +628,10 @@ def summary(variants: list[Variant], counts: dict, expect: Expectations, results
         if one in by_name and two in by_name:
             rates = f"{entries / by_name[two].best:,.0f} entries/s" + ("" if two.startswith("rocksdict") else f", {rows / by_name[two].best:,.0f} rows/s")
             lines.append(f"- `{two}` against `{one}`: speed-up **{by_name[one].best / by_name[two].best:.2f}x** ({rates}).")
+    if SPARK_ONE in by_name and SPARK_TWO in by_name:  # the tasks alone: in-process times
+        one, two = (by_name[name].inner[by_name[name].best_run] for name in (SPARK_ONE, SPARK_TWO))
+        lines.append(f"- Spark tasks, start-up excluded: `{SPARK_TWO}` against `{SPARK_ONE}`: speed-up **{one / two:.2f}x** "
+                     f"({entries / two:,.0f} against {entries / one:,.0f} entries/s, the export() call on a running session).")
     memory = [(v.name, v.max_rss_kb[v.best_run], v.tree_rss_kb[v.best_run]) for v in by_name.values() if not v.name.startswith("rocksdict")]
     if memory:
         lines.append("- Peak memory of the export (largest process / all processes of the variant): "
@@ -718,7 +745,10 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
   (pyspark's local mode; its JVM start-up included); and `repair.ops.export.export(..., workers=1)`
   called in a worker process pinned to one core, which times the call (planning, reading, decoding,
   Parquet writing and publishing; without interpreter start-up and imports), also with
-  `compression="none"` and with `engine="python"` (the toolkit's own LSM merge). Each run's output is
+  `compression="none"` and with `engine="python"` (the toolkit's own LSM merge); and `export(...,
+  master="local[1]")` (pinned to one core) and `master="local[2]"` called on a SparkSession started
+  before timing, its Python workers warmed up by a job of one task per core: the Spark job's tasks
+  without the JVM start-up, for how the export scales with Spark tasks. Each run's output is
   deleted after it is checked.
 - **Units**: an *entry* is a live key of a column family after the LSM merge, what a RocksDB iterator
   yields: rocksdict's count, and `lsm.live` of `_export.json` (checked equal below). A *row* is a row of

@@ -13,8 +13,8 @@ compression (Snappy) and default block checksums (CRC32C)**, i.e. what users hav
 different: a generated ``records.tsv`` of many distinct users with long names and long tags, so that
 every state of the job grows (the user name is in the key of every ``per-user`` state and of its
 timers, and the value of ``user-by-wave`` and ``profile`` of ``per-account``; the tag is in ``tags``,
-``last-tag``, ``recent-tag`` and the map keys of ``amount-by-tag``; ``per-type`` has only 13 keys, so
-its list states ``checks`` and ``rows`` grow to thousands of elements per key). The words come from a small
+``last-tag``, ``recent-tag`` and the map keys of ``amount-by-tag``, and in ``checks`` and ``rows`` of
+``per-type``, keyed like ``per-account``). The words come from a small
 vocabulary, so Snappy compresses the blocks about 2:1, like ordinary text state.
 
 Only the newest checkpoint is retained (``num-retained`` 1), so every file in ``shared/`` belongs to it.

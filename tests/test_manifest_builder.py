@@ -345,42 +345,50 @@ def test_flink_checkpoint_instances(fixture, fmt, tmp_path):
         summaries = _summaries(db)
         cfs = [(cf.id, cf.name) for cf in original.column_families.values()]
         rebuilt = build_manifest(summaries, cfs, format=fmt, existing_numbers=_numbers(db))
-        # key-level precedence agrees with the seqno-range placement on these files
+        # key-level precedence may place files differently (it orders only files sharing user keys;
+        # seqno ranges order every overlapping pair): both placements must read like the original
         keyed = build_manifest(summaries, cfs, format=fmt, existing_numbers=_numbers(db),
                                precedence=derive_precedence(_sources(db), summaries))
-        assert {c: a.levels for c, a in keyed.levels.items()} == {c: a.levels for c, a in rebuilt.levels.items()}
-
-        mine = replay(read_manifest(BytesSource(rebuilt.manifest)))
-        assert not mine.findings
-        assert {c.id: c.name for c in mine.column_families.values()} == {c.id: c.name for c in original.column_families.values()}
-        for s in summaries:  # ids as the SST properties say
-            assert mine.column_families[s.column_family_id].name == s.column_family_name
-        theirs = {(cf.id, f.number): f for cf, f in original.live_files()}
-        ours = {(cf.id, f.number): f for cf, f in mine.live_files()}
-        assert ours.keys() == theirs.keys()
-        for k, f in theirs.items():
-            g = ours[k]
-            assert (g.file_size, g.smallest, g.largest, g.smallest_seqno, g.largest_seqno) == (
-                f.file_size, f.smallest, f.largest, f.smallest_seqno, f.largest_seqno)
-        assert rebuilt.last_sequence >= max(f.largest_seqno for f in theirs.values())
+        for label, manifest in (("seqno ranges", rebuilt), ("key-level precedence", keyed)):
+            _check_rebuilt_reads_like_original(db, original, summaries, manifest, fmt, label)
         levels = {n: a.levels[n] for a in rebuilt.levels.values() for n in a.levels}
-        _levels_hold_newer_above_older(levels, summaries)
         overlapping_seen |= len(set(levels.values())) > 1
-
-        copy = db.parent / (db.name + "-rebuilt")
-        shutil.copytree(db, copy)
-        _replace_manifest(copy, rebuilt)
-        for cf in original.column_families.values():
-            # OPTIONS written by FRocksDB 8.10 name options 7.8.3 lacks; loading it gives ldb Flink's merge
-            # operator (StringAppendTESTOperator, delimiter ","), so merge operands come out merged
-            expected = _ldb_scan(db, cf.name, "--ignore_unknown_options")
-            assert expected.strip() or not cf.files
-            assert _ldb_scan(copy, cf.name, "--ignore_unknown_options") == expected, cf.name
-        check = ldb(f"--db={copy}", "--ignore_unknown_options", "checkconsistency")
-        assert "OK" in check.stdout, check.stderr
-        # RocksDB 10.x (rocksdict) too: merge operator and CFs from the OPTIONS file; Get and iteration
-        assert _flink_rocksdict_contents(copy) == _flink_rocksdict_contents(db)
     assert overlapping_seen, "the fixture should have instances with overlapping flushes"
+
+
+def _check_rebuilt_reads_like_original(db: Path, original, summaries, rebuilt, fmt: str, label: str) -> None:
+    """``rebuilt`` (a MANIFEST built for ``db``'s SSTs) holds the original's files and reads exactly like
+    the original in ldb (FRocksDB's era) and rocksdict (RocksDB 10.x)."""
+    mine = replay(read_manifest(BytesSource(rebuilt.manifest)))
+    assert not mine.findings
+    assert {c.id: c.name for c in mine.column_families.values()} == {c.id: c.name for c in original.column_families.values()}
+    for s in summaries:  # ids as the SST properties say
+        assert mine.column_families[s.column_family_id].name == s.column_family_name
+    theirs = {(cf.id, f.number): f for cf, f in original.live_files()}
+    ours = {(cf.id, f.number): f for cf, f in mine.live_files()}
+    assert ours.keys() == theirs.keys()
+    for k, f in theirs.items():
+        g = ours[k]
+        assert (g.file_size, g.smallest, g.largest, g.smallest_seqno, g.largest_seqno) == (
+            f.file_size, f.smallest, f.largest, f.smallest_seqno, f.largest_seqno)
+    assert rebuilt.last_sequence >= max(f.largest_seqno for f in theirs.values())
+    levels = {n: a.levels[n] for a in rebuilt.levels.values() for n in a.levels}
+    _levels_hold_newer_above_older(levels, summaries)
+
+    copy = db.parent / (db.name + "-rebuilt")
+    shutil.rmtree(copy, ignore_errors=True)
+    shutil.copytree(db, copy)
+    _replace_manifest(copy, rebuilt)
+    for cf in original.column_families.values():
+        # OPTIONS written by FRocksDB 8.10 name options 7.8.3 lacks; loading it gives ldb Flink's merge
+        # operator (StringAppendTESTOperator, delimiter ","), so merge operands come out merged
+        expected = _ldb_scan(db, cf.name, "--ignore_unknown_options")
+        assert expected.strip() or not cf.files
+        assert _ldb_scan(copy, cf.name, "--ignore_unknown_options") == expected, cf.name
+    check = ldb(f"--db={copy}", "--ignore_unknown_options", "checkconsistency")
+    assert "OK" in check.stdout, check.stderr
+    # RocksDB 10.x (rocksdict) too: merge operator and CFs from the OPTIONS file; Get and iteration
+    assert _flink_rocksdict_contents(copy) == _flink_rocksdict_contents(db), label
 
 
 # -- (c) level assignment corner cases ---------------------------------------------------------
@@ -422,6 +430,13 @@ def test_internal_key_boundaries_decide_overlap():
     f2 = F(2, b"k", b"z", 1, 3)
     assert assign_levels([f1, f2]).levels == {1: 6, 2: 6}  # internal ranges do not overlap: same level is legal
     assert check_consistency([(6, f1), (6, f2)]) == []
+    # ... but never the other way round: an older file below f2 lifts f2 to L5, and f1 (the newer
+    # versions of k) must come along, or Get(k) would search f2 on L5 before f1 on L6
+    f4 = F(4, b"m", b"p", 0, 0)
+    assert assign_levels([f1, f2, f4]).levels == {1: 5, 2: 5, 4: 6}
+    assert assign_levels([f1, f2, f4], precedence=[(2, 4)]).levels == {1: 5, 2: 5, 4: 6}
+    # both in L0 (no room below): the newest-first order searches f1 (largest seqno 5) before f2 (3)
+    assert assign_levels([f1, f2, f4], num_levels=2).levels == {1: 0, 2: 0, 4: 1}
     # a range tombstone's end sentinel (end@kMaxSequenceNumber) sorts before any real key with that user key
     t = F(3, b"a", b"k", 4, 5)
     t_largest = InternalKey(b"k", MAX_SEQUENCE_NUMBER, ValueType.RANGE_DELETION).encode()

@@ -315,7 +315,10 @@ def assign_levels(files: Sequence[FileRange], *, precedence: Iterable[tuple[int,
       overlapping files need distinct epochs.
     * reads (``Version::Get``) search L0 newest first, then L1, L2 ... and stop at the first value or
       deletion, and compactions assume the same: for two files holding versions of one user key, the
-      file with the newer version must sit on a lower-numbered level (or earlier in L0).
+      file with the newer version must sit on a lower-numbered level (or earlier in L0). This holds
+      for files whose internal-key ranges are disjoint but share their boundary user key too (one
+      ends with newer versions of k, the next starts with older ones): they may share a level (the
+      level's order puts the newer first), but must not be placed the other way round.
 
     ``precedence`` gives the ``(newer, older)`` pairs (:func:`derive_precedence`); without it, two
     overlapping files are ordered by their seqno ranges (:func:`_newer_by_seqno`) and an overlap whose
@@ -333,11 +336,19 @@ def assign_levels(files: Sequence[FileRange], *, precedence: Iterable[tuple[int,
         raise LevelAssignmentError("a file number appears twice")
     ordered = sorted(files, key=lambda f: _ikey_order(f.smallest))
     overlaps: list[tuple[int, int]] = []
+    # Files whose internal-key ranges are disjoint but share the boundary user key (``a`` ends with
+    # versions of k, ``b`` starts with older versions of k): ``a`` holds the newer ones. They may share
+    # a level, but on different levels ``a`` must be above, or Get (which searches level by level)
+    # finds ``b``'s older version first while iteration (which merges all levels) finds ``a``'s.
+    touching: set[tuple[int, int]] = set()
     for i, a in enumerate(ordered):
         for b in ordered[i + 1:]:
-            if icmp(a.largest, b.smallest) < 0:
+            if icmp(a.largest, b.smallest) >= 0:
+                overlaps.append((a.number, b.number))
+            elif a.largest[:-8] == b.smallest[:-8]:
+                touching.add((a.number, b.number))
+            else:
                 break
-            overlaps.append((a.number, b.number))
 
     above: set[tuple[int, int]] = set()
     if precedence is None:
@@ -357,7 +368,7 @@ def assign_levels(files: Sequence[FileRange], *, precedence: Iterable[tuple[int,
     # Topological order of "above" (Kahn), newest first among free files.
     succ: dict[int, set[int]] = {n: set() for n in by_number}
     indegree = dict.fromkeys(by_number, 0)
-    for a, b in above:
+    for a, b in above | touching:
         if b not in succ[a]:
             succ[a].add(b)
             indegree[b] += 1
@@ -380,13 +391,19 @@ def assign_levels(files: Sequence[FileRange], *, precedence: Iterable[tuple[int,
         stuck = sorted(n for n, d in indegree.items() if d > 0)
         raise LevelAssignmentError(f"files {stuck} hold versions of keys in contradicting order: no level order keeps newer data above older")
     position = {n: i for i, n in enumerate(topo)}
-    below: dict[int, set[int]] = {n: set(s) for n, s in succ.items()}
+    below: dict[int, set[int]] = {n: set() for n in by_number}
+    for a, b in above:
+        below[a].add(b)
     for x, y in overlaps:  # overlapping files need different levels: order them as the topological order does
         a, b = (x, y) if position[x] < position[y] else (y, x)
         below[a].add(b)
+    not_below: dict[int, set[int]] = {n: set() for n in by_number}
+    for a, b in touching:
+        not_below[a].add(b)
     height: dict[int, int] = {}
-    for n in reversed(topo):
-        height[n] = 1 + max((height[m] for m in below[n]), default=-1)
+    for n in reversed(topo):  # every file in below[n] and not_below[n] comes later in topo
+        height[n] = max(1 + max((height[m] for m in below[n]), default=-1),
+                        max((height[m] for m in not_below[n]), default=0))
 
     bottom = num_levels - 1
     levels = {n: (bottom - h if h < bottom else 0) for n, h in height.items()}
@@ -403,7 +420,7 @@ def assign_levels(files: Sequence[FileRange], *, precedence: Iterable[tuple[int,
     # L0 order must agree with "above": the newest-first sort is the order reads search L0 in.
     l0 = sorted((n for n in by_number if levels[n] == 0), key=newest_first)
     rank = {n: i for i, n in enumerate(l0)}
-    for a, b in above:
+    for a, b in above | touching:
         if a in rank and b in rank and rank[a] > rank[b]:
             problems.append(f"L0 would search #{b} before the newer #{a}")
     if problems:
