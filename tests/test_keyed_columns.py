@@ -17,7 +17,7 @@ import pytest
 from repair.errors import FormatError
 from repair.formats.flink_arrow import keyed_state_columns
 from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, StateMetaInfo
-from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, ColumnarStateDecoder
+from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, ColumnarStateDecoder, field_reader
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
 from repair.formats.flink_serializers import PojoField, SerializerSnapshot
 from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
@@ -30,8 +30,10 @@ def _simple(name: str) -> SerializerSnapshot:
     return SerializerSnapshot(_B + f"{name}Serializer${name}SerializerSnapshot", 3)
 
 
-STRING, LONG, INT, SHORT, BYTE, BOOLEAN, DOUBLE, FLOAT = (
-    _simple(n) for n in ("String", "Long", "Int", "Short", "Byte", "Boolean", "Double", "Float"))
+STRING, LONG, INT, SHORT, BYTE, BOOLEAN, DOUBLE, FLOAT, CHAR = (
+    _simple(n) for n in ("String", "Long", "Int", "Short", "Byte", "Boolean", "Double", "Float", "Char"))
+ENUM = SerializerSnapshot(_B + "EnumSerializer$EnumSerializerSnapshot", 3,
+                          attributes={"enum_class": "com.example.Wave", "enum_constants": ["FIRST", "SECOND", "THIRD"]})
 BYTES = SerializerSnapshot(_B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot", 3)
 VOID_NS = SerializerSnapshot("org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot", 3)
 WINDOW = SerializerSnapshot("org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot", 3)
@@ -150,12 +152,21 @@ def test_time_window_namespace_and_two_byte_key_group_prefix():
     (BYTE, lambda v: struct.pack(">b", v), [0, -1, 127, -128]),
     (BOOLEAN, lambda v: bytes([v]), [True, False]),
     (DOUBLE, lambda v: struct.pack(">d", v), [0.0, -0.0, 1.5e300, float("inf"), float("-inf")]),
+    (FLOAT, lambda v: struct.pack(">f", v), [0.0, -0.0, 1.5, 3.4028234663852886e38, 2.0**-149, float("-inf")]),
+    (ENUM, lambda v: struct.pack(">i", ["FIRST", "SECOND", "THIRD"].index(v)), ["THIRD", "FIRST", "SECOND", "THIRD"]),
     (BYTES, lambda v: struct.pack(">i", len(v)) + v, [b"", b"\x00\xff", b"x" * 1000]),
 ])
 def test_every_vectorized_value_type(serializer, encode, values):
+    assert not field_reader(serializer, keyed_state_columns(_state("VALUE", serializer), LONG).columns["value"].arrow).last_only  # column-wise
     entries = [(bytes([3]) + q(i) + b"\x00", encode(v)) for i, v in enumerate(values)]
     batch = _both(_state("VALUE", serializer), LONG, entries)
     assert batch.column("value").to_pylist() == values
+
+
+def test_enum_ordinals_outside_the_constants_are_left_to_the_row_path():
+    for ordinal in (3, -1):
+        entries = [(bytes([3]) + q(0) + b"\x00", struct.pack(">i", 0)), (bytes([3]) + q(1) + b"\x00", struct.pack(">i", ordinal))]
+        _miss(_state("VALUE", ENUM), LONG, entries)
 
 
 def test_nan_doubles_keep_their_bits():
@@ -227,10 +238,11 @@ def test_truncated_strings_and_four_byte_lengths_are_left_to_the_row_path():
     _miss(_state("VALUE", LONG), STRING, [(huge, q(0))])
 
 
-def test_float_values_and_json_columns_are_not_vectorized_but_still_decoded():
-    # Float has a per-row fast path (last field of the value): column-wise batches still agree
-    entries = [(bytes([1]) + q(i) + b"\x00", struct.pack(">f", i / 4)) for i in range(5)]
-    _both(_state("VALUE", FLOAT), LONG, entries)
+def test_char_values_and_json_columns_are_not_vectorized_but_still_decoded():
+    # Char has a per-row fast path (last field of the value): column-wise batches still agree
+    assert field_reader(CHAR, pa.string()).last_only
+    entries = [(bytes([1]) + q(i) + b"\x00", struct.pack(">H", ord(c))) for i, c in enumerate("aü用z")]
+    _both(_state("VALUE", CHAR), LONG, entries)
     # a key serializer without a decoder: the whole state goes row by row
     unknown = SerializerSnapshot("com.example.MySerializerSnapshot", 1)
     with pytest.raises(ColumnarMiss):
@@ -349,9 +361,9 @@ def test_row_keys_nested_rows_tuples_and_pojos_in_rows():
 
 
 def test_rows_with_fields_left_to_the_fast_path_and_rows_in_lists_and_maps():
-    # Float has no column-wise reader: a Row value holding one is decoded per row by its fast path
-    entries = [(bytes([1]) + q(i) + b"\x00", row("+U", [struct.pack(">f", i / 2), None if i % 2 else sv("x")])) for i in range(4)]
-    _both(_state("VALUE", _row(FLOAT, STRING)), LONG, entries)
+    # Char has no column-wise reader: a Row value holding one is decoded per row by its fast path
+    entries = [(bytes([1]) + q(i) + b"\x00", row("+U", [struct.pack(">H", 0x41 + i), None if i % 2 else sv("x")])) for i in range(4)]
+    _both(_state("VALUE", _row(CHAR, STRING)), LONG, entries)
     lists = [(bytes([1]) + q(i) + b"\x00", b",".join(row(KINDS[j % 4], [q(j), None]) for j in range(i + 1))) for i in range(4)]
     batch = _both(_state("LIST", _list(_row(LONG, STRING))), LONG, lists)
     assert batch.column("value").to_pylist()[2] == {"kind": "-U", "f0": 1, "f1": None}

@@ -9,9 +9,9 @@ caller decodes the batch row by row (the exact path, which also names bad bytes 
 values as raw bytes with ``error`` set). A miss is never an error: it only costs speed.
 
 Vectorized serializers (:data:`_VECTOR`): String (ASCII text; anything else misses), Long, Int, Short,
-Byte, Boolean, Double, byte[], Void, VoidNamespace, TimeWindow; Tuples, POJOs, Rows (bit mask: kind and
-null bits) and Nullables of them; and TTL wrappers around them. Values of other serializers with a fast
-path (lists, sets, maps, enums, Float, Char, and composites holding them) are decoded per row by that
+Byte, Boolean, Double, Float, byte[], Void, VoidNamespace, TimeWindow, enums; Tuples, POJOs, Rows (bit
+mask: kind and null bits) and Nullables of them; and TTL wrappers around them. Values of other
+serializers with a fast path (lists, sets, maps, Char, and composites holding them) are decoded per row by that
 fast path when they are the last field of their bytes (a value, a map value, a map user key); a key or
 namespace of such a serializer misses.
 
@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 from repair.errors import RepairError
 from repair.formats.flink_arrow import StateColumns, column_converter, to_arrow
 from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, POJO_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, ENUM_SNAPSHOT, POJO_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink_values import FAST_MISSES, ROW_KINDS, RowMask, TtlValue, decoder_for
 from repair.keygroups import key_group_prefix_bytes
 
@@ -153,12 +153,12 @@ Vector = Callable[[_Cursor], pa.Array]
 
 
 #: :mod:`array` type codes of Java's fixed-width numbers (checked at import: C's sizes can differ).
-_NATIVE_CODES = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float64(): "d"}
+_NATIVE_CODES = {pa.int8(): "b", pa.int16(): "h", pa.int32(): "i", pa.int64(): "q", pa.float32(): "f", pa.float64(): "d"}
 assert all(array.array(code).itemsize == arrow.bit_width // 8 for arrow, code in _NATIVE_CODES.items())
 
 
 def _number(arrow: pa.DataType) -> Vector:
-    """Long, Int, Short, Byte, Double: big-endian, fixed width."""
+    """Long, Int, Short, Byte, Double, Float: big-endian, fixed width."""
 
     def read(c: _Cursor) -> pa.Array:
         value = c.big_endian(arrow)
@@ -267,11 +267,26 @@ _VECTOR: dict[str, tuple[Vector, pa.DataType]] = {
     _B + "ByteSerializer$ByteSerializerSnapshot": (_number(pa.int8()), pa.int8()),
     _B + "BooleanSerializer$BooleanSerializerSnapshot": (_boolean, pa.bool_()),
     _B + "DoubleSerializer$DoubleSerializerSnapshot": (_number(pa.float64()), pa.float64()),
+    _B + "FloatSerializer$FloatSerializerSnapshot": (_number(pa.float32()), pa.float32()),
     _B + "VoidSerializer$VoidSerializerSnapshot": (_zero_byte, pa.null()),
     _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, pa.binary()),
     **{name: (_zero_byte, pa.null()) for name in _VOID_NAMESPACES},
     _TIME_WINDOW: (_time_window, pa.struct([("start", pa.int64()), ("end", pa.int64())])),
 }
+
+
+def _enum_vector(constants: list[str]) -> Vector:
+    """An enum: ``int ordinal``, a constant's name; an ordinal outside the constants misses."""
+    names = pa.array(constants, pa.string())
+
+    def read(c: _Cursor) -> pa.Array:
+        ordinals = c.big_endian(pa.int32())
+        if len(ordinals) and not _all(pc.and_(pc.greater_equal(ordinals, 0), pc.less(ordinals, len(constants)))):
+            raise ColumnarMiss
+        c.advance(4)
+        return pc.take(names, ordinals)
+
+    return read
 
 
 def _struct_vector(names: list[str], children: list[Vector]) -> Vector:
@@ -368,6 +383,8 @@ def _vector(snapshot: SerializerSnapshot, arrow: pa.DataType) -> Vector | None:
     simple = _VECTOR.get(snapshot.class_name)
     if simple is not None:
         return simple[0] if simple[1] == arrow else None
+    if snapshot.class_name == ENUM_SNAPSHOT:
+        return _enum_vector(snapshot.attributes.get("enum_constants") or []) if arrow == pa.string() else None
     label = COMPOSITE_SNAPSHOTS.get(snapshot.class_name, ("",))[0]
     if label == "Nullable":  # the column has the wrapped serializer's type
         padding = snapshot.attributes.get("null_padding_length")
