@@ -70,6 +70,25 @@ def fixture_info(path: Path) -> dict:
     return json.loads((path / "fixture.json").read_text())
 
 
+#: FixtureSpec fields newer than some committed fixture.json files, with the generator's defaults.
+SPEC_DEFAULTS = {"state_backend": "rocksdb", "incremental": True, "snapshot_compression": False}
+
+
+def fixture_spec(path: Path) -> dict:
+    """The generator's spec of the fixture at ``path`` (``fixtures/generate.py`` FixtureSpec fields)."""
+    return {**SPEC_DEFAULTS, **fixture_info(path)["spec"]}
+
+
+def writes_rocksdb_instances(path: Path) -> bool:
+    """Whether the fixture's checkpoints and native savepoints hold RocksDB instances (the RocksDB
+    backend, incremental or full: both native since Flink 1.15), not key-group streams (the heap backend)."""
+    return fixture_spec(path)["state_backend"] == "rocksdb"
+
+
+#: The fixtures whose checkpoints hold RocksDB instances (not the heap backend's key-group streams).
+ROCKSDB_FIXTURE_NAMES = [name for name in FIXTURE_NAMES if writes_rocksdb_instances(FIXTURES / name)]
+
+
 @pytest.fixture
 def copied_fixture(tmp_path):
     """``copied_fixture(name)`` copies a committed fixture into a temp dir and returns the copy."""

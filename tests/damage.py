@@ -75,15 +75,17 @@ def is_manifest(path: Path) -> bool:
     return not is_sst(path) and b"leveldb.BytewiseComparator" in head
 
 
-def shared_files(root: Path, checkpoint: int, predicate) -> list[Path]:
-    """Files of ``root/shared`` that ``chk-<checkpoint>`` references and that satisfy ``predicate``."""
+def referenced_files(root: Path, checkpoint: int, predicate) -> list[Path]:
+    """State files below ``root`` (``shared/``, ``taskowned/``, ``chk-*/``: every file but ``_metadata``)
+    that ``chk-<checkpoint>`` references and that satisfy ``predicate``."""
     metadata = (root / f"chk-{checkpoint}" / "_metadata").read_bytes()
-    return sorted(p for p in (root / "shared").rglob("*") if p.is_file() and p.name.encode() in metadata and predicate(p))
+    return sorted(p for p in root.rglob("*")
+                  if p.is_file() and p.name != "_metadata" and p.name.encode() in metadata and predicate(p))
 
 
 def _pick(root: Path, checkpoint: int | None, predicate, what: str) -> tuple[Path, int]:
     checkpoint = checkpoint if checkpoint is not None else checkpoint_ids(root)[-1]
-    files = shared_files(root, checkpoint, predicate)
+    files = referenced_files(root, checkpoint, predicate)
     if not files:
         raise LookupError(f"chk-{checkpoint} in {root} references no external {what}")
     return files[0], checkpoint
@@ -189,8 +191,10 @@ def add_foreign_checkpoint(fixture_dir: Path, donor_fixture: str, as_checkpoint:
     target_id = as_checkpoint if as_checkpoint is not None else checkpoint_ids(root)[-1] + 1
     target = root / f"chk-{target_id}"
     shutil.copytree(donor_root / f"chk-{donor_id}", target)
-    for file in shared_files(donor_root, donor_id, lambda p: True):
-        dest = root / "shared" / file.relative_to(donor_root / "shared")
+    for file in referenced_files(donor_root, donor_id, lambda p: True):
+        dest = root / file.relative_to(donor_root)
+        if file.is_relative_to(donor_root / f"chk-{donor_id}"):
+            continue  # copied with its checkpoint directory
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(file, dest)
     return Damage(

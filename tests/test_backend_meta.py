@@ -29,6 +29,7 @@ from repair.formats.flink_serializers import POJO_SNAPSHOT, describe
 from repair.formats.java_io import ByteWriter
 from repair.keygroups import assign_key_group, java_long_hash, java_string_hash, key_group_prefix_bytes, operator_id_for_uid
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_info, handle_bytes, metadata_id
+from tests.conftest import fixture_spec
 
 REAL = all_metadata()
 
@@ -81,7 +82,9 @@ def test_real_keyed_meta_matches_fixture(item):
             data = _keyed_meta_bytes(fixture_dir, path, handle)
             meta = decode_backend_meta(data)
             assert meta.complete and meta.problems == [] and not meta.resynchronized
-            assert meta.proxy_version == 6 and meta.key_group_compression is False
+            # snapshot compression frames key groups (full snapshots); RocksDB instances compress their SSTs
+            compressed = fixture_spec(fixture_dir)["snapshot_compression"] and isinstance(handle, KeyGroupsHandle)
+            assert meta.proxy_version == 6 and meta.key_group_compression is compressed
             assert describe(meta.key_serializer) == KEY_TYPES[spec["key_type"]]
             if isinstance(handle, IncrementalKeyedHandle):
                 assert meta.end_offset == len(data)  # the meta stream is exactly the proxy
@@ -134,7 +137,7 @@ def test_real_operator_meta_matches_fixture(item):
         assert meta.problems == [] and meta.broadcast_states == []
         major, minor = (int(x) for x in info["flink_version"].split(".")[:2])
         # 1.18 added a compression flag to the operator proxy without changing its version.
-        assert meta.compression is (False if (major, minor) >= (1, 18) else None)
+        assert meta.compression is (fixture_spec(fixture_dir)["snapshot_compression"] if (major, minor) >= (1, 18) else None)
         assert {s.name: s.kind for s in meta.operator_states} == {n: "operator-list" for n in states}
         # The handle's offsets point behind the meta data.
         assert all(o >= meta.end_offset for e in handle.states for o in e.offsets)

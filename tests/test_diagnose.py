@@ -206,7 +206,7 @@ def test_real_flink_restore_failure_is_diagnosed(tmp_path):
     info = fixture_info(fresh)
     root = tmp_path / "staging" / "checkpoints" / spec.name / info["job_id"]  # the paths _metadata names
     newest = damage.checkpoint_ids(root)[-1]
-    victim = damage.shared_files(root, newest, damage.is_manifest)[0]
+    victim = damage.referenced_files(root, newest, damage.is_manifest)[0]
     victim.unlink()
 
     dist = ensure_flink(spec.flink_version)

@@ -170,18 +170,22 @@ def test_every_fixture_falls_back_past_a_damaged_file(fixture_dir, tmp_path):
     copy = damage.copy_fixture(fixture_dir.name, tmp_path)
     root = damage.checkpoint_root(copy)
     newest = damage.checkpoint_ids(root)[-1]
-    ssts = damage.shared_files(root, newest, damage.is_sst)
+    ssts = damage.referenced_files(root, newest, damage.is_sst)
+    external = damage.referenced_files(root, newest, lambda p: True)
     if ssts:
         victim = min(ssts, key=lambda p: len(damage.referencing_checkpoints(root, p)))
         data = bytearray(victim.read_bytes())
         data[7] ^= 0xFF
         victim.write_bytes(bytes(data))
         kind = "block_checksum_mismatch"
-    else:  # every SST is inline: lose an external file (an OPTIONS file) instead
-        victim = min(damage.shared_files(root, newest, lambda p: True), key=lambda p: len(damage.referencing_checkpoints(root, p)))
+    elif external:  # every SST is inline: lose an external file (OPTIONS, key-group data) instead
+        victim = min(external, key=lambda p: len(damage.referencing_checkpoints(root, p)))
         victim.unlink()
         kind = "missing_file"
-    refs = set(damage.referencing_checkpoints(root, victim))
+    else:  # all state inline in _metadata (the heap backend's small checkpoints): damage _metadata itself
+        victim = damage.truncate_metadata(copy).file
+        kind = "metadata_undecodable"
+    refs = set(damage.referencing_checkpoints(root, victim)) if victim.name != "_metadata" else {newest}
     result = fallback(str(root))
     expected = _predicted(root, refs)
     assert (result.chosen.checkpoint_id if result.chosen else None) == expected
@@ -212,7 +216,7 @@ def test_broken_manifests_everywhere_point_to_rebuild_manifest(tmp_path):
     copy = damage.copy_fixture(EXTERNAL, tmp_path)
     root = damage.checkpoint_root(copy)
     for checkpoint in damage.checkpoint_ids(root):
-        for manifest in damage.shared_files(root, checkpoint, damage.is_manifest)[:1]:
+        for manifest in damage.referenced_files(root, checkpoint, damage.is_manifest)[:1]:
             if manifest.exists():
                 manifest.unlink()
     result = fallback(str(root), check_all=True)

@@ -10,6 +10,7 @@ import pytest
 
 from repair import storage as st
 from repair.errors import FormatError
+from repair.formats.flink_handles import IncrementalKeyedHandle
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
 from repair.formats.flink_serializers import SerializerSnapshot
 from repair.formats.flink_values import FAST_MISSES, decoder_for
@@ -17,7 +18,7 @@ from repair.formats.rocksdb_lsm import LsmStats, iter_column_family, tables_by_c
 from repair.layout import discover
 from repair.ops.state_reader import _open_tables, open_resolved, read_handle_meta
 from repair.snapshot import load_snapshot
-from tests.conftest import FIXTURE_NAMES, FIXTURES
+from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 from tests.flink_bytes import nullable, row, string_value
 
 _B = "org.apache.flink.api.common.typeutils.base."
@@ -43,11 +44,11 @@ def _entries(name: str):
     for op in snapshot.metadata.operators:
         for sub in op.subtasks:
             handle = sub.managed_keyed_state
-            if handle is None or not hasattr(handle, "shared"):
+            if not isinstance(handle, IncrementalKeyedHandle):
                 continue
             meta = read_handle_meta(snapshot, storage, handle)
             sources = [(e.local_path, open_resolved(storage, snapshot.resolver.resolve(e.handle)))
-                       for e in handle.shared if e.local_path.endswith(".sst")]
+                       for e in handle.sst_files]
             for cf, tables in tables_by_column_family(_open_tables(sources)).items():
                 state = meta.state(cf)
                 decoder = KeyedStateDecoder(state, meta.key_serializer, op.max_parallelism)
@@ -55,7 +56,7 @@ def _entries(name: str):
                     yield decoder, key, value
 
 
-@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES)
 def test_fast_rows_equal_the_exact_rows_for_every_fixture_entry(name):
     taken = 0
     for decoder, key, value in _entries(name):
@@ -69,7 +70,7 @@ def test_fast_rows_equal_the_exact_rows_for_every_fixture_entry(name):
     assert taken > 0
 
 
-@pytest.mark.parametrize("name", FIXTURE_NAMES[:2])
+@pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES[:2])
 def test_damaged_entries_give_the_exact_readers_result(name):
     """Every entry truncated, extended and with one byte flipped: ``rows()`` (fast path first) gives
     what the exact reader gives, rows or the same FormatError."""

@@ -32,12 +32,15 @@ def test_matrix_covers_the_required_variants():
     assert any(spec.inline_threshold is None for spec in MATRIX)
     assert any(spec.checksum and spec.compression for spec in MATRIX)
     assert any({"CANONICAL", "NATIVE"} <= set(spec.savepoint_formats) for spec in MATRIX)
+    heap = [spec for spec in MATRIX if spec.state_backend == "hashmap"]
+    assert {spec.snapshot_compression for spec in heap} == {True, False}  # both heap layouts
+    assert any(spec.state_backend == "rocksdb" and not spec.incremental for spec in MATRIX)  # full RocksDB checkpoints
 
 
 def test_committed_fixtures_stay_small():
     total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
-    # seven fixtures, three keyed operators (per-type holds one state per built-in serializer): ~21 MB
-    assert total < 24 * 1024 * 1024
+    # ten fixtures, three keyed operators (per-type holds one state per built-in serializer): ~27 MB
+    assert total < 30 * 1024 * 1024
 
 
 def test_fixture_layout_and_expected_state(fixture_dir: Path):
@@ -123,7 +126,7 @@ def test_foreign_checkpoint_comes_from_another_job(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd"])
+@pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd", "flink-2.1-heap-p3-snappy"])
 def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     spec = SPECS[name]
     fresh = generate(spec, tmp_path, staging=tmp_path / "staging")
@@ -141,7 +144,8 @@ def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     newest = fresh_expected["checkpoint_id"]
     location = tmp_path / "staging" / "checkpoints" / name / fresh_info["job_id"] / f"chk-{newest}"
     records = state_model.read_records(fresh / "records.tsv")
-    restored = restore_state(spec.flink_version, location, records, parallelism=spec.parallelism, max_parallelism=spec.max_parallelism)
+    restored = restore_state(spec.flink_version, location, records, parallelism=spec.parallelism,
+                             max_parallelism=spec.max_parallelism, state_backend=spec.state_backend)
     assert restored["keyed"] == fresh_expected["keyed"]
     assert restored["operator"] == fresh_expected["operator"]
     shutil.rmtree(tmp_path / "staging")

@@ -46,6 +46,7 @@ from repair.formats.flink_metadata import (
 )
 from repair.keygroups import key_group_range_for_operator, operator_id_for_uid
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_dirs, fixture_info, local_file, metadata_id
+from tests.conftest import fixture_spec, writes_rocksdb_instances
 
 REAL = all_metadata()
 # Written by GenerateMetadataSamples.java (Flink 2.1.1 serializers of versions 3..6), described by expected.txt.
@@ -112,15 +113,21 @@ def test_real_metadata_matches_fixture_json(item):
             assert operator_state is None or (operator_state.type_code == 17 and operator_state.is_empty and not operator_state.states)
             assert sub.raw_keyed_state is None
             assert sub.input_channel_state == [] and sub.result_subpartition_state == []
-            if is_savepoint and _savepoint_format(info, path) == "CANONICAL":
-                assert isinstance(handle, KeyGroupsHandle) and handle.type_code == 7
+            canonical = is_savepoint and _savepoint_format(info, path) == "CANONICAL"
+            if canonical or not writes_rocksdb_instances(fixture_dir):
+                # key-group streams: canonical savepoints (code 7); the heap backend's checkpoints and native savepoints (12)
+                assert isinstance(handle, KeyGroupsHandle) and handle.type_code == (7 if canonical else 12)
                 assert len(handle.offsets) == handle.key_groups.count
             else:
                 assert isinstance(handle, IncrementalKeyedHandle) and handle.type_code == 11
                 assert re.fullmatch(r"[0-9a-f-]{36}", handle.backend_id)
                 assert handle.checkpoint_id <= m.checkpoint_id
-                assert handle.shared and all(f.local_path.endswith(".sst") for f in handle.shared)
-                private = {f.local_path.split("-")[0] for f in handle.private}
+                assert handle.sst_files and all(f.local_path.endswith(".sst") for f in handle.shared)
+                if is_savepoint or fixture_spec(fixture_dir)["incremental"]:
+                    assert handle.shared
+                else:  # a full checkpoint shares nothing: its SSTs are private
+                    assert handle.shared == []
+                private = {f.local_path.split("-")[0] for f in handle.private if not f.local_path.endswith(".sst")}
                 assert {"CURRENT", "MANIFEST", "OPTIONS"} <= private
 
     for uid, states in info["operator_states"].items():

@@ -3,24 +3,35 @@
 Every fixture entry is covered by tests/test_export.py (both engines write identical Parquet and no
 batch goes row by row there). Here: the layouts the fixtures do not have, built by hand — length
 suffixes, TimeWindow namespaces, 2-byte key-group prefixes, every vectorized primitive, strings of
-every length class and of non-ASCII text, TTL, null map values, long lists, keys outside the handle's
-key groups — and bytes the column-wise path must refuse (ColumnarMiss) so that the row path decides.
+every length class and of non-ASCII text, chars of 1, 2 and 3 UTF-8 bytes, TTL, null map values, long
+lists, lists, sets and maps inside values (empty, longer than the round limit, nested), keys outside the
+handle's key groups — and bytes the column-wise path must refuse (ColumnarMiss) so that the row path
+decides. The real fixtures' Char, List and Map states are checked here batch by batch as well.
 """
 
 from __future__ import annotations
 
+import os
 import struct
 
 import pyarrow as pa
 import pytest
 
+from repair import storage as st
 from repair.errors import FormatError
 from repair.formats.flink_arrow import keyed_state_columns
 from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, StateMetaInfo
+from repair.formats import flink_keyed_columns
 from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, ColumnarStateDecoder, field_reader
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
+from repair.formats.flink_handles import IncrementalKeyedHandle
 from repair.formats.flink_serializers import PojoField, SerializerSnapshot
+from repair.keygroups import operator_id_for_uid
+from repair.layout import discover
 from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
+from repair.ops.state_reader import iter_incremental_handle
+from repair.snapshot import load_snapshot
+from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 from tests.flink_bytes import nullable, row, string_value
 
 _B = "org.apache.flink.api.common.typeutils.base."
@@ -194,9 +205,34 @@ def test_ttl_values_list_elements_and_map_values():
 def test_string_lists_and_lists_longer_than_the_round_limit():
     lists = [(bytes([1]) + q(i) + b"\x00", b",".join(sv(f"e{i}-{j}") for j in range(i + 1))) for i in range(6)]
     _both(_state("LIST", _list(STRING)), LONG, lists)
-    long = [(bytes([1]) + q(0) + b"\x00", b",".join(q(j) for j in range(MAX_LIST_STEPS + 1)))]
-    _miss(_state("LIST", _list(LONG)), LONG, long)  # the row path takes it (one row per element)
-    assert len(KeyedStateDecoder(_state("LIST", _list(LONG)), LONG, 128).rows(*long[0])) == MAX_LIST_STEPS + 1
+    long = [(bytes([1]) + q(0) + b"\x00", b",".join(sv(f"s{j}") for j in range(MAX_LIST_STEPS + 1)))]
+    _miss(_state("LIST", _list(STRING)), STRING, long)  # the row path takes it (one row per element)
+    assert len(KeyedStateDecoder(_state("LIST", _list(STRING)), LONG, 128).rows(*long[0])) == MAX_LIST_STEPS + 1
+
+
+def test_list_state_of_fixed_width_elements_is_read_at_once_whatever_its_length():
+    """Elements of a fixed width (Long; TTL Long: 16 bytes) need no rounds: lists far longer than the
+    round limit stay column-wise, among short ones."""
+    lengths = [1, 3, MAX_LIST_STEPS + 1, 1000, 2]
+    lists = [(bytes([1]) + q(i) + b"\x00", b",".join(q(i * 10_000 + j) for j in range(n))) for i, n in enumerate(lengths)]
+    batch = _both(_state("LIST", _list(LONG)), LONG, lists)
+    assert batch.column("list_index").to_pylist() == [j for n in lengths for j in range(n)]
+    assert batch.column("value").to_pylist()[-2:] == [40_000, 40_001]
+    ttl = [(bytes([1]) + q(i) + b"\x00", b",".join(q(7) + q(j) for j in range(n))) for i, n in enumerate(lengths)]
+    assert _both(_state("LIST", _list(_ttl(LONG))), LONG, ttl).column("ttl_timestamp").null_count == 0
+    assert _both(_state("LIST", _list(LONG)), LONG, []).num_rows == 0
+
+
+@pytest.mark.parametrize("value", [
+    pytest.param(q(1) + b"," + q(2)[:7], id="a length that is no whole number of elements"),
+    pytest.param(q(1) + b";" + q(2), id="a wrong delimiter"),
+    pytest.param(q(1) + b"," + q(2) + b",", id="a trailing delimiter"),
+    pytest.param(b"", id="no element"),
+])
+def test_malformed_fixed_width_list_state_is_left_to_the_row_path(value):
+    good = (bytes([1]) + q(0) + b"\x00", q(1) + b"," + q(2))
+    _both(_state("LIST", _list(LONG)), LONG, [good])
+    _miss(_state("LIST", _list(LONG)), LONG, [good, (bytes([1]) + q(1) + b"\x00", value)])
 
 
 def test_timers():
@@ -238,15 +274,243 @@ def test_truncated_strings_and_four_byte_lengths_are_left_to_the_row_path():
     _miss(_state("VALUE", LONG), STRING, [(huge, q(0))])
 
 
-def test_char_values_and_json_columns_are_not_vectorized_but_still_decoded():
-    # Char has a per-row fast path (last field of the value): column-wise batches still agree
+def h(n: int) -> bytes:
+    return struct.pack(">h", n)
+
+
+def i32(n: int) -> bytes:
+    return struct.pack(">i", n)
+
+
+def f32(x: float) -> bytes:
+    return struct.pack(">f", x)
+
+
+def char(c: str) -> bytes:
+    """``CharSerializer``: the UTF-16 code unit, big-endian (one char of the BMP, or a lone surrogate)."""
+    return struct.pack(">H", ord(c))
+
+
+#: One char of each UTF-8 length (1, 2 and 3 bytes), the edges of each range included.
+CHARS = "a\x00\x7f\x80ü\u07ff\u0800用\ud7ff\ue000\uffff"
+
+
+def test_char_values_and_keys_are_read_column_wise_in_one_two_and_three_utf8_bytes():
+    assert not field_reader(CHAR, pa.string()).last_only
+    entries = [(bytes([1]) + q(i) + b"\x00", char(c)) for i, c in enumerate(CHARS)]
+    batch = _both(_state("VALUE", CHAR), LONG, entries)
+    assert batch.column("value").to_pylist() == list(CHARS)
+    assert all(len(c.encode("utf-8")) == n for c, n in zip("a\x80\u0800", (1, 2, 3)))
+    keys = [(bytes([1]) + char(c) + b"\x00", q(i)) for i, c in enumerate(CHARS)]  # a fixed-width key: no suffix
+    assert _both(_state("VALUE", LONG), CHAR, keys).column("key").to_pylist() == list(CHARS)
+    ascii_only = [(bytes([1]) + q(i) + b"\x00", char(c)) for i, c in enumerate("Flink")]
+    assert _both(_state("VALUE", CHAR), LONG, ascii_only).column("value").to_pylist() == list("Flink")
+
+
+@pytest.mark.parametrize("unit", [0xD800, 0xDBFF, 0xDC00, 0xDFFF])
+def test_lone_surrogate_chars_are_left_to_the_row_path(unit):
+    """Arrow strings are UTF-8, which has no lone surrogates: the column-wise path misses, and the row
+    path writes null with the reason in ``error`` (and keeps the bytes)."""
+    state = _state("VALUE", CHAR)
+    entries = [(bytes([1]) + q(0) + b"\x00", char("a")), (bytes([1]) + q(1) + b"\x00", struct.pack(">H", unit))]
+    _miss(state, LONG, entries)
+    rows = KeyedStateDecoder(state, LONG, 128)
+    exact = _BatchWriter(keyed_state_columns(state, LONG), PartStats("x")).record_batch(
+        [r for k, v in entries for r in rows.rows(k, v)]).to_pylist()
+    assert exact[1]["value"] is None and "not representable" in exact[1]["error"]
+    assert exact[1]["value_raw"] == struct.pack(">H", unit)
+    _miss(_state("MAP", _map(CHAR, DOUBLE)), LONG, [(bytes([1]) + q(0) + b"\x00" + struct.pack(">H", unit), b"\x00" + q(0))])
+
+
+def test_serializers_without_a_column_reader_are_decoded_per_row_by_their_fast_path(monkeypatch):
+    """The per-row fallback (``row_read``): valid where the value ends its bytes; keys of such a
+    serializer send the whole state down the row path."""
+    monkeypatch.delitem(flink_keyed_columns._VECTOR, CHAR.class_name)
     assert field_reader(CHAR, pa.string()).last_only
-    entries = [(bytes([1]) + q(i) + b"\x00", struct.pack(">H", ord(c))) for i, c in enumerate("aü用z")]
+    entries = [(bytes([1]) + q(i) + b"\x00", char(c)) for i, c in enumerate("aü用z")]
     _both(_state("VALUE", CHAR), LONG, entries)
-    # a key serializer without a decoder: the whole state goes row by row
+    entries = [(bytes([1]) + q(i) + b"\x00", row("+U", [char(chr(0x41 + i)), None if i % 2 else sv("x")])) for i in range(4)]
+    _both(_state("VALUE", _row(CHAR, STRING)), LONG, entries)
+    with pytest.raises(ColumnarMiss):
+        ColumnarStateDecoder(_state("VALUE", LONG), CHAR, 128, keyed_state_columns(_state("VALUE", LONG), CHAR))
+
+
+def test_json_columns_are_left_to_the_row_path():
     unknown = SerializerSnapshot("com.example.MySerializerSnapshot", 1)
     with pytest.raises(ColumnarMiss):
         ColumnarStateDecoder(_state("VALUE", LONG), unknown, 128, keyed_state_columns(_state("VALUE", LONG), unknown))
+
+
+# -- lists, sets and maps inside values ------------------------------------------------------------
+
+SET = _B + "SetSerializerSnapshot"
+
+
+def _set(inner: SerializerSnapshot) -> SerializerSnapshot:
+    return SerializerSnapshot(SET, 1, nested=[inner])
+
+
+def seq(items: list[bytes]) -> bytes:
+    """``ListSerializer``: ``int size``, then the elements."""
+    return i32(len(items)) + b"".join(items)
+
+
+def set_of(items: list[bytes | None]) -> bytes:
+    """``SetSerializer`` (Flink 2.x): ``int size``, then per element ``bool isNull`` and the element if not null."""
+    return i32(len(items)) + b"".join(nullable(item) for item in items)
+
+
+def map_of(entries: list[tuple[bytes, bytes | None]]) -> bytes:
+    """``MapSerializer``: ``int size``, then per entry the key, ``bool isNull`` and the value if not null."""
+    return i32(len(entries)) + b"".join(k + nullable(v) for k, v in entries)
+
+
+def _values(values: list[bytes]) -> list[tuple[bytes, bytes]]:
+    return [(bytes([1]) + q(i) + b"\x00", v) for i, v in enumerate(values)]
+
+
+def _column_wise(state: StateMetaInfo, key=LONG) -> bool:
+    """Whether the state's value is read column-wise (not by the per-row fallback)."""
+    decoder = ColumnarStateDecoder(state, key, 128, keyed_state_columns(state, key))
+    return not decoder.value.last_only
+
+
+LIST_LENGTHS = [0, 1, 3, 0, 2, MAX_LIST_STEPS, MAX_LIST_STEPS + 1, 200, 1]
+
+
+def test_lists_of_fixed_width_elements_of_any_length():
+    state = _state("VALUE", _list(SHORT))
+    assert _column_wise(state)
+    shorts = [[(i * 1000 + j) % 65536 - 32768 for j in range(n)] for i, n in enumerate(LIST_LENGTHS)]
+    batch = _both(state, LONG, _values([seq([h(v) for v in vs]) for vs in shorts]))
+    assert batch.schema.field("value").type == pa.list_(pa.int16())
+    assert batch.column("value").to_pylist() == shorts
+    assert _both(state, LONG, _values([seq([]), seq([])])).column("value").to_pylist() == [[], []]
+    assert _both(state, LONG, []).num_rows == 0
+
+
+def test_elements_not_as_wide_as_their_serializer_says_are_left_to_the_row_path():
+    """A Nullable padded to 8 bytes around an Int (4 bytes): its length says 9 bytes, a non-null value
+    takes 5. The row path reads the elements one after the other; the column-wise one, placing them 9
+    bytes apart, must miss. The bytes are chosen so that everything else fits at the wrong places."""
+    element = _nullable(INT, 8)
+    # a List then a String: placed 9 bytes apart, the list would end at byte 22, where the String's
+    # last char (0x01) reads as an empty String ending the value
+    pair = SerializerSnapshot(TUPLE, 2, nested=[_list(element), STRING])
+    entries = _values([seq([nullable(i32(5)), nullable(i32(256))]) + sv("abcdefg\x01")])
+    _miss(_state("VALUE", pair), LONG, entries)
+    assert KeyedStateDecoder(_state("VALUE", pair), LONG, 128).rows(*entries[0])[0]["value"] == [[5, 256], "abcdefg\x01"]
+    # list state: one element of 5 bytes and 4 more bytes, which the row path refuses (no delimiter)
+    entries = _values([nullable(i32(5)) + bytes(4)])
+    _miss(_state("LIST", _list(element)), LONG, entries)
+    with pytest.raises(FormatError):
+        KeyedStateDecoder(_state("LIST", _list(element)), LONG, 128).rows(*entries[0])
+
+
+def test_lists_of_variable_width_elements_in_rounds_and_the_longest_one_by_one():
+    """Rows with more elements than the round limit are read by the list's fast path, the others in
+    rounds; non-ASCII strings by the exact reader; the values come back in row order."""
+    state = _state("VALUE", _list(STRING))
+    assert _column_wise(state)
+    texts = [[f"{i}-{j}" + ("ü" if (i + j) % 5 == 0 else "") for j in range(n)] for i, n in enumerate(LIST_LENGTHS)]
+    texts[2][1] = None  # a null String element (length 0)
+    batch = _both(state, LONG, _values([seq([sv(t) for t in ts]) for ts in texts]))
+    assert batch.column("value").to_pylist() == texts
+    every_row_long = _values([seq([sv(str(j)) for j in range(MAX_LIST_STEPS + 1 + i)]) for i in range(3)])
+    _both(state, LONG, every_row_long)
+
+
+def test_sets_hold_null_elements():
+    state = _state("VALUE", _set(INT))
+    assert _column_wise(state)
+    sets = [[1, None, 3], [], [None], [4], list(range(MAX_LIST_STEPS + 1))]
+    batch = _both(state, LONG, _values([set_of([None if v is None else i32(v) for v in vs]) for vs in sets]))
+    assert batch.column("value").to_pylist() == sets
+
+
+def test_maps_with_null_values_empty_maps_and_long_maps():
+    state = _state("VALUE", _map(STRING, FLOAT))
+    assert _column_wise(state)
+    maps = [[("a", 1.5), ("b", None), ("ü", -0.25)], [], [("x", None)], [(f"k{j}", float(j)) for j in range(MAX_LIST_STEPS + 1)],
+            [("", 2.0)], [("same", 1.0), ("same", 2.0)]]
+    batch = _both(state, LONG, _values([map_of([(sv(k), None if v is None else f32(v)) for k, v in m]) for m in maps]))
+    assert batch.schema.field("value").type == pa.map_(pa.string(), pa.float32())
+    assert batch.column("value").to_pylist() == maps
+
+
+def test_a_null_map_key_is_left_to_the_row_path():
+    """An Arrow map key is never null: the row path writes the map as null with the reason."""
+    state = _state("VALUE", _map(STRING, FLOAT))
+    entries = _values([map_of([(sv("a"), f32(1.0))]), map_of([(sv(None), f32(1.0))])])
+    _miss(state, LONG, entries)
+    rows = KeyedStateDecoder(state, LONG, 128)
+    exact = _BatchWriter(keyed_state_columns(state, LONG), PartStats("x")).record_batch(
+        [r for k, v in entries for r in rows.rows(k, v)]).to_pylist()
+    assert exact[1]["value"] is None and "null key" in exact[1]["error"]
+
+
+@pytest.mark.parametrize(("snapshot", "value"), [
+    pytest.param(_list(SHORT), i32(3) + h(1) + h(2), id="fixed width: fewer elements than the size"),
+    pytest.param(_list(SHORT), i32(1 << 30) + h(1), id="fixed width: a size larger than the bytes left"),
+    pytest.param(_list(SHORT), i32(-1), id="fixed width: a negative size"),
+    pytest.param(_list(SHORT), i32(1) + h(1) + b"x", id="fixed width: bytes after the list"),
+    pytest.param(_list(STRING), i32(2) + sv("a"), id="fewer elements than the size"),
+    pytest.param(_list(STRING), i32(5) + sv("a") + sv("b"), id="a size larger than the bytes left"),
+    pytest.param(_list(STRING), i32(-2) + sv("a"), id="a negative size"),
+    pytest.param(_list(STRING), i32(MAX_LIST_STEPS + 1) + sv("a") * MAX_LIST_STEPS, id="a long list one element short"),
+    pytest.param(_list(STRING), i32(1), id="no element"),
+    pytest.param(_set(INT), i32(1) + b"\x02" + i32(1), id="a set null flag that is not 0 or 1"),
+    pytest.param(_map(STRING, FLOAT), i32(2) + sv("a") + b"\x01" + sv("b"), id="a map entry without its null flag"),
+    pytest.param(_map(STRING, FLOAT), i32(3) + sv("a") + b"\x01", id="a map size larger than the bytes left"),
+    pytest.param(_map(STRING, FLOAT), i32(-1), id="a negative map size"),
+    pytest.param(_map(STRING, FLOAT), i32(1) + sv("a") + b"\x00" + f32(1.0)[:3], id="a truncated map value"),
+])
+def test_malformed_lists_sets_and_maps_are_left_to_the_row_path(snapshot, value):
+    """Never a wrong value: the column-wise path misses, and the row path raises a FormatError."""
+    state = _state("VALUE", snapshot)
+    good = {_list(SHORT).class_name: seq([h(1)]), SET: set_of([i32(1)])}.get(snapshot.class_name, None)
+    if snapshot.class_name == _map(STRING, FLOAT).class_name:
+        good = map_of([(sv("a"), f32(1.0))])
+    elif snapshot.nested[0] == STRING:
+        good = seq([sv("a")])
+    entries = _values([good, value])
+    _both(state, LONG, entries[:1])
+    _miss(state, LONG, entries)
+    with pytest.raises(FormatError):
+        KeyedStateDecoder(state, LONG, 128).rows(*entries[1])
+
+
+def test_lists_and_maps_nested_in_tuples_pojos_rows_nullables_ttl_and_each_other():
+    pair = SerializerSnapshot(TUPLE, 2, nested=[_list(SHORT), _map(CHAR, _list(STRING))])
+    value = _row(pair, _nullable(_list(_list(INT)), 0), _pojo(tags=_set(STRING)))
+    state = _state("VALUE", _ttl(value))
+    assert _column_wise(state)
+    values = []
+    for i in range(8):
+        first = seq([h(j) for j in range(i)])
+        second = map_of([(char(c), None if (i + n) % 3 == 0 else seq([sv(c * k) for k in range(n)]))
+                          for n, c in enumerate("aü用"[: i % 4])])
+        nested = None if i == 5 else nullable(seq([seq([i32(k) for k in range(j)]) for j in range(i % 3)]))
+        pojo = None if i == 6 else b"\x02" + (b"\x01" if i == 2 else b"\x00" + set_of([sv("t"), None][: i % 3]))
+        values.append(q(1_700_000_000_000 + i) + row(KINDS[i % 4], [first + second, nested, pojo]))
+    batch = _both(state, LONG, _values(values))
+    assert batch.column("value").to_pylist()[3]["f0"] == {"f0": [0, 1, 2], "f1": [("a", None), ("ü", [""]), ("用", ["", "用"])]}
+    assert batch.column("ttl_timestamp").to_pylist()[7] == 1_700_000_000_007
+
+
+def test_list_keys_and_map_state_of_char_keys_and_map_values():
+    key = _list(INT)
+    entries = [(bytes([2]) + (k := seq([i32(j) for j in range(i)])) + suffix(len(k)) + sv("ns") + suffix(3), q(i)) for i in range(4)]
+    state = _state("VALUE", LONG, namespace=STRING)
+    decoder = ColumnarStateDecoder(state, key, 128, keyed_state_columns(state, key))
+    assert not decoder.key.last_only
+    assert _both(state, key, entries).column("key").to_pylist() == [list(range(i)) for i in range(4)]
+    state = _state("MAP", _map(CHAR, _map(STRING, DOUBLE)))
+    decoder = ColumnarStateDecoder(state, LONG, 128, keyed_state_columns(state, LONG))
+    assert not decoder.user_key.last_only and not decoder.value.last_only
+    maps = [(bytes([1]) + q(i // 3) + b"\x00" + char(c), b"\x01" if i == 4 else b"\x00" + map_of([(sv("r"), None if i % 2 else q(i))]))
+            for i, c in enumerate("abcüé用")]
+    _both(state, LONG, maps)
 
 
 POJO = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
@@ -425,3 +689,33 @@ def test_a_row_with_an_undecodable_field_is_json_and_left_to_the_row_path():
     assert decoded["value"] == {"kind": "-U", "f0": 3, "f1": None} and decoded["error"] is None
     (kept,) = rows.rows(bytes([1]) + q(1) + b"\x00", row("+I", [q(3), b"\x01"]))
     assert kept["value"] is None and "cannot decode" in kept["error"] and kept["value_raw"] == row("+I", [q(3), b"\x01"])
+
+
+# -- the real fixtures -----------------------------------------------------------------------------
+
+#: ``per-type`` states (fixtures/job PerTypeFunction) whose values used to be read per row.
+PER_TYPE_STATES = ("initial", "recent-small", "ratio32-by-tag", "ratio-by-initial")
+@pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES)
+def test_per_type_chars_lists_and_maps_of_real_flink_are_read_column_wise(name):
+    """Character values and map keys, a List of Short and a Map of String to Float written by real
+    Flink: every field column-wise (no per-row fallback), every batch equal to the row path's."""
+    storage = st.default_storage()
+    root = FIXTURES / name / "checkpoints"
+    layout = discover(str(root / next(iter(os.listdir(root)))), storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    op = snapshot.metadata.operator(operator_id_for_uid("per-type"))
+    handles = [s.managed_keyed_state for s in op.subtasks]
+    assert handles and all(isinstance(h, IncrementalKeyedHandle) for h in handles)
+    seen: dict[str, int] = {}
+    for handle in handles:
+        for stream in iter_incremental_handle(snapshot, storage, handle, op.max_parallelism, states=PER_TYPE_STATES):
+            entries = stream.entries
+            columns = keyed_state_columns(stream.meta, entries.key_serializer)
+            decoder = ColumnarStateDecoder(stream.meta, entries.key_serializer, entries.max_parallelism, columns)
+            fields = [decoder.key, decoder.namespace, decoder.value] + ([decoder.user_key] if stream.kind == "map" else [])
+            assert not any(f.last_only for f in fields), stream.name
+            for keys, values in entries.batches:
+                batch = _both(stream.meta, entries.key_serializer, list(zip(keys, values)), entries.max_parallelism,
+                              (entries.key_groups.start, entries.key_groups.end))
+                seen[stream.name] = seen.get(stream.name, 0) + batch.num_rows
+    assert sorted(seen) == sorted(PER_TYPE_STATES) and all(seen.values()), seen

@@ -223,7 +223,7 @@ def test_without_db_option_keeps_everything_else():
 
 def _options_files(root: Path, newest: int) -> dict[Path, str]:
     """External OPTIONS files of ``chk-<newest>``: path -> text."""
-    files = damage.shared_files(root, newest, lambda p: p.read_bytes().startswith(b"# This is a RocksDB option file"))
+    files = damage.referenced_files(root, newest, lambda p: p.read_bytes().startswith(b"# This is a RocksDB option file"))
     return {p: p.read_text() for p in files}
 
 

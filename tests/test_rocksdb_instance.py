@@ -33,7 +33,7 @@ from repair.ops.rocksdb_instance import InstanceUnavailable, open_rocksdb_instan
 from repair.ops.state_reader import _open_tables, open_resolved
 from repair.snapshot import LoadedSnapshot, load_snapshot, read_resolved
 from tests import damage
-from tests.conftest import FIXTURE_NAMES, FIXTURES
+from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 
 STORAGE = st.default_storage()
 #: Every file external (SSTs, MANIFEST, CURRENT, OPTIONS), with list-state merge operands in chk-5.
@@ -69,25 +69,23 @@ def _python_merge(snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle) -> d
     """The live entries per column family as the Python merge resolves them (state_reader's path)."""
     with ExitStack() as opened:
         sources = []
-        for entry in handle.shared:
-            if entry.local_path.endswith(".sst"):
-                source = open_resolved(STORAGE, snapshot.resolver.resolve(entry.handle))
-                opened.callback(getattr(source, "close", lambda: None))
-                sources.append((entry.local_path, source))
+        for entry in handle.sst_files:
+            source = open_resolved(STORAGE, snapshot.resolver.resolve(entry.handle))
+            opened.callback(getattr(source, "close", lambda: None))
+            sources.append((entry.local_path, source))
         tables = tables_by_column_family(_open_tables(sources))
         return {name: [(bytes(k), bytes(v)) for k, v in iter_column_family(name, family, LsmStats())] for name, family in tables.items()}
 
 
 def _families_with_merge_operands(snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle) -> set[str]:
     found = set()
-    for entry in handle.shared:
-        if entry.local_path.endswith(".sst"):
-            with ExitStack() as opened:
-                source = open_resolved(STORAGE, snapshot.resolver.resolve(entry.handle))
-                opened.callback(getattr(source, "close", lambda: None))
-                (name, table), = _open_tables([(entry.local_path, source)])
-                if any(e.value_type == ValueType.MERGE for e in table.entries()):
-                    found.add(table.properties.column_family_name)
+    for entry in handle.sst_files:
+        with ExitStack() as opened:
+            source = open_resolved(STORAGE, snapshot.resolver.resolve(entry.handle))
+            opened.callback(getattr(source, "close", lambda: None))
+            (name, table), = _open_tables([(entry.local_path, source)])
+            if any(e.value_type == ValueType.MERGE for e in table.entries()):
+                found.add(table.properties.column_family_name)
     return found
 
 
@@ -139,7 +137,7 @@ def _with_private(handle: IncrementalKeyedHandle, name: str, data: bytes | None)
 # -- every instance of every fixture ---------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES)
 def test_rocksdb_serves_exactly_the_python_merge(name, read_only_guard):
     read_only_guard(FIXTURES / name)
     instances = 0
@@ -245,7 +243,7 @@ def _without_merge_operator(fixture_copy: Path) -> int:
     blanks to the recorded size (RocksDB trims values). Returns how many files were edited."""
     root = damage.checkpoint_root(fixture_copy)
     edited = 0
-    for file in damage.shared_files(root, damage.checkpoint_ids(root)[-1], lambda p: p.read_bytes().startswith(b"# This is a RocksDB option file")):
+    for file in damage.referenced_files(root, damage.checkpoint_ids(root)[-1], lambda p: p.read_bytes().startswith(b"# This is a RocksDB option file")):
         data = file.read_bytes()
         changed = re.sub(rb"merge_operator=[^\n]*", lambda m: b"merge_operator=nullptr".ljust(len(m[0])), data)
         assert len(changed) == len(data) and changed != data

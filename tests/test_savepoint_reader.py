@@ -306,15 +306,16 @@ def test_bytes_after_the_end_mark(real):
     assert (error.field, error.offset) == (f"key group {key_group} end", len(data))
 
 
-def test_heap_backend_layout_is_named(real):
-    """The heap backend's own checkpoints start each block with ``int keyGroup``: not the canonical layout."""
+def test_a_canonical_block_behind_an_int_key_group_is_read_as_heap_layout_and_named(real):
+    """A block starting with ``int keyGroup`` is the heap backend's layout (tests/test_heap_snapshot.py):
+    canonical bytes behind it do not fit that layout, and the error says which layout was expected."""
     data, handle, max_parallelism = real
-    key_group, offset = _first_block(handle)
+    key_group, offset = next((g, o) for g, o in ((handle.key_groups.start + i, o) for i, o in enumerate(handle.offsets)) if o and g > 0)
     after = sorted(o for o in handle.offsets if o > offset)[0]
     heap_like = data[:offset] + struct.pack(">i", key_group) + data[offset:after]
     offsets = [offset if handle.key_groups.start + i == key_group else 0 for i in range(handle.key_groups.count)]
     error = _error(heap_like, dataclasses.replace(handle, offsets=offsets), max_parallelism)
-    assert "heap state backend" in str(error)
+    assert error.field.startswith(f"key group {key_group}") and "heap state backend's layout" in str(error)
 
 
 def test_meta_data_without_all_states(real):
@@ -407,13 +408,19 @@ def test_damaged_streams_only_raise_repair_errors(data):
         raw, offsets = _compressed_copy(raw, handle, 200)
         handle = dataclasses.replace(handle, offsets=offsets)
         meta = decode_keyed_backend_meta(raw)
+    try:
+        _index(damaged_after(data, raw, meta.end_offset), handle, max_parallelism, meta)
+    except RepairError:
+        pass
+
+
+def damaged_after(data, raw: bytes, start: int) -> bytes:
+    """``raw`` with, somewhere in ``[start, len(raw))`` drawn from hypothesis ``data``, a bit flipped or
+    everything from there on cut."""
     damaged = bytearray(raw)
-    pos = data.draw(hst.integers(meta.end_offset, len(raw) - 1))
+    pos = data.draw(hst.integers(start, len(raw) - 1))
     if data.draw(hst.booleans()):
         damaged[pos] ^= 1 << data.draw(hst.integers(0, 7))
     else:
         del damaged[pos:]
-    try:
-        _index(bytes(damaged), handle, max_parallelism, meta)
-    except RepairError:
-        pass
+    return bytes(damaged)

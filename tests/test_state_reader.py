@@ -27,7 +27,7 @@ from repair.layout import discover
 from repair.ops.state_reader import read_incremental_handle
 from repair.snapshot import load_snapshot
 from fixtures import state_model
-from tests.conftest import FIXTURES, FIXTURE_NAMES, expected_shape, fixture_info
+from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, expected_shape, fixture_info
 from tests.flink_bytes import string_value
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
@@ -86,7 +86,7 @@ def _add_row(entry: dict, row: dict) -> None:
         entry[state] = expected_shape(row["value"])
 
 
-@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES)
 def test_newest_checkpoint_matches_expected_json(name):
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     keyed, ttl_timestamps = _decoded(name, -1)
@@ -96,7 +96,7 @@ def test_newest_checkpoint_matches_expected_json(name):
     assert ttl_timestamps and all(low <= ts <= high for ts in ttl_timestamps)
 
 
-@pytest.mark.parametrize("name", FIXTURE_NAMES)
+@pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES)
 @pytest.mark.parametrize("index", [0, 1])
 def test_older_retained_checkpoints_match_state_model(name, index):
     info = fixture_info(FIXTURES / name)

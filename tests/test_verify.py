@@ -254,3 +254,87 @@ def test_checksums_only_still_finds_checksum_damage(tmp_path, capsys):
     quick = verify(str(dmg.root), decompress=False).to_json()
     assert quick["findings"] == full["findings"] and quick["checked"]["blocks"] == full["checked"]["blocks"]
     assert main(["verify", str(dmg.root), "--checksums-only"]) == 1
+
+
+# -- full snapshots of the heap backend: key-group streams are decoded, not only sized ------------------------------
+
+
+def _heap_root(tmp_path: Path, name: str) -> Path:
+    return damage.checkpoint_root(damage.copy_fixture(name, tmp_path))
+
+
+def _newest_keyed_delegate(root: Path):
+    """(snapshot, first keyed subtask's KeyGroupsHandle) of the newest checkpoint under ``root``."""
+    from repair import storage as st
+    from repair.formats.flink_handles import KeyGroupsHandle
+    from repair.layout import discover
+    from repair.snapshot import load_snapshot
+
+    storage = st.default_storage()
+    layout = discover(str(root), storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    handle = next(s.managed_keyed_state for op in snapshot.metadata.operators for s in op.subtasks
+                  if isinstance(s.managed_keyed_state, KeyGroupsHandle))
+    return snapshot, handle
+
+
+def test_a_flipped_byte_in_an_external_heap_snapshot_is_found(tmp_path, capsys):
+    """Snappy-framed key groups (Flink 2.1, heap backend): a flipped byte fails its chunk's CRC."""
+    root = _heap_root(tmp_path, "flink-2.1-heap-p3-snappy")
+    snapshot, handle = _newest_keyed_delegate(root)
+    path = Path(snapshot.resolver.resolve(handle.delegate).uri)
+    data = bytearray(path.read_bytes())
+    at = (handle.offsets[1] + handle.offsets[2]) // 2  # inside key group 1's streams
+    data[at] ^= 0x01
+    path.write_bytes(bytes(data))
+    result = verify(str(root))
+    (finding,) = result.findings
+    assert finding.kind == "bad_key_groups" and finding.severity == "error"
+    assert finding.reference.role == "key-groups" and finding.reference.checkpoint == snapshot.ref.number
+    assert "key group 1" in finding.message and finding.offset is not None and abs(finding.offset - at) < 65536 + 8
+    assert main(["verify", str(root)]) == 1
+    assert "snappy chunk checksum" in capsys.readouterr().out
+
+
+def test_a_bad_record_count_in_an_inline_heap_snapshot_is_found(tmp_path):
+    """Key groups inline in ``_metadata`` (Flink 1.20, heap backend): a record count the bytes cannot hold."""
+    from repair.formats.flink_metadata import decode_metadata, encode_metadata
+
+    root = _heap_root(tmp_path, "flink-1.20-heap")
+    snapshot, handle = _newest_keyed_delegate(root)
+    metadata_path = Path(snapshot.ref.metadata_uri)
+    metadata = decode_metadata(metadata_path.read_bytes())
+    target = next(s.managed_keyed_state for op in metadata.operators for s in op.subtasks
+                  if s.managed_keyed_state is not None and s.managed_keyed_state.offsets == handle.offsets)
+    data = bytearray(target.delegate.data)
+    count_at = handle.offsets[3] + 4 + 2  # key group 3: int keyGroup, short kvStateId, int count
+    data[count_at : count_at + 4] = (0x7FFFFFFF).to_bytes(4, "big")
+    target.delegate.data = bytes(data)
+    metadata_path.write_bytes(encode_metadata(metadata))
+    result = verify(str(root))
+    (finding,) = result.findings
+    assert finding.kind == "bad_key_groups" and finding.offset == count_at and "record count" in finding.message
+    assert [s.ok for s in result.snapshots] == [True] * (len(result.snapshots) - 1) + [False]
+
+
+def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monkeypatch):
+    """Records are not framed: an unknown serializer ends the check of its key group, the bytes may be fine."""
+    import dataclasses
+
+    from repair.formats import flink_backend_meta
+    from repair.formats.flink_serializers import SerializerSnapshot
+
+    real = flink_backend_meta.decode_keyed_backend_meta
+
+    def with_an_unknown_value_serializer(data):
+        meta = real(data)
+        state = next(s for s in meta.states if s.kind == "value")
+        unknown = dataclasses.replace(state, serializers=[(k, SerializerSnapshot("com.example.KryoLike", 1) if k == "VALUE_SERIALIZER" else v)
+                                                          for k, v in state.serializers])
+        return dataclasses.replace(meta, states=[unknown if s is state else s for s in meta.states])
+
+    monkeypatch.setattr(flink_backend_meta, "decode_keyed_backend_meta", with_an_unknown_value_serializer)
+    result = verify(str(damage.checkpoint_root(FIXTURES / "flink-1.20-heap")))
+    assert result.findings and {(f.kind, f.severity) for f in result.findings} == {("not_fully_checked", "warning")}
+    assert all("com.example.KryoLike" in f.message for f in result.findings)
+    assert result.ok

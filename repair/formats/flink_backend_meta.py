@@ -1,7 +1,7 @@
 """State backend meta data: ``KeyedBackendSerializationProxy`` and ``OperatorBackendSerializationProxy``.
 
 The keyed proxy is the content of an incremental handle's meta data handle and the header of every
-full-snapshot key-group file (canonical savepoints, full checkpoints)::
+full-snapshot key-group file (canonical savepoints; checkpoints and native savepoints of the heap backend)::
 
     int   proxyVersion              (6 in every release 1.11 .. 2.x; 5 still in the 1.8-era format)
     bool  usingKeyGroupCompression  (Snappy-framed key-group blocks in full snapshots)

@@ -198,9 +198,11 @@ class LocalFile:
 class IncrementalKeyedHandle:
     """Codes 5 and 11, ``IncrementalRemoteKeyedStateHandle``: one RocksDB/ForSt native checkpoint.
 
-    ``shared`` lists the ``*.sst`` files, ``private`` the MANIFEST, CURRENT and OPTIONS files; ``meta`` holds
-    the ``KeyedBackendSerializationProxy``. ``checkpointed_size`` and ``state_handle_id`` exist in code 11
-    only (None for code 5).
+    ``shared`` lists the files later checkpoints may share (the ``*.sst`` files of incremental
+    checkpoints), ``private`` the others: MANIFEST, CURRENT and OPTIONS, and every SST of a full
+    checkpoint (incremental checkpoints off), which shares nothing. :attr:`sst_files` has the SSTs of
+    both. ``meta`` holds the ``KeyedBackendSerializationProxy``. ``checkpointed_size`` and
+    ``state_handle_id`` exist in code 11 only (None for code 5).
     """
 
     type_code: int
@@ -213,6 +215,11 @@ class IncrementalKeyedHandle:
     private: list[LocalFile]
     state_handle_id: str | None
     offset: int = _offset_field()
+
+    @property
+    def sst_files(self) -> list[LocalFile]:
+        """Every ``*.sst`` file of the instance, shared or private, in handle order."""
+        return [entry for entry in (*self.shared, *self.private) if entry.local_path.endswith(".sst")]
 
 
 @dataclass

@@ -8,10 +8,13 @@ timers and list elements. Whatever it cannot decode that way raises :class:`Colu
 caller decodes the batch row by row (the exact path, which also names bad bytes and keeps undecodable
 values as raw bytes with ``error`` set). A miss is never an error: it only costs speed.
 
-Vectorized serializers (:data:`_VECTOR`): String (ASCII text; anything else misses), Long, Int, Short,
-Byte, Boolean, Double, Float, byte[], Void, VoidNamespace, TimeWindow, enums; Tuples, POJOs, Rows (bit
-mask: kind and null bits) and Nullables of them; and TTL wrappers around them. Values of other
-serializers with a fast path (lists, sets, maps, Char, and composites holding them) are decoded per row by that
+Vectorized serializers (:data:`_VECTOR`): String (ASCII text column-wise, other text by the exact reader
+row by row), Long, Int, Short, Byte, Boolean, Double, Float, Char (a lone surrogate misses), byte[], Void,
+VoidNamespace, TimeWindow, enums; Tuples, POJOs, Rows (bit mask: kind and null bits) and Nullables of
+them; Lists, Sets and Maps of them (``int size``, then the elements: all at once when they have a fixed
+width, else in rounds, round ``j`` reading the ``j``-th element of every row that has one; rows with more
+than :data:`MAX_LIST_STEPS` elements are read by the serializer's fast path, row by row); and TTL wrappers
+around them. Values of serializers with a fast path but no column-wise reader are decoded per row by that
 fast path when they are the last field of their bytes (a value, a map value, a map user key); a key or
 namespace of such a serializer misses.
 
@@ -22,6 +25,7 @@ batch's data buffer (``pa.array(keys, pa.binary())``), one int64 per row.
 from __future__ import annotations
 
 import array
+import functools
 import sys
 from dataclasses import dataclass
 from typing import Callable
@@ -33,7 +37,7 @@ from repair.errors import RepairError
 from repair.formats.flink_arrow import StateColumns, column_converter, to_arrow
 from repair.formats.flink_backend_meta import StateMetaInfo
 from repair.formats.flink_serializers import COMPOSITE_SNAPSHOTS, ENUM_SNAPSHOT, POJO_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
-from repair.formats.flink_values import FAST_MISSES, ROW_KINDS, RowMask, TtlValue, decoder_for
+from repair.formats.flink_values import FAST_MISSES, ROW_KINDS, Decoder, FastMiss, RowMask, TtlValue, decoder_for
 from repair.keygroups import key_group_prefix_bytes
 
 #: The Arrow type of the output columns no serializer decides (the others: the state's ``StateColumns``).
@@ -42,7 +46,9 @@ FIXED_COLUMN_TYPES = {
     "key_raw": pa.binary(), "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary(),
     "error": pa.string(),
 }
-#: A list longer than this (in elements) sends its batch down the row path (one kernel round per element).
+#: The most elements per row read in rounds (one kernel round per element), for elements without a
+#: fixed width: a list *state* value with more sends its batch down the row path; a list, set or map
+#: inside a value with more is read by its serializer's fast path (that row alone).
 MAX_LIST_STEPS = 64
 _LIST_DELIMITER = 0x2C
 _B = "org.apache.flink.api.common.typeutils.base."
@@ -191,6 +197,24 @@ def _time_window(c: _Cursor) -> pa.Array:
     return pa.StructArray.from_arrays([start, end], names=["start", "end"])
 
 
+@functools.cache
+def _char_table() -> pa.Array:
+    """``chr(unit)`` of every UTF-16 code unit (one char of 1, 2 or 3 UTF-8 bytes), indexed by unit; null
+    for the surrogates 0xD800-0xDFFF, which no UTF-8 string holds alone. Built once, on first use."""
+    return pa.array([None if 0xD800 <= unit <= 0xDFFF else chr(unit) for unit in range(1 << 16)], pa.string())
+
+
+def _char(c: _Cursor) -> pa.Array:
+    """``Character``: a big-endian UTF-16 code unit, a one-char string (looked up in :func:`_char_table`).
+    A lone surrogate misses: Arrow strings are UTF-8, so the row path keeps its bytes and says why."""
+    units = c.big_endian(pa.int16()).view(pa.uint16())
+    c.advance(2)
+    chars = pc.take(_char_table(), units)
+    if chars.null_count:
+        raise ColumnarMiss
+    return chars
+
+
 def _varint7(c: _Cursor) -> tuple[pa.Array, pa.Array]:
     """``StringValue``'s length varint (at most 3 bytes here, 2 million chars): ``(value, size)`` per row."""
     c.need(1)
@@ -268,6 +292,7 @@ _VECTOR: dict[str, tuple[Vector, pa.DataType]] = {
     _B + "BooleanSerializer$BooleanSerializerSnapshot": (_boolean, pa.bool_()),
     _B + "DoubleSerializer$DoubleSerializerSnapshot": (_number(pa.float64()), pa.float64()),
     _B + "FloatSerializer$FloatSerializerSnapshot": (_number(pa.float32()), pa.float32()),
+    _B + "CharSerializer$CharSerializerSnapshot": (_char, pa.string()),
     _B + "VoidSerializer$VoidSerializerSnapshot": (_zero_byte, pa.null()),
     _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, pa.binary()),
     **{name: (_zero_byte, pa.null()) for name in _VOID_NAMESPACES},
@@ -349,6 +374,124 @@ def _read_where(c: _Cursor, has: pa.Array, child: Vector) -> pa.Array:
     return _scatter(values, has)
 
 
+def _read_split(c: _Cursor, other: pa.Array, read: Vector, read_other: Vector) -> pa.Array:
+    """``read`` from the rows where ``other`` is false and ``read_other`` from the rest (arrays of the
+    same type; positions advance), in row order."""
+    mine = pc.invert(other)
+    first, second = c.subset(mine), c.subset(other)
+    values = pa.concat_arrays([read(first), read_other(second)])
+    c.pos = pc.replace_with_mask(pc.replace_with_mask(c.pos, mine, first.pos), other, second.pos)
+    rank = pc.subtract(pc.cumulative_sum(mine.cast(pa.int64())), 1)
+    rank_other = pc.add(pc.subtract(pc.cumulative_sum(other.cast(pa.int64())), 1), len(first.pos))
+    return pc.take(values, pc.if_else(mine, rank, rank_other))
+
+
+def _spread(c: _Cursor, counts: pa.Array, stride: int) -> tuple[_Cursor, pa.Array, pa.Array]:
+    """``(cursor, row, index)``: a cursor over the ``counts[i]`` items of every row ``i``, the first at the
+    row's position and each ``stride`` bytes after the one before, in row order; each item's row (among
+    ``c``'s) and index in its row."""
+    offsets = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(counts)])
+    total = offsets[-1].as_py()
+    row = pc.list_parent_indices(pa.ListArray.from_arrays(offsets.cast(pa.int32()), pa.nulls(total)))
+    index = pc.subtract(_arange(total), pc.take(offsets, row))
+    at = pc.add(pc.take(c.pos, row), pc.multiply(index, stride))
+    return _Cursor(c.src, pc.take(c.rows, row), pc.take(c.ends, row), at), row, index
+
+
+#: ``elements(cursor)``: one element of every row of the cursor (positions advance), as its arrays.
+Elements = Callable[[_Cursor], list[pa.Array]]
+
+
+def _sequence_vector(elements: Elements, build: Callable[[pa.Array, list[pa.Array]], pa.Array], one_by_one: Vector,
+                     *, item_size: int, width: int | None) -> Vector:
+    """A List, Set or Map: ``int size``, then that many elements, as ``build(offsets, element arrays)``.
+
+    A size below 0 or above the bytes left (``item_size`` bytes per element at least, the row path's
+    bound) misses. Elements of a fixed ``width`` are read all at once; others in rounds, round ``j``
+    reading the ``j``-th element of every row that has one, then put in row order; rows with more than
+    :data:`MAX_LIST_STEPS` elements are read by ``one_by_one`` instead."""
+
+    def read(c: _Cursor) -> pa.Array:
+        head = c.pos
+        size = c.big_endian(pa.int32()).cast(pa.int64())
+        c.advance(4)
+        if not _all(pc.and_(pc.greater_equal(size, 0), pc.less_equal(pc.multiply(size, item_size), pc.subtract(c.ends, c.pos)))):
+            raise ColumnarMiss
+        offsets = pa.concat_arrays([pa.array([0], pa.int64()), pc.cumulative_sum(size)]).cast(pa.int32())
+        if width is not None:
+            items, _, _ = _spread(c, size, width)
+            start = items.pos
+            arrays = elements(items)
+            if not _all(pc.equal(items.pos, pc.add(start, width))):
+                raise ColumnarMiss  # an element of another width: the row path says what it is
+            c.pos = pc.add(c.pos, pc.multiply(size, width))
+            return build(offsets, arrays)
+        long = pc.greater(size, MAX_LIST_STEPS)
+        if not _all(pc.invert(long)):
+            c.pos = head
+            return _read_split(c, long, read, one_by_one)
+        return build(offsets, _in_rounds(c, size, elements))
+
+    return read
+
+
+def _in_rounds(c: _Cursor, size: pa.Array, elements: Elements) -> list[pa.Array]:
+    """The ``size[i]`` elements of every row ``i`` (``c`` at the first), read in rounds, in row order;
+    ``c`` ends after each row's last element."""
+    rounds = pc.max(size).as_py() or 0
+    if rounds == 0:
+        return elements(c.subset(pc.greater(size, 0)))  # typed, empty
+    active, local, left = c, _arange(len(size)), size
+    done_local: list[pa.Array] = []  # rows whose elements are all read, and where they end
+    done_pos: list[pa.Array] = []
+    element_local: list[pa.Array] = []
+    parts: list[list[pa.Array]] = []
+    for j in range(rounds):
+        has = pc.greater(left, j)
+        if not _all(has):
+            gone = pc.invert(has)
+            done_local.append(pc.filter(local, gone))
+            done_pos.append(pc.filter(active.pos, gone))
+            active, local, left = active.subset(has), pc.filter(local, has), pc.filter(left, has)
+        parts.append(elements(active))
+        element_local.append(local)
+    if done_local:  # (else every row had every round: ``active`` is ``c``)
+        done_local.append(local)
+        done_pos.append(active.pos)
+        c.pos = pc.take(pa.concat_arrays(done_pos), pc.sort_indices(pa.concat_arrays(done_local)))
+    if rounds == 1:
+        return parts[0]
+    order = pc.sort_indices(pa.concat_arrays(element_local))  # stable: a row's elements stay in round order
+    return [pc.take(pa.concat_arrays([p[i] for p in parts]), order) for i in range(len(parts[0]))]
+
+
+def _list_vector(snapshot: SerializerSnapshot, arrow: pa.ListType, element: Vector, width: int | None) -> Vector:
+    """A List (or a Set: ``element`` reads its null flag too) as ``list<T>``."""
+    return _sequence_vector(lambda c: [element(c)], lambda offsets, arrays: pa.ListArray.from_arrays(offsets, arrays[0], type=arrow),
+                            _one_by_one(snapshot, arrow), item_size=1, width=width)
+
+
+def _map_vector(snapshot: SerializerSnapshot, arrow: pa.MapType, key: Vector, value: Vector) -> Vector:
+    """A Map: entries of key, ``bool isNull``, value if not null; as ``map<K, V>``. A null key misses
+    (an Arrow map key is never null: the row path says so)."""
+    flagged = _null_flagged(value)
+
+    def build(offsets: pa.Array, arrays: list[pa.Array]) -> pa.Array:
+        keys, items = arrays
+        if keys.null_count:
+            raise ColumnarMiss
+        return pa.MapArray.from_arrays(offsets, keys, items, type=arrow)
+
+    return _sequence_vector(lambda c: [key(c), flagged(c)], build, _one_by_one(snapshot, arrow), item_size=2, width=None)
+
+
+def _fixed_width(snapshot: SerializerSnapshot | None) -> int | None:
+    """The byte width of every value of ``snapshot`` when it is fixed (Flink's ``getLength()``; 0, e.g.
+    VoidNamespace's, which writes a byte all the same, counts as not fixed). Readers check it."""
+    length = decoder_for(snapshot).length
+    return length if length > 0 else None
+
+
 _ROW_KINDS = pa.array(ROW_KINDS, pa.string())
 
 
@@ -392,6 +535,16 @@ def _vector(snapshot: SerializerSnapshot, arrow: pa.DataType) -> Vector | None:
             return None
         inner = _vector(snapshot.nested[0], arrow)
         return _null_flagged(inner, padding) if inner is not None else None
+    if label in ("List", "ArrayList", "Set") and len(snapshot.nested) == 1 and pa.types.is_list(arrow):
+        element = _vector(snapshot.nested[0], arrow.value_type)
+        if element is None:
+            return None
+        if label == "Set":  # each element has a null flag
+            return _list_vector(snapshot, arrow, _null_flagged(element), None)
+        return _list_vector(snapshot, arrow, element, _fixed_width(snapshot.nested[0]))
+    if label == "Map" and len(snapshot.nested) == 2 and pa.types.is_map(arrow):
+        key, value = _vector(snapshot.nested[0], arrow.key_type), _vector(snapshot.nested[1], arrow.item_type)
+        return _map_vector(snapshot, arrow, key, value) if key is not None and value is not None else None
     if not pa.types.is_struct(arrow):
         return None
     names = [arrow.field(i).name for i in range(arrow.num_fields)]
@@ -427,6 +580,8 @@ class _Field:
     read: Callable[[_Cursor], tuple[pa.Array, pa.Array | None]]
     #: Only valid as the last field of its bytes (a per-row decoder that must end at the row's end).
     last_only: bool = False
+    #: The byte width of every value (TTL timestamp included) when it is fixed, else None.
+    width: int | None = None
 
 
 def _unwrap(snapshot: SerializerSnapshot | None) -> tuple[SerializerSnapshot | None, bool]:
@@ -459,41 +614,70 @@ def field_reader(snapshot: SerializerSnapshot | None, arrow: pa.DataType | None)
             timestamps = _number(pa.int64())(c) if ttl else None
             return read(c), timestamps
 
-        return _Field(vector_read)
+        return _Field(vector_read, width=_fixed_width(snapshot))
     decoder = decoder_for(snapshot)  # TTL included: the fast path returns TtlValue
-    fast = decoder.fast
-    if fast is None:
+    if decoder.fast is None:
         raise ColumnarMiss
     convert = column_converter(arrow)
 
     def row_read(c: _Cursor) -> tuple[pa.Array, pa.Array | None]:
-        items = c.src.items
-        values, timestamps = [], []
-        bases = pc.take(c.src.starts, c.rows).to_pylist()
-        for row, base, pos, end in zip(c.rows.to_pylist(), bases, c.pos.to_pylist(), c.ends.to_pylist()):
-            data = items[row]
-            try:
-                value, stop = fast(data, pos - base)
-            except FAST_MISSES:  # e.g. non-ASCII text: the exact reader decodes this one value
-                try:
-                    value, stop = decoder.decode(data, pos - base, end - base)
-                except (RepairError, UnicodeError):
-                    raise ColumnarMiss from None  # bad bytes: the row path names them
-            if stop != end - base:
-                raise ColumnarMiss
+        values, stops = _decode_rows(decoder, c)
+        if not _all(pc.equal(stops, c.ends)):
+            raise ColumnarMiss
+        timestamps = []
+        for i, value in enumerate(values):
             if type(value) is TtlValue:
                 timestamps.append(value.timestamp)
-                value = value.value
+                values[i] = value.value
             else:
                 timestamps.append(None)
-            values.append(value)
         array, bad = to_arrow(values, arrow, convert)
         if bad:
             raise ColumnarMiss  # the row path writes null with the reason in `error`
-        c.pos = c.ends
+        c.pos = stops
         return array, pa.array(timestamps, pa.int64()) if ttl else None
 
     return _Field(row_read, last_only=True)
+
+
+def _decode_rows(decoder: Decoder, c: _Cursor) -> tuple[list, pa.Array]:
+    """``(values, positions after them)``: the value at every row's position, decoded by ``decoder``'s fast
+    path (or its exact reader where the fast path declines, e.g. non-ASCII text), one row at a time.
+    Bytes neither decodes miss: the row path names them."""
+    fast = decoder.fast
+    items = c.src.items
+    values, stops = [], []
+    bases = pc.take(c.src.starts, c.rows).to_pylist()
+    for row, base, pos, end in zip(c.rows.to_pylist(), bases, c.pos.to_pylist(), c.ends.to_pylist()):
+        data = items[row]
+        try:
+            if fast is None:
+                raise FastMiss
+            value, stop = fast(data, pos - base)
+        except FAST_MISSES:
+            try:
+                value, stop = decoder.decode(data, pos - base, end - base)
+            except (RepairError, UnicodeError):
+                raise ColumnarMiss from None
+        values.append(value)
+        stops.append(base + stop)
+    return values, pa.array(stops, pa.int64())
+
+
+def _one_by_one(snapshot: SerializerSnapshot, arrow: pa.DataType) -> Vector:
+    """``snapshot``'s values read row by row by its decoder, as ``arrow`` (a value Arrow cannot hold
+    exactly misses)."""
+    decoder, convert = decoder_for(snapshot), column_converter(arrow)
+
+    def read(c: _Cursor) -> pa.Array:
+        values, stops = _decode_rows(decoder, c)
+        array, bad = to_arrow(values, arrow, convert)
+        if bad:
+            raise ColumnarMiss
+        c.pos = stops
+        return array
+
+    return read
 
 
 # -- one batch -----------------------------------------------------------------------------------
@@ -643,7 +827,9 @@ class ColumnarStateDecoder:
 
     def _list_rows(self, columns: dict[str, pa.Array], vc: _Cursor, n: int) -> dict[str, pa.Array]:
         """One row per element: elements read in rounds, round ``j`` reading the ``j``-th element of
-        every list that has one."""
+        every list that has one (elements of a fixed width: all at once)."""
+        if self.value.width is not None:
+            return self._fixed_width_list_rows(columns, vc)
         parts: list[tuple[pa.Array, pa.Array, pa.Array, pa.Array | None, pa.Array]] = []  # rows, index, values, ttl, raw
         active = vc
         for step in range(MAX_LIST_STEPS + 1):
@@ -678,6 +864,30 @@ class ColumnarStateDecoder:
         if parts[0][3] is not None:
             out["ttl_timestamp"] = pc.take(pa.concat_arrays([p[3] for p in parts]), order)
         out["value_raw"] = pc.take(pa.concat_arrays([p[4] for p in parts]), order)
+        return self._complete(out, len(parent))
+
+    def _fixed_width_list_rows(self, columns: dict[str, pa.Array], vc: _Cursor) -> dict[str, pa.Array]:
+        """List rows of elements ``w`` bytes wide: ``(length + 1) / (w + 1)`` of them per value (a
+        length that does not divide misses), a delimiter after every one but the last."""
+        stride = self.value.width + 1
+        room = pc.add(pc.subtract(vc.ends, vc.pos), 1)
+        count = pc.divide(room, stride)  # (integer division)
+        if not _all(pc.equal(pc.multiply(count, stride), room)):
+            raise ColumnarMiss
+        items, parent, index = _spread(vc, count, stride)
+        start = items.pos
+        values, timestamps = self.value.read(items)
+        if not _all(pc.equal(items.pos, pc.add(start, stride - 1))):
+            raise ColumnarMiss
+        delimiters = pc.filter(items.pos, pc.less(pc.add(index, 1), pc.take(count, parent)))
+        if not _all(pc.equal(pc.take(vc.src.data, delimiters), _LIST_DELIMITER)):
+            raise ColumnarMiss
+        out = {name: pc.take(array, parent) for name, array in columns.items()}
+        out["list_index"] = index.cast(pa.int32())
+        out["value"] = values
+        if timestamps is not None:
+            out["ttl_timestamp"] = timestamps
+        out["value_raw"] = _slices(vc.src, start, items.pos)
         return self._complete(out, len(parent))
 
     def _complete(self, columns: dict[str, pa.Array], n: int) -> dict[str, pa.Array]:

@@ -45,7 +45,8 @@ def row_template(state: StateMetaInfo) -> dict[str, Any]:
     return row
 
 
-def _split_ttl(value: Any) -> tuple[Any, int | None]:
+def split_ttl(value: Any) -> tuple[Any, int | None]:
+    """``(value, TTL timestamp or None)`` of a decoded value that may be a :class:`TtlValue`."""
     return (value.value, value.timestamp) if isinstance(value, TtlValue) else (value, None)
 
 
@@ -171,7 +172,7 @@ class KeyedStateDecoder:
                     item["value"], item["ttl_timestamp"], item["list_index"], item["value_raw"] = element, ttl, i, raw
                     rows.append(item)
                 return rows
-            row["value"], row["ttl_timestamp"] = _split_ttl(self.value.decode_all(value))
+            row["value"], row["ttl_timestamp"] = split_ttl(self.value.decode_all(value))
         except UnsupportedSerializerError as error:  # the value only: the key stays decoded
             row["error"] = f"value: {error}"
         return [row]
@@ -280,13 +281,13 @@ class KeyedStateDecoder:
             if not vr.at_end():
                 raise FormatError("map value", vr.offset, "no bytes after the null flag", f"{vr.remaining} bytes")
             return None, None
-        return _split_ttl(self.user_value.decode_all(value, 1, "map value"))
+        return split_ttl(self.user_value.decode_all(value, 1, "map value"))
 
     def _elements(self, value: bytes) -> Iterator[tuple[Any, int | None, bytes]]:
         r = ByteReader(value)
         while True:
             start = r.pos
-            element, ttl = _split_ttl(self.element.read(r))
+            element, ttl = split_ttl(self.element.read(r))
             yield element, ttl, bytes(value[start : r.pos])
             if r.at_end():
                 return

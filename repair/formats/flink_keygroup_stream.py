@@ -1,4 +1,4 @@
-"""Streaming reads of full-snapshot key-group data (canonical savepoints, full checkpoints) from a
+"""Streaming reads of canonical full-snapshot key-group data (canonical savepoints) from a
 :class:`~repair.formats.random_access.RandomAccess` source, for files too large to hold in memory.
 
 The layout is the one :mod:`repair.formats.flink_keygroups` describes: per non-empty key group a block
@@ -82,7 +82,7 @@ class KeyGroupIndex:
 # -- sequential reads over pieces of bytes ------------------------------------------------------------------
 
 
-def _plain_pieces(source: RandomAccess, start: int, end: int) -> Iterator[tuple[int, int, bytes]]:
+def plain_pieces(source: RandomAccess, start: int, end: int) -> Iterator[tuple[int, int, bytes]]:
     """``(offset, end, bytes)`` of ``[start, end)`` in reads of at most :data:`READ_SIZE`."""
     pos = start
     while pos < end:
@@ -91,7 +91,7 @@ def _plain_pieces(source: RandomAccess, start: int, end: int) -> Iterator[tuple[
         pos += size
 
 
-def _snappy_pieces(source: RandomAccess, start: int, end: int) -> Iterator[tuple[int, int, bytes]]:
+def snappy_pieces(source: RandomAccess, start: int, end: int) -> Iterator[tuple[int, int, bytes]]:
     """``(chunk offset, chunk end, payload)`` of the Snappy data chunks in ``[start, end)``."""
     pos = start
     while pos < end:
@@ -117,7 +117,7 @@ class _StreamReader:
     __slots__ = ("_pieces", "_plain", "_end", "piece", "at", "piece_end", "i")
 
     def __init__(self, source: RandomAccess, start: int, end: int, *, compressed: bool, skip: int = 0):
-        self._pieces = (_snappy_pieces if compressed else _plain_pieces)(source, start, end)
+        self._pieces = (snappy_pieces if compressed else plain_pieces)(source, start, end)
         self._plain = not compressed
         self._end = end
         self.piece, self.at, self.piece_end, self.i = b"", start, start, 0
@@ -233,6 +233,16 @@ def index_key_groups(
     ``compressed`` the proxy's key-group compression flag, ``state_count`` its number of states and
     ``prefix_bytes`` the key-group prefix length (1 or 2, from the max parallelism).
     """
+    index = KeyGroupIndex(compressed)
+    for key_group, offset, end in key_group_blocks(source, key_groups, offsets):
+        _index_block(source, key_group, offset, end, index, state_count, prefix_bytes)
+    return index
+
+
+def key_group_blocks(source: RandomAccess, key_groups: KeyGroupRange, offsets: Sequence[int]) -> list[tuple[int, int, int]]:
+    """``(key group, start, end)`` of every key group with data (offset > 0), in the order of the range;
+    a block ends where the next one (by offset) starts, the last at the end of ``source``. Offsets
+    outside the data are a :class:`FormatError`."""
     if len(offsets) != key_groups.count:
         raise ValueError("one offset per key group is needed")
     size = source.size
@@ -240,20 +250,12 @@ def index_key_groups(
         if offset and not 0 < offset < size:
             raise FormatError(f"offset of key group {key_groups.start + i}", offset, f"a position inside the data (1..{size - 1})", offset)
     starts = sorted({o for o in offsets if o})
-    index = KeyGroupIndex(compressed)
+    blocks = []
     for i, offset in enumerate(offsets):
-        if offset == 0:
-            continue
-        key_group = key_groups.start + i
-        after = bisect.bisect_right(starts, offset)
-        end = starts[after] if after < len(starts) else size
-        try:
-            _index_block(source, key_group, offset, end, index, state_count, prefix_bytes)
-        except FormatError as error:
-            if not compressed and _starts_like_heap_block(source, offset, end, key_group):
-                error.message += " (the block starts with its key group as an int, as checkpoints of the heap state backend do: their layout is not the canonical one)"
-            raise
-    return index
+        if offset:
+            after = bisect.bisect_right(starts, offset)
+            blocks.append((key_groups.start + i, offset, starts[after] if after < len(starts) else size))
+    return blocks
 
 
 def _index_block(source: RandomAccess, key_group: int, offset: int, end: int, index: KeyGroupIndex,
@@ -289,12 +291,6 @@ def _index_block(source: RandomAccess, key_group: int, offset: int, end: int, in
         state_id = _checked_state_id(next_id, at, label + " next kv state id", state_count, seen)
     if not r.at_end():
         raise FormatError(label + " end", r.offset, "the next key group or the end of the file", "more bytes after the end mark")
-
-
-def _starts_like_heap_block(source: RandomAccess, offset: int, end: int, key_group: int) -> bool:
-    """Whether a block starts with ``int keyGroup`` as the heap backend's own snapshots do
-    (``HeapSnapshotStrategy``), instead of a kvStateId."""
-    return end - offset >= 4 and _I32.unpack(bytes(read_exactly(source, offset, 4, "key group")))[0] == key_group
 
 
 def iter_state_entries(

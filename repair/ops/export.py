@@ -28,8 +28,7 @@ Partition values are percent-encoded (``urllib.parse.quote(name, safe="")``: ``/
 decodes them. Every output name goes through :func:`repair.storage.resolve_within`.
 
 Columns: see :data:`repair.ops.export_parts.COLUMNS`. Not read yet (listed under ``skipped``):
-canonical savepoints and other full-snapshot keyed state (key-group streams), changelog state, raw
-keyed state and operator state.
+changelog state, raw keyed state and raw operator state.
 """
 
 from __future__ import annotations

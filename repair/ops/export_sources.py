@@ -81,7 +81,7 @@ SOURCES: dict[str, StateSource] = {
             lambda snapshot, storage, op, handle, states, engine: iter_incremental_handle(
                 snapshot, storage, handle, op.max_parallelism, states=states, engine=engine),
         ),
-        # keyed state of full snapshots: canonical savepoints (and full checkpoints), key-group streams
+        # keyed state of full snapshots (key-group streams): canonical savepoints; heap-backend checkpoints and native savepoints
         StateSource(
             "full-snapshot-keyed", "managed_keyed_state", KeyGroupsHandle, _keyed_plan(read_key_groups_meta),
             lambda snapshot, storage, op, handle, states, engine: iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism, states=states),

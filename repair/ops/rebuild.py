@@ -190,10 +190,9 @@ def _rebuild_instance(
 ) -> RebuiltInstance:
     """Replace ``handle``'s MANIFEST and CURRENT by ones built from its SSTs, leaving out (and unlisting) ``drop``."""
     handle.shared = [e for e in handle.shared if e.local_path not in drop]
+    handle.private = [e for e in handle.private if e.local_path not in drop]
     ssts = []
-    for entry in handle.shared:
-        if not entry.local_path.endswith(".sst"):
-            continue
+    for entry in handle.sst_files:
         resolved = snapshot.resolver.resolve(entry.handle)
         try:
             if resolved.inline is not None:

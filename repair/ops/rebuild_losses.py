@@ -166,7 +166,7 @@ def describe_lost_files(
     """A :class:`LostFile` per local SST name of ``dropped`` (its verify findings), from the unmodified ``handle``."""
     manifest_name, records, manifest_problem = _manifest_records(snapshot, handle, storage)
     meta, meta_problem = _backend_meta(snapshot, handle, storage)
-    entries = {e.local_path: e for e in handle.shared}
+    entries = {e.local_path: e for e in handle.sst_files}
     lost = []
     for local_name, findings in sorted(dropped.items()):
         entry = entries[local_name]

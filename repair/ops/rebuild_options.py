@@ -40,9 +40,7 @@ def instance_options(snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, c
                      format_: str, storage: st.Storage) -> bytes:
     """OPTIONS text for ``column_families`` (``(id, name)`` by id) from the footers and properties of ``handle``'s SSTs."""
     facts = []
-    for entry in handle.shared:
-        if not entry.local_path.endswith(".sst"):
-            continue
+    for entry in handle.sst_files:
         resolved = snapshot.resolver.resolve(entry.handle)
         if resolved.inline is not None or resolved.start:  # inline, or a segment of a merged file
             data = resolved.inline if resolved.inline is not None else read_resolved(storage, resolved, max_size=MAX_SEGMENT_BYTES)

@@ -1,12 +1,15 @@
 """Read the keyed state of full snapshots: ``KeyGroupsStateHandle`` (handle codes 3, 7 and 12), written by
-canonical savepoints and by full (non-incremental) checkpoints of the RocksDB backend.
+canonical savepoints (either backend; :mod:`repair.formats.flink_keygroup_stream`) and by checkpoints and
+native savepoints of the heap backend (its own layout, :mod:`repair.formats.flink_heap_snapshot`), told
+apart by their bytes (:func:`~repair.formats.flink_heap_snapshot.detect_heap_layout`). Full checkpoints
+of the RocksDB backend are RocksDB instances like incremental ones (Flink 1.20 writes them so).
 
 The interface is the one of :mod:`repair.ops.state_reader`: one :class:`StateStream` per state with an
 iterator of row dicts in the shape of :mod:`repair.formats.flink_keyed_rows` (the key/value pairs of a
-full snapshot are RocksDB keys and values, so :class:`KeyedStateDecoder` decodes them), one state after
-the other. Memory is bounded by one read buffer and the entries in flight, never by the snapshot
-(:mod:`repair.formats.flink_keygroup_stream`: the file is read once to check its framing and index each
-state's runs, then once more, one state at a time).
+canonical snapshot are RocksDB keys and values, so :class:`KeyedStateDecoder` decodes them; heap records
+go through :class:`~repair.formats.flink_heap_rows.HeapStateDecoder`), one state after the other. Memory
+is bounded by one read buffer and the entries in flight, never by the snapshot: the file is read once to
+check its framing and index each state's blocks, then once more, one state at a time.
 
 * :func:`iter_full_snapshot` is the pure core (a random-access source, the backend meta data and the
   handle's key-group offsets in; streams out), meant to run once per keyed subtask.
@@ -15,7 +18,7 @@ state's runs, then once more, one state at a time).
 * :func:`read_key_groups_meta` reads the meta data only (states, kinds and serializers), e.g. to plan
   column types before reading rows.
 
-Every key of a block carries its block's key group, which lies in the handle's range, so
+Every row carries its block's key group, which lies in the handle's range, so
 ``outside_key_groups`` is always 0 and ``stats`` None (not an LSM tree). Corrupt bytes raise
 :class:`~repair.errors.FormatError` naming the file; they are never skipped.
 """
@@ -30,6 +33,8 @@ from repair import storage as st
 from repair.errors import FormatError, RepairError
 from repair.formats.flink_backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
 from repair.formats.flink_handles import KeyGroupRange, KeyGroupsHandle
+from repair.formats.flink_heap_rows import HeapStateDecoder
+from repair.formats.flink_heap_snapshot import detect_heap_layout, index_heap_key_groups, iter_heap_state_rows
 from repair.formats.flink_keygroup_stream import KeyGroupIndex, index_key_groups, iter_state_entries
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
 from repair.formats.random_access import RandomAccess
@@ -66,11 +71,29 @@ def iter_full_snapshot(
     first = _first_block(offsets)
     if first is not None and meta.end_offset is not None and first != meta.end_offset:
         raise FormatError("first key-group offset", first, f"{meta.end_offset} (the end of the meta data)", first)
-    index = index_key_groups(
-        source, key_groups, offsets, compressed=meta.key_group_compression, state_count=len(meta.states),
-        prefix_bytes=key_group_prefix_bytes(max_parallelism),
-    )
-    for state_id, state in sorted(enumerate(meta.states), key=lambda item: item[1].name):
+    compressed, prefix_bytes = meta.key_group_compression, key_group_prefix_bytes(max_parallelism)
+    heap = detect_heap_layout(source, key_groups, offsets, compressed=compressed)
+    index: KeyGroupIndex | None = None
+    if heap is None:  # only key group 0 holds data: the layout whose framing checks out
+        try:
+            index = index_key_groups(source, key_groups, offsets, compressed=compressed, state_count=len(meta.states), prefix_bytes=prefix_bytes)
+        except FormatError:
+            heap = True
+    ordered = sorted(enumerate(meta.states), key=lambda item: item[1].name)
+    if heap:
+        decoders = [HeapStateDecoder(state, meta.key_serializer) for state in meta.states]
+        try:
+            heap_index = index_heap_key_groups(source, key_groups, offsets, compressed=compressed, decoders=decoders)
+        except FormatError as error:
+            error.message += " (key groups read in the heap state backend's layout: each starts with its number as an int)"
+            raise
+        for state_id, state in ordered:
+            if states is None or state.name in states:
+                yield StateStream(state.name, state.kind, state, iter_heap_state_rows(source, heap_index, state_id, decoders[state_id]))
+        return
+    if index is None:
+        index = index_key_groups(source, key_groups, offsets, compressed=compressed, state_count=len(meta.states), prefix_bytes=prefix_bytes)
+    for state_id, state in ordered:
         if states is not None and state.name not in states:
             continue
         decoder = KeyedStateDecoder(state, meta.key_serializer, max_parallelism)

@@ -361,9 +361,7 @@ def iter_incremental_handle(
                 return
         scratch = None
         sources = []
-        for entry in handle.shared:
-            if not entry.local_path.endswith(".sst"):
-                continue
+        for entry in handle.sst_files:
             resolved = snapshot.resolver.resolve(entry.handle)
             if resolved is None:
                 raise FormatError("shared file handle", handle.offset, "a handle", f"null for {entry.local_path}")

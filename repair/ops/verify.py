@@ -193,11 +193,12 @@ class VerifyResult:
 
 @dataclass
 class _Instance:
-    """One RocksDB instance to cross-check: its SSTs and private files, by local name."""
+    """One RocksDB instance to cross-check, by local name: its SSTs (shared by incremental checkpoints,
+    private in full ones) and its other files (MANIFEST, CURRENT, OPTIONS)."""
 
     reference: Reference
-    shared: dict[str, FileTask] = field(default_factory=dict)
-    private: dict[str, FileTask] = field(default_factory=dict)
+    ssts: dict[str, FileTask] = field(default_factory=dict)
+    others: dict[str, FileTask] = field(default_factory=dict)
 
 
 @dataclass
@@ -333,7 +334,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
     )
     resolver = snapshot.resolver
 
-    def add(handle, reference: Reference, kind: str) -> FileTask | None:
+    def add(handle, reference: Reference, kind: str, **details) -> FileTask | None:
         try:
             resolved = resolver.resolve(handle)
         except RepairError as error:
@@ -343,7 +344,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             return None
         task = FileTask(
             kind, resolved.size, uri=resolved.uri, start=resolved.start, inline=resolved.inline,
-            whole_file=type(handle).__name__ != "SegmentFileHandle",
+            whole_file=type(handle).__name__ != "SegmentFileHandle", **details,
         )
         return plan.add(task, reference)
 
@@ -368,14 +369,15 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             if isinstance(keyed, IncrementalKeyedHandle):
                 add(keyed.meta, ref(role="meta"), "backend-meta")
                 instance = _Instance(ref(role="instance"))
-                for role, entries, target in (("shared", keyed.shared, instance.shared), ("private", keyed.private, instance.private)):
+                for role, entries in (("shared", keyed.shared), ("private", keyed.private)):
                     for entry in entries:
                         task = add(entry.handle, ref(entry.local_path, role), kind_for_local_name(entry.local_path, role))
                         if task is not None:
-                            target[entry.local_path] = task
+                            (instance.ssts if entry.local_path.endswith(".sst") else instance.others)[entry.local_path] = task
                 plan.instances.append(instance)
             elif isinstance(keyed, KeyGroupsHandle):
-                add(keyed.delegate, ref(role="key-groups"), "data")
+                add(keyed.delegate, ref(role="key-groups"), "key-groups", key_groups=(keyed.key_groups.start, keyed.key_groups.count),
+                    offsets=tuple(keyed.offsets), max_parallelism=op.max_parallelism)
             if isinstance(sub.raw_keyed_state, KeyGroupsHandle):
                 add(sub.raw_keyed_state.delegate, ref(role="raw-keyed"), "data")
 
@@ -397,7 +399,7 @@ def _plan_rocksdb_dir(path: str, storage: st.Storage, plan: _Plan) -> None:
         if parsed is None or parsed.kind not in (FileKind.TABLE, FileKind.MANIFEST, FileKind.CURRENT, FileKind.OPTIONS):
             continue
         task = plan.add(FileTask(kind_for_local_name(local, "file"), entry.size, uri=entry.path), Reference(name, None, local_name=local))
-        (instance.shared if parsed.kind == FileKind.TABLE else instance.private)[local] = task
+        (instance.ssts if parsed.kind == FileKind.TABLE else instance.others)[local] = task
     plan.instances.append(instance)
 
 
@@ -476,7 +478,7 @@ def _sst_column_families(plan: _Plan, results: dict[tuple, FileResult]) -> dict[
     names: dict[tuple, str] = {}
     for instance in plan.instances:
         ref = instance.reference
-        for manifest_name, task in instance.private.items():
+        for manifest_name, task in instance.others.items():
             result = results.get(task.key) if manifest_name.startswith("MANIFEST-") else None
             summary = result.manifest if result is not None else None
             for number, (_size, cf_name, _level) in (summary.live.items() if summary else ()):
@@ -495,14 +497,14 @@ def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[
         )
         findings.append(Finding(severity, kind, message, reference, path=task.uri if task else None, **extra))
 
-    manifests = sorted(n for n in instance.private if n.startswith("MANIFEST-"))
-    current_task = instance.private.get("CURRENT")
+    manifests = sorted(n for n in instance.others if n.startswith("MANIFEST-"))
+    current_task = instance.others.get("CURRENT")
     target = None
     if current_task is None:
         finding("current_missing", "no CURRENT file: RocksDB cannot find its MANIFEST", "CURRENT", expected="CURRENT", found="none")
     else:
         target = results[current_task.key].current_target
-        if target is not None and target not in instance.private:
+        if target is not None and target not in instance.others:
             finding(
                 "manifest_missing",
                 f"CURRENT names {target}, which is not here: RocksDB fails with '{target}: No such file or directory'",
@@ -514,13 +516,13 @@ def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[
             finding("manifest_missing", "no MANIFEST file", expected="MANIFEST-<number>", found="none")
         return findings
     manifest_name = target or manifests[-1]
-    manifest_task = instance.private[manifest_name]
+    manifest_task = instance.others[manifest_name]
     summary = results[manifest_task.key].manifest
     if summary is None:
         return findings  # the MANIFEST itself is missing or unreadable: reported as a file problem
     for number, (size, cf_name, level) in sorted(summary.live.items()):
         name = table_file_name(number)
-        sst = instance.shared.get(name)
+        sst = instance.ssts.get(name)
         if sst is None:
             finding(
                 "manifest_references_missing_sst",
@@ -534,9 +536,9 @@ def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[
                 name, task=sst, expected=size, found=sst.size,
             )
     live_names = {table_file_name(n) for n in summary.live}
-    for name in sorted(set(instance.shared) - live_names):
+    for name in sorted(set(instance.ssts) - live_names):
         finding(
             "sst_not_in_manifest", f"{name} is not a live file of {manifest_name}; RocksDB ignores it",
-            name, severity="warning", task=instance.shared[name],
+            name, severity="warning", task=instance.ssts[name],
         )
     return findings

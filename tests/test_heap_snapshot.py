@@ -1,0 +1,284 @@
+"""Full snapshots of the heap state backend (repair.formats.flink_heap_snapshot and flink_heap_rows).
+
+Real checkpoints and native savepoints of Flink 1.20 (uncompressed, inline in ``_metadata``) and 2.1
+(Snappy-compressed, external files) must give exactly expected.json; then damage to their bytes must
+give a FormatError at the right place, never a wrong row, a traceback of another kind or a hang.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import struct
+from functools import lru_cache
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as hst
+
+from repair import storage as st
+from repair.errors import FormatError, RepairError
+from repair.formats import flink_keygroup_stream
+from repair.formats.flink_backend_meta import decode_keyed_backend_meta
+from repair.formats.flink_handles import KeyGroupsHandle
+from repair.formats.flink_heap_rows import HeapStateDecoder
+from repair.formats.flink_heap_snapshot import detect_heap_layout, index_heap_key_groups
+from repair.formats.flink_keyed_rows import ROW_FIELDS
+from repair.formats.flink_serializers import SerializerSnapshot
+from repair.formats.flink_values import UnsupportedSerializerError
+from repair.formats.random_access import BytesSource
+from repair.keygroups import operator_id_for_uid
+from repair.layout import discover
+from repair.ops.savepoint_reader import iter_full_snapshot, iter_key_groups_handle
+from repair.snapshot import load_snapshot, read_resolved
+from fixtures import state_model
+from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, fixture_spec
+from tests.test_savepoint_reader import _canonical_dir, _snappy_framed, damaged_after
+from tests.test_state_reader import _add_row
+
+KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
+HEAP = [name for name in FIXTURE_NAMES if fixture_spec(FIXTURES / name)["state_backend"] == "hashmap"]
+#: (fixture, which): the newest checkpoint of each heap fixture and its native savepoint, if any.
+SOURCES = [(name, "checkpoint") for name in HEAP] + [(name, "native") for name in HEAP if "NATIVE" in fixture_info(FIXTURES / name)["savepoints"]]
+UNCOMPRESSED = next(name for name in HEAP if not fixture_spec(FIXTURES / name)["snapshot_compression"])
+COMPRESSED = next(name for name in HEAP if fixture_spec(FIXTURES / name)["snapshot_compression"])
+
+
+def _load(name: str, which: str):
+    storage = st.default_storage()
+    if which == "checkpoint":
+        root = FIXTURES / name / "checkpoints" / fixture_info(FIXTURES / name)["job_id"]
+        layout = discover(str(root), storage)
+        return load_snapshot(layout.snapshots[-1], layout.root, storage), storage
+    layout = discover(str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][which.upper()]), storage)
+    return load_snapshot(layout.snapshots[0], layout.root, storage), storage
+
+
+@lru_cache(maxsize=None)
+def _subtasks(name: str, which: str = "checkpoint") -> list[tuple[str, int, bytes, KeyGroupsHandle, int]]:
+    """(uid, subtask, delegate bytes, handle, max parallelism) of every keyed subtask."""
+    snapshot, storage = _load(name, which)
+    out = []
+    for uid in KEYED_UIDS:
+        op = snapshot.metadata.operator(operator_id_for_uid(uid))
+        for sub in op.subtasks:
+            handle = sub.managed_keyed_state
+            assert isinstance(handle, KeyGroupsHandle) and handle.type_code == 12
+            out.append((uid, sub.index, read_resolved(storage, snapshot.resolver.resolve(handle.delegate)), handle, op.max_parallelism))
+    return out
+
+
+def _rows(data: bytes, handle, max_parallelism: int, meta=None) -> list[tuple[str, list[dict]]]:
+    meta = meta or decode_keyed_backend_meta(data)
+    return [(s.name, list(s.rows)) for s in iter_full_snapshot(BytesSource(data), meta, handle.key_groups, handle.offsets, max_parallelism)]
+
+
+# -- real snapshots ------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "which"), SOURCES, ids=[f"{n}:{w}" for n, w in SOURCES])
+def test_heap_snapshots_match_expected_json(name, which, read_only_guard):
+    read_only_guard(FIXTURES / name)
+    expected = json.loads((FIXTURES / name / "expected.json").read_text())
+    low, high = fixture_info(FIXTURES / name)["generated_between_ms"]
+    snapshot, storage = _load(name, which)
+    ttl_timestamps, kinds = [], set()
+    for uid in KEYED_UIDS:
+        op = snapshot.metadata.operator(operator_id_for_uid(uid))
+        per_key: dict[str, dict] = {}
+        for sub in op.subtasks:
+            handle = sub.managed_keyed_state
+            for stream in iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism):
+                kinds.add(stream.kind)
+                for row in stream.rows:
+                    assert set(row) == set(ROW_FIELDS) and row["error"] is None
+                    assert row["state"] == stream.name and row["key_group"] in handle.key_groups
+                    assert row["key_raw"] and (row["namespace_raw"] is not None or stream.kind == "priority-queue")
+                    _add_row(per_key.setdefault(str(row["key"]), {}), row)
+                    if row["ttl_timestamp"] is not None:
+                        ttl_timestamps.append(row["ttl_timestamp"])
+                assert stream.outside_key_groups == 0 and stream.stats is None
+        for entry in per_key.values():
+            if "timers" in entry:
+                entry["timers"].sort()
+        assert dict(sorted(per_key.items())) == expected["keyed"][uid], uid
+    assert {"value", "list", "map", "reducing", "aggregating", "priority-queue"} <= kinds
+    assert ttl_timestamps and all(low <= ts <= high for ts in ttl_timestamps)
+
+
+def test_the_layout_is_told_apart_by_the_bytes():
+    """Heap checkpoints (compressed or not) read as the heap layout; canonical savepoints, also one the
+    heap backend wrote, as the canonical layout."""
+    for name, which in SOURCES:
+        for _, _, data, handle, _ in _subtasks(name, which):
+            meta = decode_keyed_backend_meta(data)
+            assert detect_heap_layout(BytesSource(data), handle.key_groups, handle.offsets, compressed=meta.key_group_compression)
+    for name in ("flink-1.20-default", "flink-2.1-default", UNCOMPRESSED):
+        snapshot, storage = _load_dir(_canonical_dir(name))
+        for op in snapshot.metadata.operators:
+            for sub in op.subtasks:
+                handle = sub.managed_keyed_state
+                if isinstance(handle, KeyGroupsHandle):
+                    data = read_resolved(storage, snapshot.resolver.resolve(handle.delegate))
+                    assert detect_heap_layout(BytesSource(data), handle.key_groups, handle.offsets, compressed=False) is False
+
+
+def _load_dir(directory: Path):
+    storage = st.default_storage()
+    layout = discover(str(directory), storage)
+    return load_snapshot(layout.snapshots[0], layout.root, storage), storage
+
+
+@pytest.mark.parametrize("read_size", [3, 64])
+def test_tiny_reads_give_the_same_rows(read_size, monkeypatch):
+    """Records spanning many reads: the window grows and keeps its offsets."""
+    expected = [_rows(data, handle, mp) for _, _, data, handle, mp in _subtasks(UNCOMPRESSED)]
+    monkeypatch.setattr(flink_keygroup_stream, "READ_SIZE", read_size)
+    assert [_rows(data, handle, mp) for _, _, data, handle, mp in _subtasks(UNCOMPRESSED)] == expected
+
+
+def _compressed_copy(data: bytes, handle, chunk: int, *, extra: bytes = b"") -> tuple[bytes, KeyGroupsHandle]:
+    """``data`` with each state block of each key group re-framed as its own Snappy stream (``extra``
+    appended to the last block's payload) and the compression flag set."""
+    meta = decode_keyed_backend_meta(data)
+    decoders = [HeapStateDecoder(s, meta.key_serializer) for s in meta.states]
+    index = index_heap_key_groups(BytesSource(data), handle.key_groups, handle.offsets, compressed=False, decoders=decoders)
+    blocks = sorted((run.start, run.end) for runs in index.runs.values() for run in runs)
+    head = bytearray(data[: meta.end_offset])
+    assert head[4] == 0  # KeyedBackendSerializationProxy: int version, bool usingKeyGroupCompression
+    head[4] = 1
+    out, offsets = bytearray(head), []
+    for i, offset in enumerate(handle.offsets):
+        offsets.append(len(out))
+        out += data[offset : offset + 4]  # int keyGroup, not compressed
+        for start, end in (b for b in blocks if offset < b[0] and b[1] <= (handle.offsets[i + 1] if i + 1 < len(handle.offsets) else len(data))):
+            payload = data[start:end] + (extra if end == len(data) else b"")
+            out += _snappy_framed(payload, chunk)
+    return bytes(out), dataclasses.replace(handle, offsets=offsets)
+
+
+@pytest.mark.parametrize("chunk", [7, 65536])
+def test_snappy_framed_blocks_give_the_same_rows(chunk):
+    for _, _, data, handle, mp in _subtasks(UNCOMPRESSED)[:2]:
+        packed, packed_handle = _compressed_copy(data, handle, chunk)
+        assert detect_heap_layout(BytesSource(packed), packed_handle.key_groups, packed_handle.offsets, compressed=True)
+        assert _rows(packed, packed_handle, mp) == _rows(data, handle, mp)
+
+
+def test_real_compressed_snapshots_have_one_stream_per_state_and_key_group():
+    for _, _, data, handle, _ in _subtasks(COMPRESSED):
+        meta = decode_keyed_backend_meta(data)
+        assert meta.key_group_compression
+        decoders = [HeapStateDecoder(s, meta.key_serializer) for s in meta.states]
+        index = index_heap_key_groups(BytesSource(data), handle.key_groups, handle.offsets, compressed=True, decoders=decoders)
+        assert sorted(index.runs) == list(range(len(meta.states)))
+        assert all(len(runs) == handle.key_groups.count for runs in index.runs.values())
+
+
+# -- damage -----------------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real():
+    """(bytes, handle, max parallelism) of a per-user subtask of the uncompressed fixture (String keys,
+    lists, maps, TTL, timers)."""
+    _, _, data, handle, mp = _subtasks(UNCOMPRESSED)[0]
+    return data, handle, mp
+
+
+def _error(data: bytes, handle, mp: int, meta=None) -> FormatError:
+    with pytest.raises(FormatError) as info:
+        _rows(data, handle, mp, meta)
+    return info.value
+
+
+def _block(handle, which: int = 1) -> tuple[int, int]:
+    """(key group, offset) of a key group with a number above 0 (``which``-th of the range)."""
+    return handle.key_groups.start + which, handle.offsets[which]
+
+
+def test_a_block_of_another_key_group(real):
+    data, handle, mp = real
+    key_group, offset = _block(handle)
+    bad = bytearray(data)
+    bad[offset : offset + 4] = struct.pack(">i", key_group + 1)
+    error = _error(bytes(bad), handle, mp)
+    assert (error.field, error.offset, error.found) == (f"key group {key_group}", offset, key_group + 1)
+    assert "heap state backend's layout" in str(error)
+
+
+def test_bad_state_ids(real):
+    data, handle, mp = real
+    key_group, offset = _block(handle)
+    state_count = len(decode_keyed_backend_meta(data).states)
+    bad = bytearray(data)
+    bad[offset + 4 : offset + 6] = struct.pack(">H", state_count)
+    error = _error(bytes(bad), handle, mp)
+    assert (error.field, error.offset, error.found) == (f"key group {key_group} kv state id", offset + 4, state_count)
+    # the second block of the key group claims the first block's state
+    meta = decode_keyed_backend_meta(data)
+    decoders = [HeapStateDecoder(s, meta.key_serializer) for s in meta.states]
+    index = index_heap_key_groups(BytesSource(data), handle.key_groups, handle.offsets, compressed=False, decoders=decoders)
+    runs = sorted((run.start, state_id) for state_id, rs in index.runs.items() for run in rs if run.key_group == key_group)
+    (_, first_id), (second_at, _) = runs[0], runs[1]
+    bad = bytearray(data)
+    bad[second_at : second_at + 2] = struct.pack(">H", first_id)
+    error = _error(bytes(bad), handle, mp)
+    assert (error.field, error.offset, error.expected) == (f"key group {key_group} kv state id", second_at, "a state not yet written in this key group")
+
+
+def test_counts_beyond_the_bytes(real):
+    data, handle, mp = real
+    key_group, offset = _block(handle)
+    for value in (0x7FFFFFFF, -1):
+        bad = bytearray(data)
+        bad[offset + 6 : offset + 10] = struct.pack(">i", value)
+        error = _error(bytes(bad), handle, mp)
+        assert error.offset == offset + 6 and error.found == value
+        assert error.field.startswith(f"key group {key_group} record count of state ")
+
+
+def test_truncated_and_extended_data(real):
+    data, handle, mp = real
+    last = max(handle.offsets)
+    error = _error(data[:-3], handle, mp)
+    assert error.field.startswith(f"key group {handle.key_groups.end}") and last < error.offset <= len(data) - 3
+    error = _error(data + b"\x00", handle, mp)  # a block head that is not there
+    assert error.field == f"key group {handle.key_groups.end} kv state id" and error.offset == len(data)
+
+
+def test_bytes_after_the_records_of_a_compressed_block(real):
+    data, handle, mp = real
+    packed, packed_handle = _compressed_copy(data, handle, 64, extra=b"\x00")
+    error = _error(packed, packed_handle, mp)
+    assert error.field.startswith(f"key group {handle.key_groups.end}, state ") and error.found == "more bytes"
+
+
+def test_a_serializer_without_a_decoder_stops_the_key_group_with_a_clear_error(real):
+    data, handle, mp = real
+    meta = decode_keyed_backend_meta(data)
+    state = next(s for s in meta.states if s.kind == "value")
+    unknown = dataclasses.replace(state, serializers=[(k, SerializerSnapshot("com.example.KryoLike", 1) if k == "VALUE_SERIALIZER" else v)
+                                                      for k, v in state.serializers])
+    changed = dataclasses.replace(meta, states=[unknown if s is state else s for s in meta.states])
+    error = _error(data, handle, mp, changed)
+    assert isinstance(error, UnsupportedSerializerError) and error.class_name == "com.example.KryoLike"
+    assert "have no lengths" in str(error) and f"state {state.name!r}" in str(error)
+
+
+_FUZZ = _subtasks(UNCOMPRESSED)[1]
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@given(hst.data())
+def test_damaged_snapshots_only_raise_repair_errors(data):
+    """Bit flips and cuts anywhere after the meta data, plain or compressed: rows or a RepairError."""
+    _, _, raw, handle, mp = _FUZZ
+    if data.draw(hst.booleans()):
+        raw, handle = _compressed_copy(raw, handle, 200)
+    meta = decode_keyed_backend_meta(raw)
+    try:
+        _rows(damaged_after(data, raw, meta.end_offset), handle, mp, meta)
+    except RepairError:
+        pass
