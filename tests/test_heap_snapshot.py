@@ -24,18 +24,16 @@ from repair.formats.flink_backend_meta import decode_keyed_backend_meta
 from repair.formats.flink_handles import KeyGroupsHandle
 from repair.formats.flink_heap_rows import HeapStateDecoder
 from repair.formats.flink_heap_snapshot import detect_heap_layout, index_heap_key_groups
-from repair.formats.flink_keyed_rows import ROW_FIELDS
 from repair.formats.flink_serializers import SerializerSnapshot
 from repair.formats.flink_values import UnsupportedSerializerError
 from repair.formats.random_access import BytesSource
 from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
-from repair.ops.savepoint_reader import iter_full_snapshot, iter_key_groups_handle
+from repair.ops.savepoint_reader import iter_full_snapshot
 from repair.snapshot import load_snapshot, read_resolved
 from fixtures import state_model
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, fixture_spec
-from tests.test_savepoint_reader import _canonical_dir, _snappy_framed, damaged_after
-from tests.test_state_reader import _add_row
+from tests.test_savepoint_reader import _canonical_dir, _snappy_framed, damaged_after, full_snapshot_state
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 HEAP = [name for name in FIXTURE_NAMES if fixture_spec(FIXTURES / name)["state_backend"] == "hashmap"]
@@ -83,26 +81,8 @@ def test_heap_snapshots_match_expected_json(name, which, read_only_guard):
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     low, high = fixture_info(FIXTURES / name)["generated_between_ms"]
     snapshot, storage = _load(name, which)
-    ttl_timestamps, kinds = [], set()
-    for uid in KEYED_UIDS:
-        op = snapshot.metadata.operator(operator_id_for_uid(uid))
-        per_key: dict[str, dict] = {}
-        for sub in op.subtasks:
-            handle = sub.managed_keyed_state
-            for stream in iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism):
-                kinds.add(stream.kind)
-                for row in stream.rows:
-                    assert set(row) == set(ROW_FIELDS) and row["error"] is None
-                    assert row["state"] == stream.name and row["key_group"] in handle.key_groups
-                    assert row["key_raw"] and (row["namespace_raw"] is not None or stream.kind == "priority-queue")
-                    _add_row(per_key.setdefault(str(row["key"]), {}), row)
-                    if row["ttl_timestamp"] is not None:
-                        ttl_timestamps.append(row["ttl_timestamp"])
-                assert stream.outside_key_groups == 0 and stream.stats is None
-        for entry in per_key.values():
-            if "timers" in entry:
-                entry["timers"].sort()
-        assert dict(sorted(per_key.items())) == expected["keyed"][uid], uid
+    keyed, ttl_timestamps, kinds = full_snapshot_state(snapshot, storage)
+    assert keyed == {uid: expected["keyed"][uid] for uid in KEYED_UIDS}
     assert {"value", "list", "map", "reducing", "aggregating", "priority-queue"} <= kinds
     assert ttl_timestamps and all(low <= ts <= high for ts in ttl_timestamps)
 

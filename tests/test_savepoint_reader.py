@@ -77,6 +77,37 @@ def _subtasks(name: str) -> list[tuple[str, int, bytes, object, int]]:
 # -- real canonical savepoints ---------------------------------------------------------------------------------
 
 
+def full_snapshot_state(snapshot, storage) -> tuple[dict[str, dict], list[int], set[str]]:
+    """Every keyed operator's state read from a snapshot of full-snapshot handles, in expected.json's
+    shape; every row checked on the way. Returns (state by uid, TTL timestamps, state kinds seen)."""
+    keyed, ttl_timestamps, kinds = {}, [], set()
+    for uid in KEYED_UIDS:
+        op = snapshot.metadata.operator(operator_id_for_uid(uid))
+        per_key: dict[str, dict] = {}
+        for sub in op.subtasks:
+            handle = sub.managed_keyed_state
+            meta = read_key_groups_meta(snapshot, storage, handle)
+            names = []
+            for stream in iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism):  # rows before the next stream
+                names.append(stream.name)
+                kinds.add(stream.kind)
+                assert stream.kind == meta.state(stream.name).kind and stream.meta == meta.state(stream.name)
+                for row in stream.rows:
+                    assert set(row) == set(ROW_FIELDS) and row["error"] is None
+                    assert row["state"] == stream.name and row["key_group"] in handle.key_groups
+                    assert row["key_raw"] and (row["namespace_raw"] is not None or stream.kind == "priority-queue")
+                    _add_row(per_key.setdefault(str(row["key"]), {}), row)
+                    if row["ttl_timestamp"] is not None:
+                        ttl_timestamps.append(row["ttl_timestamp"])
+                assert stream.outside_key_groups == 0 and stream.stats is None
+            assert names == sorted(s.name for s in meta.states)
+        for entry in per_key.values():
+            if "timers" in entry:
+                entry["timers"].sort()
+        keyed[uid] = dict(sorted(per_key.items()))
+    return keyed, ttl_timestamps, kinds
+
+
 @pytest.mark.parametrize("name", SAVEPOINT_FIXTURES)
 def test_canonical_savepoint_matches_expected_json(name, read_only_guard):
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
@@ -84,28 +115,8 @@ def test_canonical_savepoint_matches_expected_json(name, read_only_guard):
     directory = read_only_guard(_canonical_dir(name))
     snapshot, storage = _load(directory)
     assert snapshot.savepoint_format == "canonical"
-    ttl_timestamps = []
-    for uid in KEYED_UIDS:
-        op = snapshot.metadata.operator(operator_id_for_uid(uid))
-        per_key: dict[str, dict] = {}
-        for sub in op.subtasks:
-            handle = sub.managed_keyed_state
-            meta = read_key_groups_meta(snapshot, storage, handle)
-            streams = list(iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism))
-            assert [s.name for s in streams] == sorted(s.name for s in meta.states)
-            for stream in streams:
-                assert stream.kind == meta.state(stream.name).kind and stream.meta == meta.state(stream.name)
-                for row in stream.rows:
-                    assert set(row) == set(ROW_FIELDS) and row["error"] is None
-                    assert row["state"] == stream.name and row["key_group"] in handle.key_groups
-                    _add_row(per_key.setdefault(str(row["key"]), {}), row)
-                    if row["ttl_timestamp"] is not None:
-                        ttl_timestamps.append(row["ttl_timestamp"])
-                assert stream.outside_key_groups == 0 and stream.stats is None
-        for entry in per_key.values():
-            if "timers" in entry:
-                entry["timers"].sort()
-        assert dict(sorted(per_key.items())) == expected["keyed"][uid], uid
+    keyed, ttl_timestamps, _ = full_snapshot_state(snapshot, storage)
+    assert keyed == {uid: expected["keyed"][uid] for uid in KEYED_UIDS}
     assert ttl_timestamps and all(low <= ts <= high for ts in ttl_timestamps)
 
 
