@@ -321,10 +321,10 @@ def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monke
     """Records are not framed: an unknown serializer ends the check of its key group, the bytes may be fine."""
     import dataclasses
 
-    from repair.formats import flink_backend_meta
     from repair.formats.flink_serializers import SerializerSnapshot
+    from repair.ops import savepoint_reader
 
-    real = flink_backend_meta.decode_keyed_backend_meta
+    real = savepoint_reader.decode_keyed_backend_meta
 
     def with_an_unknown_value_serializer(data):
         meta = real(data)
@@ -333,7 +333,7 @@ def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monke
                                                           for k, v in state.serializers])
         return dataclasses.replace(meta, states=[unknown if s is state else s for s in meta.states])
 
-    monkeypatch.setattr(flink_backend_meta, "decode_keyed_backend_meta", with_an_unknown_value_serializer)
+    monkeypatch.setattr(savepoint_reader, "decode_keyed_backend_meta", with_an_unknown_value_serializer)
     result = verify(str(damage.checkpoint_root(FIXTURES / "flink-1.20-heap")))
     assert result.findings and {(f.kind, f.severity) for f in result.findings} == {("not_fully_checked", "warning")}
     assert all("com.example.KryoLike" in f.message for f in result.findings)

@@ -22,7 +22,8 @@ as for canonical snapshots (:mod:`repair.formats.flink_keygroup_stream`):
    records end exactly where the block does.
 
 Memory is bounded by a window of a block's bytes (read :data:`~repair.formats.flink_keygroup_stream.READ_SIZE`
-or one Snappy chunk at a time) that grows only as far as one record needs. Errors are
+or one Snappy chunk at a time) that grows only as far as one record needs (bytes that do not decode
+make it grow to the end of their block before the error is raised). Errors are
 :class:`~repair.errors.FormatError` with the offset in the file (in a compressed block: of the chunk).
 """
 

@@ -209,16 +209,13 @@ def _check_key_groups(source, result: FileResult) -> None:
     key group and every record decoded. Records of a serializer this toolkit cannot decode are framed
     in canonical snapshots (checked); in the heap layout they end the check of their key group (a
     warning, not an error: the bytes may well be sound)."""
-    from repair.formats.flink_backend_meta import decode_keyed_backend_meta
     from repair.formats.flink_handles import KeyGroupRange
     from repair.formats.flink_values import UnsupportedSerializerError
-    from repair.ops.savepoint_reader import iter_full_snapshot
+    from repair.ops.savepoint_reader import iter_full_snapshot, read_head_meta
 
     task = result.task
-    starts = [o for o in task.offsets if o > 0]
-    head_end = min(starts) if starts else source.size
     try:
-        meta = decode_keyed_backend_meta(bytes(source.read(0, head_end)))
+        meta = read_head_meta(source, list(task.offsets))
         for stream in iter_full_snapshot(source, meta, KeyGroupRange(*task.key_groups), list(task.offsets), task.max_parallelism):
             for _ in stream.rows:
                 pass
@@ -228,7 +225,7 @@ def _check_key_groups(source, result: FileResult) -> None:
         result.problems.append(Problem("bad_key_groups", str(error), getattr(error, "offset", None),
                                        getattr(error, "expected", None), getattr(error, "found", None)))
     result.bytes_checked += source.size
-    result.blocks_checked += len(starts)
+    result.blocks_checked += sum(1 for offset in task.offsets if offset > 0)
 
 
 def _check_data(source, result: FileResult) -> None:

@@ -37,7 +37,7 @@ from repair.formats.flink_heap_rows import HeapStateDecoder
 from repair.formats.flink_heap_snapshot import detect_heap_layout, index_heap_key_groups, iter_heap_state_rows
 from repair.formats.flink_keygroup_stream import KeyGroupIndex, index_key_groups, iter_state_entries
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
-from repair.formats.random_access import RandomAccess
+from repair.formats.random_access import RandomAccess, read_exactly
 from repair.keygroups import key_group_prefix_bytes
 from repair.layout import ResolvedFile
 from repair.ops.state_reader import StateStream, copy_to_scratch, is_remote, open_resolved
@@ -47,6 +47,12 @@ from repair.snapshot import LoadedSnapshot, read_resolved
 def _first_block(offsets: list[int]) -> int | None:
     starts = [o for o in offsets if o > 0]
     return min(starts) if starts else None
+
+
+def read_head_meta(source: RandomAccess, offsets: list[int]) -> KeyedBackendMeta:
+    """The keyed backend meta data at the head of a full snapshot's bytes (up to its first key group)."""
+    first = _first_block(offsets)
+    return decode_keyed_backend_meta(bytes(read_exactly(source, 0, source.size if first is None else first, "keyed backend meta data")))
 
 
 def iter_full_snapshot(
