@@ -222,6 +222,7 @@ def test_real_flink_restore_failure_is_diagnosed(tmp_path):
             run_fixture_job(dist, "restore", settings, {"--records": str(dumps), "--out": str(Path(work) / "out.jsonl")},
                             timeout_s=300)
     result = diagnose(str(failure.value))
+    assert len(result.incidents) == 1, f"Flink failed with: {str(failure.value)[-3000:]}"  # the text, should this ever fail
     (incident,) = result.incidents
     assert incident.cause_id == "checkpoint-file-missing"
     assert incident.files == [victim.name]
