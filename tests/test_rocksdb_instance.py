@@ -293,6 +293,40 @@ def test_without_a_merge_operator_the_iteration_raises_instead_of_ending_short(t
     assert raised and set(raised) <= list_states
 
 
+class _EndsEarly:
+    """A column family whose items() stops after ``keep`` entries without an error, as rocksdict's does
+    on one (its iterator's status is the only sign); everything else is the real column family's."""
+
+    def __init__(self, family, keep: int):
+        self._family, self._keep = family, keep
+
+    def items(self, **kwargs):
+        return iter(list(self._family.items(**kwargs))[: self._keep])
+
+    def __getattr__(self, name):
+        return getattr(self._family, name)
+
+
+@pytest.mark.parametrize("keep", [0, 1, 5])
+def test_an_iteration_that_ends_early_without_an_error_status_raises(keep, monkeypatch, read_only_guard):
+    """The end check behind items(): entries RocksDB's iterator still has after the last one served
+    raise, instead of a short column family; the complete iteration of the same family does not."""
+    read_only_guard(FIXTURES / EXTERNAL)
+    snapshot = _newest(FIXTURES / EXTERNAL)
+    handle = _keyed(snapshot, "per-user")[0]
+    with open_rocksdb_instance(snapshot, STORAGE, handle) as instance:
+        everything = _entries(instance.entry_batches("count", max_rows=3, max_bytes=1 << 20))
+        assert len(everything) > keep
+        db = instance._db
+        monkeypatch.setattr(instance, "_db", type("Db", (), {"get_column_family": lambda self, name: _EndsEarly(db.get_column_family(name), keep)})())
+        served = []
+        with pytest.raises(FormatError, match=f"more entries after the {keep} read"):
+            for keys, values in instance.entry_batches("count", max_rows=3, max_bytes=1 << 20):
+                served += zip(keys, values)
+        assert served == everything[: len(served)]
+        monkeypatch.setattr(instance, "_db", db)  # closed by the context as usual
+
+
 # -- the checkpoint's description must be the instance's --------------------------------------------
 
 

@@ -31,7 +31,7 @@ import tempfile
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import repeat
+from itertools import islice
 from typing import Iterator
 
 from repair import storage as st
@@ -264,22 +264,24 @@ class RocksDbInstance:
         return batches
 
     def _batches(self, name: str, max_rows: int, max_bytes: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
-        iterator = self._db.get_column_family(name).iter(_scan_options())
-        iterator.seek_to_first()
-        valid, key, value, advance = iterator.valid, iterator.key, iterator.value, iterator.next
+        family = self._db.get_column_family(name)
+        # items() reads a (key, value) pair in one call (a raw iterator takes four); like any RocksDB
+        # iterator it also ends on errors, silently: _check_complete tells an end from an error.
+        entries = family.items(read_opt=_scan_options())
         keys: list[bytes] = []  # read, not yet served
         values: list[bytes] = []
         add_key, add_value = keys.append, values.append
         served = size = largest = 0  # size: bytes of keys and values
+        last: bytes | None = None  # the last key read
         step = 1  # entries read before the next check of the budget: about what the batch lacks
-        while valid():
+        while True:
             checked = len(keys)
-            for _ in repeat(None, step):
-                add_key(key())
-                add_value(value())
-                advance()
-                if not valid():
-                    break
+            for key, value in islice(entries, step):
+                add_key(key)
+                add_value(value)
+            if len(keys) == checked:
+                break
+            last = keys[-1]
             new_keys, new_values = keys[checked:], values[checked:]
             if not served and not checked:
                 _check_bytes(new_keys[0], new_values[0])
@@ -298,13 +300,31 @@ class RocksDbInstance:
                 checked = before = 0
                 yield batch
             step = max(1, min(BUDGET_CHECK_ENTRIES, max_rows - len(keys), (max_bytes - size) // largest))
-        # The iterator also ends on errors (a corrupt block, a key it cannot merge): only status() tells.
+        self._check_complete(family, name, last, served + len(keys))
+        if keys:
+            yield keys, values
+
+    def _check_complete(self, family, name: str, last: bytes | None, entries: int) -> None:
+        """Raise unless the column family ends after ``last`` (None: it is empty), as a fresh iterator
+        sees it: one that ended on an error (a corrupt block, a key it cannot merge) meets the same error
+        there, which only its status() tells."""
+        iterator = family.iter(_scan_options())
+        if last is None:
+            iterator.seek_to_first()
+        else:
+            iterator.seek(last)
+            if iterator.valid() and iterator.key() == last:
+                iterator.next()
+        more = iterator.valid()
         try:
             iterator.status()
         except Exception as error:  # rocksdict raises a bare Exception with RocksDB's status message
-            raise self._read_error(name, served + len(keys), error) from None
-        if keys:
-            yield keys, values
+            raise self._read_error(name, entries, error) from None
+        if more:
+            raise FormatError(
+                f"RocksDB entries of column family {name!r}", 0, "an iteration that ends at the last key",
+                f"more entries after the {entries} read", detail="RocksDB's iterator ended early without an error status",
+            )
 
     def _read_error(self, name: str, entries: int, error: Exception) -> FormatError:
         """RocksDB's message as a FormatError naming the column family, the entries read, and the SST
