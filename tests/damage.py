@@ -22,6 +22,8 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 #: Block-based table magic number, little-endian, the last 8 bytes of every SST (RocksDB table/format.cc).
 SST_MAGIC = (0x88E241B785F4CFF7).to_bytes(8, "little")
 LEGACY_SST_MAGIC = (0xDB4775248B80FB57).to_bytes(8, "little")
+#: The comparator every Flink MANIFEST names in its first record.
+COMPARATOR = b"leveldb.BytewiseComparator"
 
 
 @dataclass
@@ -72,7 +74,7 @@ def is_sst(path: Path) -> bool:
 
 def is_manifest(path: Path) -> bool:
     head = path.read_bytes()[:200]
-    return not is_sst(path) and b"leveldb.BytewiseComparator" in head
+    return not is_sst(path) and COMPARATOR in head
 
 
 def referenced_files(root: Path, checkpoint: int, predicate) -> list[Path]:
@@ -179,6 +181,31 @@ def flip_inline_sst_byte(fixture_dir: Path, checkpoint: int | None = None, offse
     raise LookupError(f"{file} holds no inline SST")
 
 
+def flip_inline_manifest_byte(fixture_dir: Path, checkpoint: int | None = None) -> Damage:
+    """Flip the middle byte of the first MANIFEST stored inline in ``_metadata`` (a byte-stream handle).
+
+    A MANIFEST's first log record (``crc32c, length, type``: 7 bytes) holds a VersionEdit that opens
+    with the comparator's name (tag 1, its length, then the name); the inline handle's big-endian int
+    length comes just before the record. The length does not change, so ``_metadata`` stays decodable.
+    """
+    root = checkpoint_root(fixture_dir)
+    checkpoint = checkpoint if checkpoint is not None else checkpoint_ids(root)[-1]
+    file = root / f"chk-{checkpoint}" / "_metadata"
+    data = bytearray(file.read_bytes())
+    name = b"\x01" + bytes([len(COMPARATOR)]) + COMPARATOR
+    at = data.find(name)
+    while at >= 0:
+        start = at - 7
+        length = int.from_bytes(data[start - 4 : start], "big")
+        if start >= 4 and 7 + len(name) < length <= len(data) - start:
+            data[start + length // 2] ^= 0xFF
+            file.write_bytes(bytes(data))
+            return Damage("inline_manifest_flipped_byte", root, file, start + length // 2, [checkpoint],
+                          f"inline MANIFEST of {length} bytes at offset {start} of _metadata")
+        at = data.find(name, at + 1)
+    raise LookupError(f"{file} holds no inline MANIFEST")
+
+
 def add_foreign_checkpoint(fixture_dir: Path, donor_fixture: str, as_checkpoint: int | None = None) -> Damage:
     """Put another job's newest checkpoint into this root, as when two deployments share a directory.
 
@@ -211,6 +238,7 @@ DAMAGES = {
     "missing_manifest": delete_manifest,
     "metadata_truncated": truncate_metadata,
     "inline_sst_flipped_byte": flip_inline_sst_byte,
+    "inline_manifest_flipped_byte": flip_inline_manifest_byte,
 }
 
 

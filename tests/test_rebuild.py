@@ -46,9 +46,25 @@ def _instances(metadata_path):
                 yield op.operator_id, sub.index, sub.managed_keyed_state
 
 
-@pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
-def test_missing_manifest_is_rebuilt_with_the_same_live_files(tmp_path, read_only_guard, name):
-    dmg = damage.damaged_copy(name, tmp_path, "missing_manifest")
+#: A MANIFEST deleted where it is a file, flipped where it is inline in ``_metadata`` (a full RocksDB
+#: checkpoint: every SST private to its chk-N/; an incremental one: SSTs shared).
+BROKEN_MANIFESTS = [*((name, "missing_manifest") for name in FIXTURES_WITH_FILES),
+                    ("flink-1.20-rocksdb-full-snappy", "inline_manifest_flipped_byte"),
+                    ("flink-1.20-default", "inline_manifest_flipped_byte")]
+
+
+def _manifest_bytes(handle: IncrementalKeyedHandle, root) -> bytes:
+    """The MANIFEST of a committed fixture's instance: inline, or its file under ``shared/`` or ``chk-N/``."""
+    entry = next(e for e in handle.private if e.local_path.startswith("MANIFEST-"))
+    if isinstance(entry.handle, ByteStreamHandle):
+        return entry.handle.data
+    name = entry.handle.path.rsplit("/", 1)[1]
+    return next(root.glob(f"*/{name}")).read_bytes()
+
+
+@pytest.mark.parametrize("name, kind", BROKEN_MANIFESTS)
+def test_a_missing_or_broken_manifest_is_rebuilt_with_the_same_live_files(tmp_path, read_only_guard, name, kind):
+    dmg = damage.damaged_copy(name, tmp_path, kind)
     newest = max(dmg.checkpoints)
     read_only_guard(dmg.root)
     result = rebuild_manifest(str(dmg.root / f"chk-{newest}"), str(tmp_path / "out"))
@@ -58,6 +74,7 @@ def test_missing_manifest_is_rebuilt_with_the_same_live_files(tmp_path, read_onl
     # The rebuilt instance lists exactly the SSTs (numbers and sizes) of the original MANIFEST.
     original = {(op, i): h for op, i, h in _instances(FIXTURES / name / "checkpoints" / dmg.root.name / f"chk-{newest}" / "_metadata")}
     rebuilt_instance = result.rebuilt[0]
+    compared = 0
     for op, index, handle in _instances(tmp_path / "out" / f"chk-{newest}" / "_metadata"):
         manifests = [e for e in handle.private if e.local_path.startswith("MANIFEST-")]
         assert len(manifests) == 1
@@ -66,12 +83,12 @@ def test_missing_manifest_is_rebuilt_with_the_same_live_files(tmp_path, read_onl
         assert manifests[0].local_path == rebuilt_instance.manifest_name
         ours = replay(read_manifest(BytesSource(manifests[0].handle.data)))
         source = original[(op, index)]
-        old_manifest = next(e for e in source.private if e.local_path.startswith("MANIFEST-"))
-        root = FIXTURES / name / "checkpoints" / dmg.root.name
-        theirs = replay(read_manifest(BytesSource((root / "shared" / old_manifest.handle.path.rsplit("/", 1)[1]).read_bytes())))
+        theirs = replay(read_manifest(BytesSource(_manifest_bytes(source, FIXTURES / name / "checkpoints" / dmg.root.name))))
         live = lambda v: {(cf.name, m.number, m.file_size) for cf, m in v.live_files()}  # noqa: E731
         assert live(ours) == live(theirs)
         assert {cf.name for cf in ours.column_families.values()} >= {cf.name for cf in theirs.column_families.values()}
+        compared += 1
+    assert compared == 1
 
 
 def test_broken_ssts_are_not_papered_over(tmp_path, capsys):
@@ -85,9 +102,9 @@ def test_broken_ssts_are_not_papered_over(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
-def test_real_flink_restores_the_rebuilt_checkpoint(tmp_path, name):
-    dmg = damage.damaged_copy(name, tmp_path, "missing_manifest")
+@pytest.mark.parametrize("name, kind", BROKEN_MANIFESTS[:3])
+def test_real_flink_restores_the_rebuilt_checkpoint(tmp_path, name, kind):
+    dmg = damage.damaged_copy(name, tmp_path, kind)
     newest = max(dmg.checkpoints)
     result = rebuild_manifest(str(dmg.root / f"chk-{newest}"), str(tmp_path / "out"))
     assert result.ok
