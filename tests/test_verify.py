@@ -318,17 +318,20 @@ def test_a_bad_record_count_in_an_inline_heap_snapshot_is_found(tmp_path):
 
 
 def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monkeypatch):
-    """Records are not framed: an unknown serializer ends the check of its key group, the bytes may be fine."""
+    """Records are not framed: an unknown serializer hides the rest of its key group (its state and those
+    written after it), the bytes may be fine; the warning names the states not checked."""
     import dataclasses
 
     from repair.formats.flink_serializers import SerializerSnapshot
     from repair.ops import savepoint_reader
 
     real = savepoint_reader.decode_keyed_backend_meta
+    hidden = set()
 
     def with_an_unknown_value_serializer(data):
         meta = real(data)
         state = next(s for s in meta.states if s.kind == "value")
+        hidden.add(state.name)
         unknown = dataclasses.replace(state, serializers=[(k, SerializerSnapshot("com.example.KryoLike", 1) if k == "VALUE_SERIALIZER" else v)
                                                           for k, v in state.serializers])
         return dataclasses.replace(meta, states=[unknown if s is state else s for s in meta.states])
@@ -337,4 +340,6 @@ def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monke
     result = verify(str(damage.checkpoint_root(FIXTURES / "flink-1.20-heap")))
     assert result.findings and {(f.kind, f.severity) for f in result.findings} == {("not_fully_checked", "warning")}
     assert all("com.example.KryoLike" in f.message for f in result.findings)
+    assert all(f.message.startswith("states not checked: ") for f in result.findings)
+    assert all(any(repr(name) in f.message.split(";")[0] for name in hidden) for f in result.findings)
     assert result.ok

@@ -17,7 +17,8 @@ as for canonical snapshots (:mod:`repair.formats.flink_keygroup_stream`):
 1. :func:`index_heap_key_groups` checks the framing of every key group and records where each state's
    block is (:class:`HeapRun`). Uncompressed, the next block starts where the last record ends, so it
    decodes every record; compressed, the Snappy stream identifiers tell where each block starts, and only
-   the head of each block is read.
+   the head of each block is read. A record of a serializer no decoder here reads (Kryo, a custom one)
+   ends the index of its key group there (:attr:`HeapIndex.stopped`): the blocks before it stay readable.
 2. :func:`iter_heap_state_rows` decodes the blocks of one state into rows, and checks that each block's
    records end exactly where the block does.
 
@@ -58,15 +59,34 @@ class HeapRun:
     records: int
 
 
+@dataclass(frozen=True)
+class HeapStop:
+    """Where the index of a key group stopped: the state whose record no decoder here reads, and why."""
+
+    state_id: int
+    error: UnsupportedSerializerError
+
+
 @dataclass
 class HeapIndex:
     """Where the blocks of each state are, by kvStateId (the index into the meta data's state list)."""
 
     compressed: bool
     runs: dict[int, list[HeapRun]] = field(default_factory=dict)
+    #: Key groups whose indexing stopped at a record of a serializer no decoder here reads (uncompressed,
+    #: records carry no lengths, so the blocks after it cannot be found), by key group.
+    stopped: dict[int, HeapStop] = field(default_factory=dict)
 
     def records(self, state_id: int) -> int:
         return sum(run.records for run in self.runs.get(state_id, ()))
+
+    def unreadable(self, state_id: int) -> tuple[int, HeapStop] | None:
+        """``(key group, stop)`` of the first key group where the block of this state was not found (it
+        is, or comes after, a record that cannot be read); None when every block was found."""
+        if not self.stopped:
+            return None
+        found = {run.key_group for run in self.runs.get(state_id, ())}
+        return next(((group, stop) for group, stop in sorted(self.stopped.items()) if group not in found), None)
 
 
 # -- the layout ----------------------------------------------------------------------------------------
@@ -217,14 +237,18 @@ def index_heap_key_groups(
                 index.runs.setdefault(state_id, []).append(HeapRun(key_group, stream_start, stream_end, count))
             continue
         window = _Window(plain_pieces(source, start + 4, end), plain=True, start=start + 4, label=label)
-        while not window.at_end():
-            block_start = window.offset()
-            state_id, count = _checked_head(window, label, decoders, seen, end - block_start)
-            skip = decoders[state_id].skip
-            record_label = f"{label}, state {decoders[state_id].state.name!r} record"
-            for _ in range(count):
-                window.read(skip, record_label)
-            index.runs.setdefault(state_id, []).append(HeapRun(key_group, block_start, window.offset(), count))
+        state_id = -1
+        try:
+            while not window.at_end():
+                block_start = window.offset()
+                state_id, count = _checked_head(window, label, decoders, seen, end - block_start)
+                skip = decoders[state_id].skip
+                record_label = f"{label}, state {decoders[state_id].state.name!r} record"
+                for _ in range(count):
+                    window.read(skip, record_label)
+                index.runs.setdefault(state_id, []).append(HeapRun(key_group, block_start, window.offset(), count))
+        except UnsupportedSerializerError as error:  # the blocks before it stay readable
+            index.stopped[key_group] = HeapStop(state_id, error)
     return index
 
 
@@ -285,7 +309,18 @@ def _snappy_streams(source: RandomAccess, start: int, end: int, label: str) -> l
 
 def iter_heap_state_rows(source: RandomAccess, index: HeapIndex, state_id: int, decoder: HeapStateDecoder) -> Iterator[dict[str, Any]]:
     """The rows of every record of one state (``decoder`` is its decoder), key group after key group,
-    reading only that state's blocks of an ``index`` of ``source``."""
+    reading only that state's blocks of an ``index`` of ``source``.
+
+    Raises :class:`~repair.formats.flink_values.UnsupportedSerializerError` before the first row when a
+    block of the state could not be indexed (see :attr:`HeapIndex.stopped`)."""
+    unreadable = index.unreadable(state_id)
+    if unreadable is not None:
+        key_group, stop = unreadable
+        if stop.state_id == state_id:  # its own serializer
+            raise stop.error
+        raise UnsupportedSerializerError(stop.error.class_name, stop.error.offset, detail=(
+            f"state {decoder.state.name!r}: its block in key group {key_group} comes after a record that "
+            f"cannot be read ({stop.error.detail})"))
     for run in index.runs.get(state_id, ()):
         label = f"key group {run.key_group}, state {decoder.state.name!r}"
         pieces = (snappy_pieces if index.compressed else plain_pieces)(source, run.start, run.end)

@@ -207,23 +207,30 @@ def _check_backend_meta(source, result: FileResult) -> None:
 def _check_key_groups(source, result: FileResult) -> None:
     """A full snapshot (canonical savepoint, heap-backend checkpoint): its meta data, the framing of every
     key group and every record decoded. Records of a serializer this toolkit cannot decode are framed
-    in canonical snapshots (checked); in the heap layout they end the check of their key group (a
-    warning, not an error: the bytes may well be sound)."""
+    in canonical snapshots (checked); in the heap layout they hide the rest of their key group: their
+    state, and the states written after it there, are not checked (one warning, not an error: the bytes
+    may well be sound), the other states are."""
     from repair.formats.flink_handles import KeyGroupRange
     from repair.formats.flink_values import UnsupportedSerializerError
     from repair.ops.savepoint_reader import iter_full_snapshot, read_head_meta
 
     task = result.task
+    unchecked: list[tuple[str, UnsupportedSerializerError]] = []
     try:
         meta = read_head_meta(source, list(task.offsets))
         for stream in iter_full_snapshot(source, meta, KeyGroupRange(*task.key_groups), list(task.offsets), task.max_parallelism):
-            for _ in stream.rows:
-                pass
-    except UnsupportedSerializerError as error:
-        result.problems.append(Problem("not_fully_checked", str(error), error.offset, severity="warning"))
+            try:
+                for _ in stream.rows:
+                    pass
+            except UnsupportedSerializerError as error:
+                unchecked.append((stream.name, error))
     except RepairError as error:
         result.problems.append(Problem("bad_key_groups", str(error), getattr(error, "offset", None),
                                        getattr(error, "expected", None), getattr(error, "found", None)))
+    if unchecked:
+        names = ", ".join(repr(name) for name, _ in unchecked)
+        first = unchecked[0][1]
+        result.problems.append(Problem("not_fully_checked", f"states not checked: {names}; {first}", first.offset, severity="warning"))
     result.bytes_checked += source.size
     result.blocks_checked += sum(1 for offset in task.offsets if offset > 0)
 
