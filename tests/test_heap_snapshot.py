@@ -302,3 +302,46 @@ def test_damaged_snapshots_only_raise_repair_errors(data):
         _rows(damaged_after(data, raw, meta.end_offset), handle, mp, meta)
     except RepairError:
         pass
+
+
+def test_export_of_the_other_states_works_and_of_the_hidden_one_fails_cleanly(tmp_path, monkeypatch, read_only_guard, capsys):
+    """End to end on the uncompressed heap fixture with an unknown serializer: ``repair export`` of the
+    whole checkpoint exits 2 naming the serializer and leaves no output; ``--state`` of a state written
+    before it in every key group exports exactly what the fixture's expected.json holds for it."""
+    from repair.cli import main
+    from repair.ops import savepoint_reader
+
+    _, _, data, handle, _ = _subtasks(UNCOMPRESSED)[0]
+    meta = decode_keyed_backend_meta(data)
+    decoders = [HeapStateDecoder(s, meta.key_serializer) for s in meta.states]
+    index = index_heap_key_groups(BytesSource(data), handle.key_groups, handle.offsets, compressed=False, decoders=decoders)
+    order = [i for _, i in sorted((run.start, i) for i, runs in index.runs.items() for run in runs if run.key_group == handle.key_groups.start)]
+    hidden = next(i for i in order[1:] if meta.states[i].kind == "value")
+    hidden_name = meta.states[hidden].name
+    before = [meta.states[i].name for i in order[: order.index(hidden)] if meta.states[i].kind == "value"]
+    assert before, "the test needs a value state written before the hidden one"
+    real = savepoint_reader.decode_keyed_backend_meta
+
+    def with_an_unknown_value_serializer(data):
+        meta = real(data)
+        unknown = [dataclasses.replace(s, serializers=[(k, SerializerSnapshot("com.example.KryoLike", 1) if k == "VALUE_SERIALIZER" else v)
+                                                       for k, v in s.serializers]) if s.name == hidden_name else s for s in meta.states]
+        return dataclasses.replace(meta, states=unknown)
+
+    monkeypatch.setattr(savepoint_reader, "decode_keyed_backend_meta", with_an_unknown_value_serializer)
+    root = FIXTURES / UNCOMPRESSED / "checkpoints" / fixture_info(FIXTURES / UNCOMPRESSED)["job_id"]
+    read_only_guard(FIXTURES / UNCOMPRESSED)
+    uid = KEYED_UIDS[0]
+    assert main(["export", str(root), "--out", str(tmp_path / "all"), "--operator", uid, "--workers", "1"]) == 2
+    assert not (tmp_path / "all").exists()
+    said = capsys.readouterr()
+    assert "com.example.KryoLike" in said.out + said.err and "Traceback" not in said.out + said.err
+
+    state = before[0]
+    assert main(["export", str(root), "--out", str(tmp_path / "one"), "--operator", uid, "--state", state, "--workers", "1"]) == 0
+    import pyarrow.parquet as pq
+
+    table = pq.read_table(tmp_path / "one", filters=[("state", "=", state)])
+    assert table.num_rows
+    expected = json.loads((FIXTURES / UNCOMPRESSED / "expected.json").read_text())["keyed"][uid]
+    assert {row["key"]: row["value"] for row in table.to_pylist()} == {k: v[state] for k, v in expected.items() if state in v}
