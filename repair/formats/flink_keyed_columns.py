@@ -89,10 +89,20 @@ def _all(condition: pa.Array) -> bool:
     return len(condition) == 0 or (condition.null_count == 0 and pc.all(condition).as_py())
 
 
+@functools.lru_cache(maxsize=16)
 def _arange(n: int) -> pa.Array:
+    """``0, 1, ..., n - 1`` as int64; cached (arrays are immutable, and batches are mostly of one size)."""
     if n == 0:
         return pa.array([], pa.int64())
     return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), n)), 1)
+
+
+@functools.lru_cache(maxsize=16)
+def _span_order(n: int) -> tuple[pa.Array, pa.Array]:
+    """For :func:`_slices` of ``n`` ranges: the order ``0, n, 1, n + 1, ...`` that interleaves starts and
+    ends, and the even indices ``0, 2, ..., 2n - 2`` (the ranges among the spans)."""
+    k = _arange(2 * n)
+    return pc.add(pc.shift_right(k, 1), pc.multiply(pc.bit_wise_and(k, 1), n)), pc.multiply(_arange(n), 2)
 
 
 @dataclass
@@ -103,6 +113,8 @@ class _Cursor:
     rows: pa.Array  # row indices into the batch (int64)
     ends: pa.Array
     pos: pa.Array
+    #: One position per row of ``src``, in row order (``rows`` is 0..n-1): ranges can be cut per row.
+    whole: bool = False
 
     def need(self, width: int | pa.Array) -> pa.Array:
         """The positions after ``width`` more bytes (a miss if a row has fewer left)."""
@@ -123,7 +135,7 @@ class _Cursor:
         n = len(self.pos)
         values = array.array(code)
         if n:
-            values.frombytes(memoryview(_slices(self.src, self.pos, end).buffers()[2])[: n * width])
+            values.frombytes(memoryview(self.slices(self.pos, end).buffers()[2])[: n * width])
             if width > 1 and sys.byteorder == "little":
                 values.byteswap()
         return pa.Array.from_buffers(arrow, n, [None, pa.py_buffer(values)])
@@ -137,20 +149,55 @@ class _Cursor:
     def subset(self, mask: pa.Array) -> "_Cursor":
         return _Cursor(self.src, pc.filter(self.rows, mask), pc.filter(self.ends, mask), pc.filter(self.pos, mask))
 
+    def slices(self, starts: pa.Array, ends: pa.Array) -> pa.BinaryArray:
+        """:func:`_slices` of ranges at this cursor's rows."""
+        return _slices(self.src, starts, ends, per_row=self.whole)
 
-def _slices(src: _Bytes, starts: pa.Array, ends: pa.Array) -> pa.BinaryArray:
+
+def _slices(src: _Bytes, starts: pa.Array, ends: pa.Array, *, per_row: bool = False) -> pa.BinaryArray:
     """``data[starts[i]:ends[i]]`` per row, in order (ranges inside their rows, so ordered and disjoint):
     the ranges and the gaps between them are the elements of one binary array over the same data
-    buffer; taking every other element copies just the ranges."""
+    buffer; taking every other element copies just the ranges.
+
+    ``per_row``: range ``i`` lies in row ``i`` of ``src``. Ranges at the same place in every row (the
+    same start in the row, and the same width or the same distance to the row's end: a fixed-width
+    field, a key-group prefix, a suffix) are then cut by ``binary_slice``, or are ``src`` itself."""
     n = len(starts)
     if n == 0:
         return pa.array([], pa.binary())
-    both = pa.concat_arrays([starts, ends]).cast(pa.int32())
-    k = _arange(2 * n)
-    interleave = pc.add(pc.shift_right(k, 1), pc.multiply(pc.bit_wise_and(k, 1), n))
-    offsets = pc.take(both, interleave)
+    if per_row:
+        same = _same_place(src, starts, ends)
+        if same is not None:
+            begin, stop = same
+            return src.array if begin == 0 and stop == _ROW_END else pc.binary_slice(src.array, begin, stop)
+    interleave, evens = _span_order(n)
+    offsets = pc.take(pa.concat_arrays([starts, ends]).cast(pa.int32()), interleave)
     spans = pa.BinaryArray.from_buffers(pa.binary(), 2 * n - 1, [None, offsets.buffers()[1], src.data_buffer])
-    return pc.take(spans, pc.multiply(_arange(n), 2))
+    return pc.take(spans, evens)
+
+
+#: ``binary_slice``'s stop for "to the end of each row" (pyarrow 26 fails on ``stop=None``: "Negative
+#: buffer resize"); binary offsets are int32, so no row is longer.
+_ROW_END = (1 << 31) - 1
+
+
+def _same_place(src: _Bytes, starts: pa.Array, ends: pa.Array) -> tuple[int, int] | None:
+    """``(start, stop)`` within each row (stop: from its start, or negative from its end, or
+    :data:`_ROW_END`) when the ranges, one per row, are at the same place in every row; else None."""
+    begin = _constant(pc.subtract(starts, src.starts))
+    if begin is None:
+        return None
+    tail = _constant(pc.subtract(src.ends, ends))
+    if tail is not None:
+        return begin, -tail if tail else _ROW_END
+    width = _constant(pc.subtract(ends, starts))
+    return (begin, begin + width) if width is not None else None
+
+
+def _constant(values: pa.Array) -> int | None:
+    """The value of an array whose elements are all equal (None if they differ)."""
+    low, high = pc.min_max(values).values()
+    return low.as_py() if low == high else None
 
 
 # -- vectorized serializers ------------------------------------------------------------------------
@@ -243,7 +290,7 @@ def _string(c: _Cursor) -> pa.Array:
     c.advance(size)
     chars = pc.max_element_wise(pc.subtract(length, 1), 0)
     end = c.need(chars)  # every char takes at least one byte
-    text = _slices(c.src, c.pos, end)
+    text = c.slices(c.pos, end)
     ascii = pc.string_is_ascii(text.view(pa.string()))
     if not _all(ascii):
         other = pc.invert(ascii)
@@ -278,7 +325,7 @@ def _byte_array(c: _Cursor) -> pa.Array:
         raise ColumnarMiss
     c.advance(4)
     end = c.need(length)
-    data = _slices(c.src, c.pos, end)
+    data = c.slices(c.pos, end)
     c.pos = end
     return data
 
@@ -758,7 +805,7 @@ class ColumnarStateDecoder:
             n = len(keys)
         V = _Bytes(value_array, values)
         rows = _arange(n)
-        kc = _Cursor(K, rows, K.ends, pc.add(K.starts, self.prefix))
+        kc = _Cursor(K, rows, K.ends, pc.add(K.starts, self.prefix), whole=True)
         columns: dict[str, pa.Array] = {"key_group": group}
         if self.kind == "priority-queue":
             if not _all(pc.equal(pc.subtract(V.ends, V.starts), 0)):
@@ -771,7 +818,7 @@ class ColumnarStateDecoder:
             columns["namespace"], _ = self.namespace.read(kc)
             if not kc.at_end():
                 raise ColumnarMiss
-            columns["key_raw"] = _slices(K, raw_start, K.ends)
+            columns["key_raw"] = kc.slices(raw_start, K.ends)
             columns["value_raw"] = value_array
             return self._complete(columns, n), outside
         key_start = kc.pos
@@ -784,10 +831,10 @@ class ColumnarStateDecoder:
         namespace_end = kc.pos
         if self.suffixes:
             _check_suffix(kc, pc.subtract(namespace_end, namespace_start))
-        columns["key_raw"] = _slices(K, key_start, key_end)
-        columns["namespace_raw"] = _slices(K, namespace_start, namespace_end)
+        columns["key_raw"] = kc.slices(key_start, key_end)
+        columns["namespace_raw"] = kc.slices(namespace_start, namespace_end)
         if self.kind == "map":
-            columns["user_key_raw"] = _slices(K, kc.pos, K.ends)
+            columns["user_key_raw"] = kc.slices(kc.pos, K.ends)
             columns["user_key"], _ = self.user_key.read(kc)
             if not kc.at_end():
                 raise ColumnarMiss
@@ -796,7 +843,7 @@ class ColumnarStateDecoder:
             return self._complete(columns, n), outside
         if not kc.at_end():
             raise ColumnarMiss
-        vc = _Cursor(V, rows, V.ends, V.starts)
+        vc = _Cursor(V, rows, V.ends, V.starts, whole=True)
         if self.kind == "list":
             return self._list_rows(columns, vc, n), outside
         columns["value"], columns["ttl_timestamp"] = self.value.read(vc)
@@ -806,7 +853,7 @@ class ColumnarStateDecoder:
         return self._complete(columns, n), outside
 
     def _map_values(self, V: _Bytes, n: int) -> tuple[pa.Array, pa.Array | None]:
-        vc = _Cursor(V, _arange(n), V.ends, V.starts)
+        vc = _Cursor(V, _arange(n), V.ends, V.starts, whole=True)
         vc.need(1)
         flag = vc.byte()
         is_null = pc.equal(flag, 1)
@@ -839,7 +886,7 @@ class ColumnarStateDecoder:
                 raise ColumnarMiss
             start = active.pos
             values, timestamps = self.value.read(active)
-            raw = _slices(active.src, start, active.pos)
+            raw = active.slices(start, active.pos)
             parts.append((active.rows, pa.repeat(pa.scalar(step, pa.int32()), len(active.rows)), values, timestamps, raw))
             going_on = pc.less(active.pos, active.ends)
             if _all(pc.invert(going_on)):
