@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
+import struct
 from pathlib import Path
 
 import pytest
+
+from fixtures.state_model import window_key
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -64,6 +67,19 @@ def expected_shape(value):
             return {str(k): expected_shape(v) for k, v in value}
         return [expected_shape(item) for item in value]
     return value
+
+
+def namespaced(entry: dict, state: str, namespace, raw: bytes | None = None) -> tuple[dict, str]:
+    """Where a decoded row of ``state`` in ``namespace`` goes in one key's entry of expected.json:
+    ``entry[state]``, or, in a TimeWindow namespace, ``entry[state][window]`` (``state_model.window_key``;
+    VoidNamespace and GlobalWindow decode as None). ``raw``: the row's namespace bytes (timer rows have
+    none of their own), checked against the decoded namespace."""
+    if raw is not None:
+        window = b"\x00" if namespace is None else struct.pack(">qq", namespace["start"], namespace["end"])
+        assert raw == window, (namespace, raw)
+    if namespace is None:
+        return entry, state
+    return entry.setdefault(state, {}), window_key(namespace)
 
 
 def fixture_info(path: Path) -> dict:

@@ -33,7 +33,7 @@ from tests.conftest import fixture_spec
 
 REAL = all_metadata()
 
-#: Value types of the fixture job's keyed states (fixtures/job/src/fixturejob/Per*Function.java).
+#: Value types of the fixture job's keyed states (fixtures/job/src/fixturejob/Per*Function.java, Per*Window.java).
 JOB_VALUE_TYPES = {
     "count": "Long",
     "last-tag": "String",
@@ -60,6 +60,10 @@ JOB_VALUE_TYPES = {
     "ratio-by-initial": "Map<Character, Double>",
     "checks": "List<Tuple2<String, Boolean>>",
     "rows": "List<Row<Integer, String>>",
+    # the window operators' states (names that repeat across operators: by operator)
+    ("per-account-window", "window-contents"): "Tuple3<Long, Long, String>",  # the AggregateFunction's accumulator
+    ("per-user-count-window", "window-contents"): "List<POJO fixturejob.Record>",
+    ("per-user-count-window", "count"): "Long",  # CountTrigger's
 }
 KEY_TYPES = {"String": "String", "Long": "Long", "Integer": "Integer"}
 
@@ -100,13 +104,13 @@ def test_real_keyed_meta_matches_fixture(item):
                 state = by_name[name]
                 assert state.is_timer_state and state.options == []
                 assert [k for k, _ in state.serializers] == ["VALUE_SERIALIZER"]
-                assert state.describe_value() == f"Timer<{spec['key_type']}, VoidNamespace>"
+                assert state.describe_value() == f"Timer<{spec['key_type']}, {spec['namespace']}>"
             for name in spec["states"]:
                 state = by_name[name]
                 assert state.backend_type_name == "KEY_VALUE"
                 assert state.keyed_state_type == spec["states"][name].upper()
-                assert state.describe_value() == JOB_VALUE_TYPES[name]
-                assert describe(state.serializer("NAMESPACE_SERIALIZER")) == "VoidNamespace"
+                assert state.describe_value() == JOB_VALUE_TYPES.get((uid, name), JOB_VALUE_TYPES.get(name))
+                assert describe(state.serializer("NAMESPACE_SERIALIZER")) == spec["namespace"]
                 assert state.has_ttl == (name in spec["ttl_states"])
 
 

@@ -26,7 +26,7 @@ from repair.ops import export_parts
 from repair.ops.export import COLUMNS, export, partition_value
 from repair.ops.export_parts import write_state_part
 from repair.ops.state_reader import StateStream
-from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info, writes_rocksdb_instances
+from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info, namespaced, writes_rocksdb_instances
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: fixture.json's operator state kinds -> the export's state kinds
@@ -126,29 +126,38 @@ def _rebuild(out: Path, name: str, uid: str) -> dict:
                 assert row["key_group"] == assign_key_group(key_hash(row["key"]), max_parallelism)
                 assert operator_index_for_key_group(max_parallelism, parallelism, row["key_group"]) == subtask
                 if spec["key_type"] in KEY_STRUCTS:
-                    assert row["key_raw"] == KEY_STRUCTS[spec["key_type"]].pack(row["key"])
+                    key_raw = KEY_STRUCTS[spec["key_type"]].pack(row["key"])
+                    if kind.endswith("timers"):  # TimerSerializer: flipped timestamp, key, namespace
+                        window = row["namespace"]
+                        namespace_raw = b"\x00" if window is None else struct.pack(">qq", window["start"], window["end"])
+                        key_raw = struct.pack(">Q", (row["timestamp"] + 2**63) % 2**64) + key_raw + namespace_raw
+                    assert row["key_raw"] == key_raw
                 assert row["ttl_timestamp"] is None or state in spec["ttl_states"]
                 entry = per_key.setdefault(str(row["key"]), {})
                 value = expected_shape(row["value"])
+                # the namespace column of the operator's namespace type: a window's or always null
+                assert (row["namespace"] is not None) == (spec.get("namespace") == "TimeWindow")
                 if kind.endswith("timers"):
-                    assert row["namespace"] is None and row["value"] is None and row["value_raw"] == b""
-                    entry.setdefault("timers" if kind == "event-timers" else "processing-timers", []).append(row["timestamp"])
+                    assert row["value"] is None and row["value_raw"] == b""
+                    holder, slot = namespaced(entry, "timers" if kind == "event-timers" else "processing-timers", row["namespace"])
+                    holder.setdefault(slot, []).append(row["timestamp"])
                     continue
-                assert row["timestamp"] is None and row["namespace"] is None and row["namespace_raw"] == b"\x00"
+                assert row["timestamp"] is None
+                holder, slot = namespaced(entry, state, row["namespace"], row["namespace_raw"])
                 if kind == "list":
-                    items = entry.setdefault(state, [])
+                    items = holder.setdefault(slot, [])
                     assert row["list_index"] == len(items)
                     items.append(value)
                 elif kind == "map":
-                    assert str(row["user_key"]) not in entry.get(state, {})
-                    entry.setdefault(state, {})[str(row["user_key"])] = value
+                    assert str(row["user_key"]) not in holder.get(slot, {})
+                    holder.setdefault(slot, {})[str(row["user_key"])] = value
                 else:
-                    assert state not in entry and row["list_index"] is None and row["user_key"] is None
-                    entry[state] = value
+                    assert slot not in holder and row["list_index"] is None and row["user_key"] is None
+                    holder[slot] = value
     for entry in per_key.values():
-        for timers in ("timers", "processing-timers"):
-            if timers in entry:
-                entry[timers].sort()
+        state_model.sort_timers(entry)
+        if "processing-timers" in entry:
+            state_model.sort_timers({"timers": entry["processing-timers"]})
     return dict(sorted(per_key.items()))
 
 
@@ -246,6 +255,18 @@ def test_columns_are_typed_from_the_serializer_snapshots(name, which, exported):
     assert (timers.field("key").type, timers.field("timestamp").type, timers.field("value").type) == (pa.string(), pa.int64(), pa.null())
     value = schema("per-user", "count").field("value")
     assert value.metadata[b"flink.serializer"].endswith(b"LongSerializer$LongSerializerSnapshot")
+    # window operators: a TimeWindow namespace is a struct, the GlobalWindow (countWindow) null like VoidNamespace
+    window = pa.struct([("start", pa.int64()), ("end", pa.int64())])
+    contents = schema("per-account-window", "window-contents")
+    assert (contents.field("namespace").type, contents.field("value").type) == (
+        window, pa.struct([("f0", pa.int64()), ("f1", pa.int64()), ("f2", pa.string())]))
+    assert schema("per-account-window", "_timer_state/event_window-timers").field("namespace").type == window
+    assert schema("per-user-count-window", "count").field("namespace").type == pa.null()
+    assert schema("per-user-count-window", "count").field("value").type == pa.int64()
+    records = schema("per-user-count-window", "window-contents").field("value").type  # the Record POJO, one row per element
+    assert {records.field(i).name: records.field(i).type for i in range(records.num_fields)} == {
+        "wave": pa.int32(), "op": pa.string(), "user": pa.string(), "account": pa.int64(), "amount": pa.int64(),
+        "tag": pa.string(), "ts": pa.int64()}
 
     # TTL: the value is the inner type and every row has its last-access timestamp
     recent = pq.read_table(_operator_dir(out, "per-user") / "state=recent-tag")
@@ -267,6 +288,10 @@ def test_columns_are_typed_from_the_serializer_snapshots(name, which, exported):
     assert states[("per-account", "profile")]["columns"]["value"]["type"] == "struct<owner: string, updates: int64>"
     assert states[("per-account", "profile")]["columns"]["value"]["describes"] == "POJO fixturejob.AccountProfile"
     assert states[("per-user", "count")]["columns"]["user_key"]["type"] == "null"
+    assert states[("per-user-count-window", "count")]["columns"]["namespace"] == {
+        "type": "null", "describes": "GlobalWindow",
+        "serializer": "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot"}
+    assert states[("per-account-window", "window-contents")]["columns"]["namespace"]["type"] == "struct<start: int64, end: int64>"
     assert {s["state"] for (uid, _), s in states.items() if uid == "per-user"} >= set(info["keyed_operators"]["per-user"]["states"])
 
 
@@ -291,8 +316,9 @@ def test_filters_and_refusals(tmp_path, read_only_guard):
     assert [op["uid"] for op in document["operators"]] == ["per-account"]
     assert [s["state"] for s in document["operators"][0]["states"]] == ["amounts", "balance"]
     assert sorted(p.name for p in (out / "operator=per-account").iterdir()) == ["state=amounts", "state=balance"]
-    only_state = _export(root, tmp_path / "one-state", read_only_guard, states=["count"])
-    assert [(op["uid"], [s["state"] for s in op["states"]]) for op in only_state["operators"]] == [("per-user", ["count"])]
+    only_state = _export(root, tmp_path / "one-state", read_only_guard, states=["count"])  # a name two operators use
+    assert sorted((op["uid"], [s["state"] for s in op["states"]]) for op in only_state["operators"]) == [
+        ("per-user", ["count"]), ("per-user-count-window", ["count"])]
     # an operator id selects too
     op_id = document["operators"][0]["operator_id"]
     again = _export(root, tmp_path / "by-id", read_only_guard, operators=[op_id], states=["balance"])

@@ -39,8 +39,11 @@ def test_matrix_covers_the_required_variants():
 
 def test_committed_fixtures_stay_small():
     total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
-    # ten fixtures, three keyed operators (per-type holds one state per built-in serializer): ~27 MB
-    assert total < 30 * 1024 * 1024
+    # ten fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
+    # operators): ~33 MB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
+    # with an OPTIONS file of 15-60 KB of its own, so the two window operators (a few hundred entries
+    # of state) added ~7 MB, most of it OPTIONS files.
+    assert total < 40 * 1024 * 1024
 
 
 def test_fixture_layout_and_expected_state(fixture_dir: Path):
@@ -101,10 +104,39 @@ def test_restore_lines_assemble_like_expected_state():
     assert state["operator"] == {"records-seen": {"records-seen": [4]}}
 
 
+def test_window_state_model_follows_the_window_operators():
+    """Tumbling windows of WINDOW_SIZE_MS by the record's ts (timer at end - 1), every record counted;
+    countWindow(COUNT_WINDOW_SIZE) keeps the records since the last firing, and purges on the Nth."""
+    R, size, n = state_model.Record, state_model.WINDOW_SIZE_MS, state_model.COUNT_WINDOW_SIZE
+    base = 1_767_225_600_000  # a multiple of the window size
+    records = [R(0, "add", "u", 5, 10, "a", base + 1), R(0, "clear", "u", 5, 3, "b", base + size - 1),
+               R(0, "add", "u", 5, -4, "", base + size)] + [R(1, "add", "v", 6, i, "t", base + 10 * i) for i in range(n + 1)]
+    state = state_model.expected_state(records)
+    first, second = ({"start": base + k * size, "end": base + (k + 1) * size} for k in range(2))
+    assert state_model.window_key(first) == f"TimeWindow{{start={base}, end={base + size}}}"
+    assert state["keyed"]["per-account-window"]["5"] == {
+        "window-contents": {state_model.window_key(first): [2, 13, "u"], state_model.window_key(second): [1, -4, "u"]},
+        "timers": {state_model.window_key(first): [base + size - 1], state_model.window_key(second): [base + 2 * size - 1]},
+    }
+    # u: 3 records, still open; v: n + 1 records, the window fired and purged after the nth
+    assert state["keyed"]["per-user-count-window"]["u"]["count"] == 3
+    assert [r["amount"] for r in state["keyed"]["per-user-count-window"]["u"]["window-contents"]] == [10, 3, -4]
+    assert state["keyed"]["per-user-count-window"]["v"] == {"window-contents": [
+        {"wave": 1, "op": "add", "user": "v", "account": 6, "amount": n, "tag": "t", "ts": base + 10 * n}], "count": 1}
+    # restore lines of fired windows assemble into the same shape
+    lines = [json.dumps({"operator": "per-account-window", "key": 5, "window": first, "state": "window-contents", "value": [2, 13, "u"]}),
+             json.dumps({"operator": "per-account-window", "key": 5, "window": first, "timer": base + size - 1}),
+             json.dumps({"operator": "per-user-count-window", "key": "u", "state": "count", "value": 3})]
+    restored = state_model.state_from_restore_lines(lines)["keyed"]
+    assert restored["per-account-window"] == {"5": {"window-contents": {state_model.window_key(first): [2, 13, "u"]},
+                                                    "timers": {state_model.window_key(first): [base + size - 1]}}}
+    assert restored["per-user-count-window"] == {"u": {"count": 3}}
+
+
 @pytest.mark.parametrize("kind", sorted(damage.DAMAGES))
 def test_damage_helpers_change_only_the_copy(tmp_path, kind):
     name = "flink-1.20-p3-external-xxhash-lz4"
-    if kind == "inline_sst_flipped_byte":
+    if kind.startswith("inline_"):  # files inline in _metadata: the default threshold
         name = "flink-1.20-default"
     original = tree_digest(FIXTURES / name)
     result = damage.damaged_copy(name, tmp_path, kind)

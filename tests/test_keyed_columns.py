@@ -26,6 +26,7 @@ from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, Col
 from repair.formats.flink_keyed_rows import KeyedStateDecoder
 from repair.formats.flink_handles import IncrementalKeyedHandle
 from repair.formats.flink_serializers import PojoField, SerializerSnapshot
+from repair.formats.flink_values import decoder_for
 from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
 from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
@@ -48,6 +49,7 @@ ENUM = SerializerSnapshot(_B + "EnumSerializer$EnumSerializerSnapshot", 3,
 BYTES = SerializerSnapshot(_B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot", 3)
 VOID_NS = SerializerSnapshot("org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot", 3)
 WINDOW = SerializerSnapshot("org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot", 3)
+GLOBAL_WINDOW = SerializerSnapshot("org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot", 1)
 TTL = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
 TIMER = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
 
@@ -154,6 +156,38 @@ def test_time_window_namespace_and_two_byte_key_group_prefix():
     batch = _both(_state("VALUE", INT, namespace=WINDOW), LONG, entries, max_parallelism=300, groups=(0, 299))
     assert batch.column("namespace").to_pylist()[1] == {"start": 1000, "end": 1999}
     assert batch.column("key_group").to_pylist() == [200, 201, 202, 203, 204]
+
+
+@pytest.mark.parametrize("kind", ["LIST", "REDUCING"])
+def test_global_window_namespace_is_one_zero_byte_decoded_as_null(kind):
+    """countWindow state (the window's list, CountTrigger's count): GlobalWindow.Serializer writes one
+    byte 0 and has length 0, so a String key has no length suffixes (as with VoidNamespace)."""
+    state = _state(kind, _list(LONG) if kind == "LIST" else LONG, namespace=GLOBAL_WINDOW)
+    value = (lambda i: q(i) + b"," + q(-i)) if kind == "LIST" else q
+    entries = [(bytes([i]) + sv(k) + b"\x00", value(i)) for i, k in enumerate(["user-01", "", "jürgen", "x" * 300])]
+    batch = _both(state, STRING, entries)
+    assert batch.schema.field("namespace").type == pa.null() and batch.column("namespace").null_count == batch.num_rows
+    assert batch.column("namespace_raw").to_pylist() == [b"\x00"] * batch.num_rows
+    assert batch.column("key").to_pylist()[:2] == (["user-01", "user-01"] if kind == "LIST" else ["user-01", ""])
+    assert batch.column("error").null_count == batch.num_rows
+    columns = keyed_state_columns(state, STRING).columns["namespace"]
+    assert (columns.arrow, columns.describes) == (pa.null(), "GlobalWindow")
+
+
+@pytest.mark.parametrize("namespace", [b"\x01", b"\xff", b""])
+def test_a_global_window_byte_other_than_0_is_an_error_and_a_columnar_miss(namespace):
+    state = _state("VALUE", LONG, namespace=GLOBAL_WINDOW)
+    bad = (bytes([1]) + q(5) + namespace, q(1))
+    _miss(state, LONG, [(bytes([1]) + q(4) + b"\x00", q(0)), bad])
+    with pytest.raises(FormatError) as raised:
+        KeyedStateDecoder(state, LONG, 128).rows(*bad)
+    assert raised.value.offset == 9  # after the key-group prefix and the key
+    if namespace:
+        assert "global window" in str(raised.value) and f"0x{namespace[0]:02x}" in str(raised.value)
+    decoder = decoder_for(GLOBAL_WINDOW)  # the heap backend's and canonical savepoints' reader
+    assert decoder.decode(b"\x00", 0) == (None, 1) and decoder.length == 0 and not decoder.is_variable_length
+    with pytest.raises(FormatError):
+        decoder.decode(b"\x00" + namespace, 1)  # a bad byte, or none left
 
 
 @pytest.mark.parametrize(("serializer", "encode", "values"), [

@@ -102,8 +102,7 @@ def full_snapshot_state(snapshot, storage) -> tuple[dict[str, dict], list[int], 
                 assert stream.outside_key_groups == 0 and stream.stats is None
             assert names == sorted(s.name for s in meta.states)
         for entry in per_key.values():
-            if "timers" in entry:
-                entry["timers"].sort()
+            state_model.sort_timers(entry)
         keyed[uid] = dict(sorted(per_key.items()))
     return keyed, ttl_timestamps, kinds
 

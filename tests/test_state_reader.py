@@ -27,11 +27,12 @@ from repair.layout import discover
 from repair.ops.state_reader import read_incremental_handle
 from repair.snapshot import load_snapshot
 from fixtures import state_model
-from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, expected_shape, fixture_info
+from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, expected_shape, fixture_info, namespaced
 from tests.flink_bytes import string_value
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
-TIMER_STATE = "_timer_state/event_user-timers"
+#: The event-time timer states of the fixture job: its process functions' and its window operators'.
+TIMER_STATES = {f"_timer_state/event_{service}" for op in state_model.KEYED_OPERATORS.values() for service in op["timer_services"]}
 
 
 # -- real fixtures -----------------------------------------------------------------------------------
@@ -62,28 +63,32 @@ def _decoded(name: str, index: int) -> tuple[dict, list[int]]:
                     if row["ttl_timestamp"] is not None:
                         ttl_timestamps.append(row["ttl_timestamp"])
         for entry in per_key.values():
-            if "timers" in entry:
-                entry["timers"].sort()
+            state_model.sort_timers(entry)
         keyed[uid] = dict(sorted(per_key.items()))
     return keyed, ttl_timestamps
 
 
 def _add_row(entry: dict, row: dict) -> None:
+    """One decoded row into one key's entry, in expected.json's shape (state of a TimeWindow namespace
+    and its timers by window: ``namespaced``)."""
     state, kind = row["state"], row["kind"]
-    if state == TIMER_STATE:
-        assert row["namespace"] is None and row["value_raw"] == b""
-        entry.setdefault("timers", []).append(row["timestamp"])
-    elif kind == "priority-queue":
+    if state in TIMER_STATES:
+        assert row["value_raw"] == b""
+        holder, slot = namespaced(entry, "timers", row["namespace"])
+        holder.setdefault(slot, []).append(row["timestamp"])
+        return
+    if kind == "priority-queue":
         raise AssertionError(f"unexpected timer state {state}")
-    elif kind == "list":
-        items = entry.setdefault(state, [])
+    holder, slot = namespaced(entry, state, row["namespace"], row["namespace_raw"])
+    if kind == "list":
+        items = holder.setdefault(slot, [])
         assert row["list_index"] == len(items)
         items.append(expected_shape(row["value"]))
     elif kind == "map":
-        entry.setdefault(state, {})[str(row["user_key"])] = expected_shape(row["value"])
+        holder.setdefault(slot, {})[str(row["user_key"])] = expected_shape(row["value"])
     else:
-        assert state not in entry
-        entry[state] = expected_shape(row["value"])
+        assert slot not in holder
+        holder[slot] = expected_shape(row["value"])
 
 
 @pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES)

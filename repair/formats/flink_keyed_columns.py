@@ -10,7 +10,7 @@ values as raw bytes with ``error`` set). A miss is never an error: it only costs
 
 Vectorized serializers (:data:`_VECTOR`): String (ASCII text column-wise, other text by the exact reader
 row by row), Long, Int, Short, Byte, Boolean, Double, Float, Char (a lone surrogate misses), byte[], Void,
-VoidNamespace, TimeWindow, enums; Tuples, POJOs, Rows (bit mask: kind and null bits) and Nullables of
+VoidNamespace, GlobalWindow, TimeWindow, enums; Tuples, POJOs, Rows (bit mask: kind and null bits) and Nullables of
 them; Lists, Sets and Maps of them (``int size``, then the elements: all at once when they have a fixed
 width, else in rounds, round ``j`` reading the ``j``-th element of every row that has one; rows with more
 than :data:`MAX_LIST_STEPS` elements are read by the serializer's fast path, row by row); and TTL wrappers
@@ -52,9 +52,11 @@ FIXED_COLUMN_TYPES = {
 MAX_LIST_STEPS = 64
 _LIST_DELIMITER = 0x2C
 _B = "org.apache.flink.api.common.typeutils.base."
-_VOID_NAMESPACES = (
+#: Namespaces of one instance, written as one byte 0 and decoded as null: VoidNamespace, GlobalWindow.
+_ZERO_BYTE_NAMESPACES = (
     "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot",
     "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot",
+    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot",
 )
 _TIME_WINDOW = "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
 _STRING_SNAPSHOT = SerializerSnapshot(_B + "StringSerializer$StringSerializerSnapshot", 1)
@@ -342,7 +344,7 @@ _VECTOR: dict[str, tuple[Vector, pa.DataType]] = {
     _B + "CharSerializer$CharSerializerSnapshot": (_char, pa.string()),
     _B + "VoidSerializer$VoidSerializerSnapshot": (_zero_byte, pa.null()),
     _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, pa.binary()),
-    **{name: (_zero_byte, pa.null()) for name in _VOID_NAMESPACES},
+    **{name: (_zero_byte, pa.null()) for name in _ZERO_BYTE_NAMESPACES},
     _TIME_WINDOW: (_time_window, pa.struct([("start", pa.int64()), ("end", pa.int64())])),
 }
 

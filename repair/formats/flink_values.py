@@ -10,7 +10,8 @@ Wire formats (flink-core / flink-runtime, ``serialize`` methods):
 * ``StringSerializer``: ``StringValue.writeString``, length+1 then UTF-16 chars, each a little-endian
   base-128 varint (high bit = continuation); length 0 is null. Not Java ``writeUTF``.
 * ``Long``/``Int``/``Short``/``Byte``/``Double``/``Float``/``Char``: big-endian; ``Boolean``: one byte.
-* ``byte[]``: ``int length`` + bytes. ``VoidNamespace`` and ``Void``: one byte 0. ``TimeWindow``: start, end.
+* ``byte[]``: ``int length`` + bytes. ``VoidNamespace``, ``GlobalWindow`` and ``Void``: one byte 0 (any
+  other byte is an error here; Flink's readers skip the byte unread). ``TimeWindow``: start, end.
 * ``Tuple``: the fields in order, no null flags. ``Enum``: ``int ordinal``.
 * ``POJO``: ``byte flags`` (1 null, 2 no subclass); then per field ``bool isNull`` + field bytes.
 * ``List``: ``int size`` + elements. ``Map``: ``int size`` + (key, ``bool isNull``, value if not null).
@@ -227,6 +228,11 @@ _SIMPLE: dict[str, tuple[Callable[[ByteReader], Any], int]] = {
         _time_window,
         16,
     ),
+    # countWindow / GlobalWindows: the one GlobalWindow, decoded as None like VoidNamespace
+    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": (
+        _one_zero_byte("global window"),
+        0,  # GlobalWindow.Serializer.getLength() is 0, yet it writes one byte
+    ),
 }
 
 
@@ -318,6 +324,7 @@ _FAST_SIMPLE: dict[str, FastDecode] = {
     "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _fast_zero_byte,
     "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _fast_zero_byte,
     "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": _fast_time_window,
+    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": _fast_zero_byte,
 }
 
 
