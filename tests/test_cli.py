@@ -85,7 +85,8 @@ def test_missing_path_is_a_one_line_usage_error(capsys, tmp_path):
 def test_broken_metadata_is_a_one_line_error_with_offset(capsys, tmp_path, mutation):
     copy = damage.copy_fixture("flink-1.20-default", tmp_path)
     root = damage.checkpoint_root(copy)
-    metadata = root / "chk-5" / "_metadata"
+    newest = root / f"chk-{damage.checkpoint_ids(root)[-1]}"
+    metadata = newest / "_metadata"
     if mutation == "truncated":
         damage.truncate_metadata(copy)
     elif mutation == "foreign":
@@ -94,7 +95,7 @@ def test_broken_metadata_is_a_one_line_error_with_offset(capsys, tmp_path, mutat
         data = bytearray(metadata.read_bytes())
         data[0] ^= 0x01
         metadata.write_bytes(bytes(data))
-    code, out, err = run(capsys, "inspect", str(root / "chk-5"))
+    code, out, err = run(capsys, "inspect", str(newest))
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "Traceback" not in err
     assert "_metadata" in err and "offset" in err

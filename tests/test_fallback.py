@@ -96,16 +96,17 @@ def test_two_deployments_in_one_directory_are_not_mixed(tmp_path, capsys):
     dmg = damage.add_foreign_checkpoint(copy, "flink-2.1-default")
     result = fallback(str(dmg.root))
     assert result.chosen is None and len(result.lineages) == 2
-    foreign = next(l for l in result.lineages if "chk-6" in l.checkpoints)
+    (foreign_id,) = dmg.checkpoints
+    foreign = next(l for l in result.lineages if f"chk-{foreign_id}" in l.checkpoints)
     own = next(l for l in result.lineages if l is not foreign)
-    assert foreign.checkpoints == ["chk-6"]
+    assert foreign.checkpoints == [f"chk-{foreign_id}"]
     assert own.checkpoints == [f"chk-{c}" for c in sorted(fixture_info(copy)["retained_checkpoints"], reverse=True)]
     assert fixture_info(FIXTURES / "flink-2.1-default")["job_id"] in foreign.job_ids
     assert "differ from their chk-N directories" in foreign.reason
     assert main(["fallback", str(dmg.root)]) == 1
     assert "2 jobs or deployments" in capsys.readouterr().out
     chosen = fallback(str(dmg.root), lineage=own.index).chosen
-    assert chosen is not None and chosen.checkpoint_id == 5
+    assert chosen is not None and chosen.checkpoint_id == max(fixture_info(copy)["retained_checkpoints"])
     with pytest.raises(UsageError):
         fallback(str(dmg.root), lineage=7)
 
@@ -132,7 +133,8 @@ def test_json_contract_and_restore_advice(tmp_path, capsys):
 
 def test_fallback_needs_a_job_root():
     with pytest.raises(UsageError, match="job checkpoint root"):
-        fallback(str(damage.checkpoint_root(FIXTURES / EXTERNAL) / "chk-5"))
+        root = damage.checkpoint_root(FIXTURES / EXTERNAL)
+        fallback(str(root / f"chk-{damage.checkpoint_ids(root)[-1]}"))
 
 
 @pytest.mark.slow

@@ -110,10 +110,11 @@ def test_healthy_fixtures_have_no_orphans_and_count_every_referenced_file(name, 
 @pytest.mark.parametrize("name", [SMALL, *EXTERNAL])
 def test_files_only_deleted_checkpoints_referenced_become_orphans_exactly(tmp_path, name, read_only_guard, monkeypatch):
     root = copied_root(tmp_path, name)
-    shutil.rmtree(root / "chk-1")
-    shutil.rmtree(root / "chk-2")
+    ids = damage.checkpoint_ids(root)
+    for gone in ids[:2]:
+        shutil.rmtree(root / f"chk-{gone}")
     expected = expected_orphans(root)
-    assert expected, "deleting chk-1 and chk-2 should leave files nobody references"
+    assert expected, "deleting the two oldest checkpoints should leave files nobody references"
     read_only_guard(root)
 
     monkeypatch.chdir(tmp_path)  # a relative root: listed and resolved paths must still match
@@ -126,16 +127,17 @@ def test_files_only_deleted_checkpoints_referenced_become_orphans_exactly(tmp_pa
     totals = result.to_json()["totals"]
     assert totals["orphans"] == {"files": len(expected), "bytes": sum((root / r).stat().st_size for r in expected)}
     assert totals["referenced"]["files"] == len(referenced_files(root)) and totals["referenced"]["missing"] == 0
-    assert result.retained_checkpoints == [3, 4, 5]
+    assert result.retained_checkpoints == ids[2:]
 
 
 def test_orphans_are_classified_by_age_against_the_retained_metadata(tmp_path, read_only_guard, capsys):
     root = copied_root(tmp_path, SMALL)
     times = date_checkpoints(root)
-    shutil.rmtree(root / "chk-1")
-    (root / "chk-1").mkdir()  # a half-deleted checkpoint: older than the retained ones, not in progress
+    ids = damage.checkpoint_ids(root)
+    shutil.rmtree(root / f"chk-{ids[0]}")
+    (root / f"chk-{ids[0]}").mkdir()  # a half-deleted checkpoint: older than the retained ones, not in progress
     (root / "chk-99").mkdir()  # the checkpoint in progress: files uploaded, no _metadata yet
-    oldest, newest = times[2], times[5]
+    oldest, newest = times[ids[1]], times[ids[-1]]
     old = add_file(root, "shared/leftover-old", oldest - DAY)
     between = add_file(root, "shared/leftover-between", oldest + DAY)
     new_shared = add_file(root, "shared/upload-new", newest + 60)
@@ -147,7 +149,7 @@ def test_orphans_are_classified_by_age_against_the_retained_metadata(tmp_path, r
     by_name = {o.relative_path: o for o in result.orphans}
     assert set(by_name) == expected_orphans(root)
     assert {"shared/leftover-old", "shared/leftover-between", "shared/upload-new", "taskowned/tm-1/segment-new"} <= set(by_name)
-    assert result.incomplete_checkpoints == ["chk-1", "chk-99"]
+    assert result.incomplete_checkpoints == [f"chk-{ids[0]}", "chk-99"]
     assert (result.oldest_metadata_mtime, result.newest_metadata_mtime) == (oldest, newest)
     for new in (new_shared, new_merged):
         orphan = by_name[str(new.relative_to(root))]
@@ -159,7 +161,7 @@ def test_orphans_are_classified_by_age_against_the_retained_metadata(tmp_path, r
     document = json.loads(json.dumps(result.to_json()))
     for key in ("root", "retained_checkpoints", "incomplete_checkpoints", "orphans", "totals"):
         assert key in document
-    assert document["retained_checkpoints"] == [2, 3, 4, 5]
+    assert document["retained_checkpoints"] == ids[1:]
     entry = next(o for o in document["orphans"] if o["relative_path"] == "shared/upload-new")
     assert entry == {
         "path": str(new_shared), "relative_path": "shared/upload-new", "size": 100, "mtime": newest + 60,
@@ -217,11 +219,11 @@ def test_a_file_merging_segment_references_its_physical_file(tmp_path, read_only
     assert result.to_json()["totals"]["shared_and_taskowned"]["files"] == 5
 
 
-@pytest.mark.parametrize("below", ["chk-5", "chk-5/_metadata"])
+@pytest.mark.parametrize("below", ["chk-N", "chk-N/_metadata"])
 def test_anything_but_a_job_root_is_a_usage_error(below, read_only_guard):
     root = damage.checkpoint_root(FIXTURES / SMALL)
     read_only_guard(root)
     with pytest.raises(UsageError) as error:
-        orphans(str(root / below))
+        orphans(str(root / below.replace("chk-N", f"chk-{damage.checkpoint_ids(root)[-1]}")))
     assert "not a job checkpoint root" in str(error.value)
     assert str(root) in str(error.value)  # names the job root to pass instead

@@ -43,21 +43,22 @@ def test_relocated_checkpoint_names_only_existing_files(tmp_path, read_only_guar
     root = damage.checkpoint_root(FIXTURES / EXTERNAL)
     read_only_guard(root)
     new_root = tmp_path / "new"
-    result = relocate(str(root / "chk-5"), str(new_root), copy=copy)
-    assert result.ok and Path(result.new_metadata) == new_root / "chk-5" / "_metadata"
-    paths = _file_paths(new_root / "chk-5" / "_metadata")
+    newest = f"chk-{damage.checkpoint_ids(root)[-1]}"
+    result = relocate(str(root / newest), str(new_root), copy=copy)
+    assert result.ok and Path(result.new_metadata) == new_root / newest / "_metadata"
+    paths = _file_paths(new_root / newest / "_metadata")
     assert paths and all(p.startswith("file:/") and Path(p[5:]).is_file() for p in paths)
     expected_base = new_root if copy else root
     assert all(Path(p[5:]).is_relative_to(expected_base.resolve()) for p in paths)
     assert not any("/var/lib/flink" in p for p in paths)
     # Everything else is unchanged: same operators, handles, sizes; and it verifies clean.
-    original = decode_metadata((root / "chk-5" / "_metadata").read_bytes())
-    rewritten = decode_metadata((new_root / "chk-5" / "_metadata").read_bytes())
+    original = decode_metadata((root / newest / "_metadata").read_bytes())
+    rewritten = decode_metadata((new_root / newest / "_metadata").read_bytes())
     assert [op.operator_id for op in rewritten.operators] == [op.operator_id for op in original.operators]
     assert [h.size for _, h in rewritten.iter_stream_handles()] == [h.size for _, h in original.iter_stream_handles()]
-    report = verify(str(new_root / "chk-5"))
+    report = verify(str(new_root / newest))
     assert report.ok and report.files == len(result.files)
-    # Files relative to _metadata (the meta data streams in chk-5/) are always copied next to it.
+    # Files relative to _metadata (the meta data streams in chk-N/) are always copied next to it.
     relative = sum(1 for f in result.files if not f.recorded.startswith("file:"))
     assert relative and result.to_json()["copied"]["files"] == (len(result.files) if copy else relative)
 
@@ -80,7 +81,7 @@ def test_refuses_job_roots_and_existing_targets(tmp_path):
     (tmp_path / "taken").mkdir()
     (tmp_path / "taken" / "file").write_text("x")
     with pytest.raises(UsageError, match="not empty"):
-        relocate(str(root / "chk-5"), str(tmp_path / "taken"))
+        relocate(str(root / f"chk-{damage.checkpoint_ids(root)[-1]}"), str(tmp_path / "taken"))
 
 
 @pytest.mark.slow
