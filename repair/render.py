@@ -494,3 +494,10 @@ def render_export(result) -> None:
         for (operator, what), items in groups.items():
             label = operator[:8] if len(operator) == 32 else operator
             console.print(f"  {escape(label)}: {what} x{len(items)} ({escape(items[0].reason)})", highlight=False)
+    merged = [(op, subtask, engine["reason"]) for op in result.operators for subtask, engine in sorted(op.engines.items())
+              if engine.get("engine") == "python" and engine.get("reason")]
+    if merged:  # --engine auto fell back: say where and why (a damaged instance, usually)
+        console.print(f"[yellow]read by the toolkit's own LSM merge, as RocksDB could not serve them: {len(merged)} subtask(s)[/]")
+        for op, subtask, reason in merged:
+            label = op.label if op.label != op.operator_id else op.operator_id[:8]
+            console.print(f"  {escape(label)}[{subtask}]: {escape(reason)}", highlight=False)

@@ -373,9 +373,11 @@ def test_row_by_row_decoding_writes_identical_files(name, exported, tmp_path, mo
     assert batches and all(b["columnar"] == 0 for b in batches) and any(b["rows"] for b in batches)
 
 
-def test_auto_falls_back_to_the_python_merge_where_rocksdb_cannot_open_an_instance(tmp_path, exported):
+def test_auto_falls_back_to_the_python_merge_where_rocksdb_cannot_open_an_instance(tmp_path, exported, capsys):
     """A subtask whose MANIFEST is gone cannot be opened by RocksDB: ``auto`` reads it with the Python
-    merge (which needs no MANIFEST) and says why; ``--engine rocksdb`` refuses. The Parquet is the same."""
+    merge (which needs no MANIFEST) and says why, in ``_export.json`` and in the text output;
+    ``--engine rocksdb`` refuses. The Parquet is the same."""
+    from repair.cli import main
     from tests import damage
 
     name = "flink-1.20-p3-external-xxhash-lz4"
@@ -389,6 +391,11 @@ def test_auto_falls_back_to_the_python_merge_where_rocksdb_cannot_open_an_instan
     with pytest.raises(RepairError, match="RocksDB cannot serve this instance"):
         export(str(harm.root), str(tmp_path / "strict"), workers=1, engine="rocksdb")
     assert not (tmp_path / "strict").exists()
+    capsys.readouterr()
+    assert main(["export", str(harm.root), "--out", str(tmp_path / "text"), "--workers", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "read by the toolkit's own LSM merge, as RocksDB could not serve them: 1 subtask(s)" in " ".join(out.split())
+    assert harm.file.name in "".join(out.split()) and "not found" in out  # (the terminal width may fold the path)
 
 
 def test_process_pool_gives_identical_files(tmp_path, exported):
