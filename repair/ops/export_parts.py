@@ -49,8 +49,8 @@ DICTIONARY_COLUMNS = ["key_group", "list_index", "error"]
 #: Columns with min/max statistics (for predicate pushdown): not the raw bytes.
 STATISTICS_COLUMNS = [name for name in COLUMNS if not name.endswith("_raw")]
 #: Parquet data page size. Pages of 128 KiB instead of pyarrow's 1 MiB keep the codec's working set in
-#: the CPU cache: encoding and compressing took 4-9% less time per row on the benchmark's states, for
-#: 0.3% larger files (docs/benchmarks/parquet-pages.md).
+#: the CPU cache: encoding and compressing took 3-8% less time per row for entries of 200 bytes and more
+#: (the same for tiny ones), for files under 1% larger (docs/benchmarks/parquet-pages.md).
 DATA_PAGE_SIZE = 128 << 10
 #: One getter per column of the row dicts (a column of a batch is ``list(map(getter, rows))``).
 _GET = {name: operator.itemgetter(name) for name in COLUMNS}
