@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import random
-import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -28,9 +25,8 @@ from repair.keygroups import (
     operator_id_for_uid,
     operator_index_for_key_group,
 )
+from tests.java_oracle import compiled, jar_params
 
-ORACLE_SOURCE = Path(__file__).parent / "java" / "KeyGroupOracle.java"
-FLINK_CACHE = Path.home() / ".cache" / "flink-checkpoint-repair"
 MAX_PARALLELISMS = [1, 2, 3, 7, 100, 127, 128, 129, 200, 256, 1000, 4096, 10_000, 32_767, 32_768]
 INT_MIN, INT_MAX = -(2**31), 2**31 - 1
 LONG_MIN, LONG_MAX = -(2**63), 2**63 - 1
@@ -137,45 +133,16 @@ def test_key_groups_are_in_range(key_hash, max_parallelism):
 
 
 # -- Flink's own answers -------------------------------------------------------------------------
-def _flink_jars() -> list[Path]:
-    configured = os.environ.get("FLINK_DIST_JAR")
-    if configured:
-        return [Path(configured)]
-    return sorted(FLINK_CACHE.glob("flink-*/lib/flink-dist-*.jar"))
 
 
-def _jar_params():
-    jars = [jar for jar in _flink_jars() if jar.is_file()]
-    if not jars:
-        where = os.environ.get("FLINK_DIST_JAR") or f"{FLINK_CACHE}/flink-*/lib/flink-dist-*.jar"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no flink-dist jar at {where} (set FLINK_DIST_JAR)"))]
-    return [pytest.param(jar, id=jar.stem) for jar in jars]
-
-
-@pytest.fixture(scope="module", params=_jar_params())
+@pytest.fixture(scope="module", params=jar_params())
 def flink_oracle(request, tmp_path_factory):
     """A function running queries through KeyGroupOracle compiled against one flink-dist jar."""
     jar: Path = request.param
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("javac/java not on PATH: cannot run the Flink key-group oracle")
-    classes = tmp_path_factory.mktemp(f"oracle-{jar.stem}")
-    subprocess.run(
-        ["javac", "-nowarn", "-cp", str(jar), "-d", str(classes), str(ORACLE_SOURCE)],
-        check=True,
-        capture_output=True,
-        timeout=120,
-    )
+    run_oracle = compiled("KeyGroupOracle", jar, tmp_path_factory.mktemp(f"oracle-{jar.stem}"))
 
     def run(queries: list[str]) -> list[dict]:
-        proc = subprocess.run(
-            ["java", "-Xshare:auto", "-cp", f"{jar}{os.pathsep}{classes}", "KeyGroupOracle"],
-            input="\n".join(queries) + "\n",
-            capture_output=True,
-            text=True,
-            check=True,
-            timeout=120,
-        )
-        answers = json.loads(proc.stdout)
+        answers = json.loads(run_oracle("\n".join(queries) + "\n"))
         assert len(answers) == len(queries)
         return answers
 
