@@ -35,12 +35,14 @@ def test_matrix_covers_the_required_variants():
     heap = [spec for spec in MATRIX if spec.state_backend == "hashmap"]
     assert {spec.snapshot_compression for spec in heap} == {True, False}  # both heap layouts
     assert any(spec.state_backend == "rocksdb" and not spec.incremental for spec in MATRIX)  # full RocksDB checkpoints
+    # RocksDB with heap timers: checkpoints keep them in raw keyed state
+    assert any(spec.extra.get("state.backend.rocksdb.timer-service.factory") == "HEAP" for spec in MATRIX)
 
 
 def test_committed_fixtures_stay_small():
     total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
-    # ten fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
-    # operators): ~33 MB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
+    # eleven fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
+    # operators): ~34 MB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
     # with an OPTIONS file of 15-60 KB of its own, so the two window operators (a few hundred entries
     # of state) added ~7 MB, most of it OPTIONS files.
     assert total < 40 * 1024 * 1024
@@ -158,7 +160,8 @@ def test_foreign_checkpoint_comes_from_another_job(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd", "flink-2.1-heap-p3-snappy"])
+@pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd", "flink-2.1-heap-p3-snappy",
+                                  "flink-1.20-rocksdb-heap-timers"])
 def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     spec = SPECS[name]
     fresh = generate(spec, tmp_path, staging=tmp_path / "staging")
@@ -177,7 +180,7 @@ def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     location = tmp_path / "staging" / "checkpoints" / name / fresh_info["job_id"] / f"chk-{newest}"
     records = state_model.read_records(fresh / "records.tsv")
     restored = restore_state(spec.flink_version, location, records, parallelism=spec.parallelism,
-                             max_parallelism=spec.max_parallelism, state_backend=spec.state_backend)
+                             max_parallelism=spec.max_parallelism, state_backend=spec.state_backend, extra_conf=spec.extra)
     assert restored["keyed"] == fresh_expected["keyed"]
     assert restored["operator"] == fresh_expected["operator"]
     shutil.rmtree(tmp_path / "staging")
