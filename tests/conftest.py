@@ -101,6 +101,12 @@ def writes_rocksdb_instances(path: Path) -> bool:
     return fixture_spec(path)["state_backend"] == "rocksdb"
 
 
+def timers_in_raw_keyed_state(path: Path) -> bool:
+    """Whether the fixture's checkpoints keep timers in raw keyed state (RocksDB with timers on the heap;
+    its canonical savepoints write them as keyed state, ``_timer_state/...``, as usual)."""
+    return fixture_spec(path).get("extra", {}).get("state.backend.rocksdb.timer-service.factory") == "HEAP"
+
+
 #: The fixtures whose checkpoints hold RocksDB instances (not the heap backend's key-group streams).
 ROCKSDB_FIXTURE_NAMES = [name for name in FIXTURE_NAMES if writes_rocksdb_instances(FIXTURES / name)]
 

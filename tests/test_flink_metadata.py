@@ -46,7 +46,7 @@ from repair.formats.flink_metadata import (
 )
 from repair.keygroups import key_group_range_for_operator, operator_id_for_uid
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_dirs, fixture_info, local_file, metadata_id
-from tests.conftest import fixture_spec, writes_rocksdb_instances
+from tests.conftest import fixture_spec, timers_in_raw_keyed_state, writes_rocksdb_instances
 
 REAL = all_metadata()
 # Written by GenerateMetadataSamples.java (Flink 2.1.1 serializers of versions 3..6), described by expected.txt.
@@ -111,9 +111,14 @@ def test_real_metadata_matches_fixture_json(item):
             # With file merging (1.20+) every operator carries an empty segment operator state (code 17).
             operator_state = sub.managed_operator_state
             assert operator_state is None or (operator_state.type_code == 17 and operator_state.is_empty and not operator_state.states)
-            assert sub.raw_keyed_state is None
             assert sub.input_channel_state == [] and sub.result_subpartition_state == []
             canonical = is_savepoint and _savepoint_format(info, path) == "CANONICAL"
+            if timers_in_raw_keyed_state(fixture_dir) and not canonical:  # the timers, one block per key group
+                raw = sub.raw_keyed_state
+                assert isinstance(raw, KeyGroupsHandle) and raw.key_groups == handle.key_groups
+                assert len(raw.offsets) == raw.key_groups.count and raw.offsets[0] == 0 and raw.offsets == sorted(raw.offsets)
+            else:
+                assert sub.raw_keyed_state is None
             if canonical or not writes_rocksdb_instances(fixture_dir):
                 # key-group streams: canonical savepoints (code 7); the heap backend's checkpoints and native savepoints (12)
                 assert isinstance(handle, KeyGroupsHandle) and handle.type_code == (7 if canonical else 12)

@@ -24,6 +24,7 @@ from repair.formats.sst_writer import TableOptions, build_table
 from repair.formats.binary import ByteReader
 from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
+from repair.ops.raw_timers_reader import iter_raw_timers_handle
 from repair.ops.state_reader import read_incremental_handle
 from repair.snapshot import load_snapshot
 from fixtures import state_model
@@ -62,6 +63,11 @@ def _decoded(name: str, index: int) -> tuple[dict, list[int]]:
                     _add_row(per_key.setdefault(str(row["key"]), {}), row)
                     if row["ttl_timestamp"] is not None:
                         ttl_timestamps.append(row["ttl_timestamp"])
+            if sub.raw_keyed_state is not None:  # RocksDB with timers on the heap: the timers are there
+                for stream in iter_raw_timers_handle(snapshot, storage, sub.raw_keyed_state):
+                    for row in stream.rows:
+                        assert row["error"] is None and row["key_group"] in handle.key_groups
+                        _add_row(per_key.setdefault(str(row["key"]), {}), row)
         for entry in per_key.values():
             state_model.sort_timers(entry)
         keyed[uid] = dict(sorted(per_key.items()))

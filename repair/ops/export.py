@@ -28,7 +28,8 @@ Partition values are percent-encoded (``urllib.parse.quote(name, safe="")``: ``/
 decodes them. Every output name goes through :func:`repair.storage.resolve_within`.
 
 Columns: see :data:`repair.ops.export_parts.COLUMNS`. Not read yet (listed under ``skipped``):
-changelog state, raw keyed state and raw operator state.
+changelog state, raw operator state and raw keyed state other than timers (RocksDB with timers on the
+heap writes them there: :mod:`repair.ops.raw_timers_reader`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,9 @@ class ExportedState:
     path: str
     #: The decision per decoded column (Arrow type and the serializer it came from).
     columns: StateColumns
+    #: What it was read from: the :data:`~repair.ops.export_sources.SOURCES` name (``incremental-keyed``,
+    #: ``full-snapshot-keyed``, ``raw-keyed-timers``, ``operator``).
+    source: str = ""
     rows_per_subtask: dict[int, int] = field(default_factory=dict)
     #: Decoded columns left null in some rows while their raw bytes are there (see ``error``).
     raw_fallback: list[str] = field(default_factory=list)
@@ -105,7 +109,7 @@ class ExportedState:
 
     def to_json(self) -> dict:
         return {
-            "state": self.state, "kind": self.kind, "path": self.path, "rows": self.rows,
+            "state": self.state, "kind": self.kind, "source": self.source, "path": self.path, "rows": self.rows,
             "subtasks": {str(k): v for k, v in sorted(self.rows_per_subtask.items())},
             "ttl": self.columns.ttl, "columns": self.columns.to_json(),
             "rows_with_errors": self.rows_with_errors, "raw_fallback": self.raw_fallback,
@@ -318,8 +322,9 @@ def export(
         outputs = run_tasks(export_subtask, tasks, workers=workers, master=master)
         entries: dict[tuple[str, str], ExportedState] = {}
         for op in planner.operators:
-            for plan in sorted((p for (op_id, _), ps in plans.items() if op_id == op.operator_id for p in ps), key=lambda p: p.name):
-                entries[(op.operator_id, plan.name)] = entry = ExportedState(plan.name, plan.kind, plan.path, plan.columns)
+            planned = ((p, source) for (op_id, source), ps in plans.items() if op_id == op.operator_id for p in ps)
+            for plan, source in sorted(planned, key=lambda item: item[0].name):
+                entries[(op.operator_id, plan.name)] = entry = ExportedState(plan.name, plan.kind, plan.path, plan.columns, source)
                 op.states.append(entry)
         by_id = {op.operator_id: op for op in planner.operators}
         for output in outputs:
@@ -389,9 +394,10 @@ class _Planner:
                 if handle is None:
                     continue
                 source = source_for(slot, handle)
-                if source is None:
+                declined = source.declines(self.snapshot, self.storage, handle) if source is not None else None
+                if source is None or declined:
                     what, reason = not_exported(slot, handle)
-                    self.result.skipped.append(Skipped(entry.label, op.operator_id, sub.index, what, reason))
+                    self.result.skipped.append(Skipped(entry.label, op.operator_id, sub.index, what, declined or reason))
                     continue
                 if sub.index not in entry.subtasks:
                     entry.subtasks.append(sub.index)

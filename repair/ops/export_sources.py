@@ -21,6 +21,7 @@ from repair.formats.flink_backend_meta import KeyedBackendMeta, StateMetaInfo
 from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle, KeyGroupsHandle, OperatorStateHandle
 from repair.formats.flink_metadata import OperatorState, SubtaskState
 from repair.ops.operator_state_reader import iter_operator_handle, read_operator_states
+from repair.ops.raw_timers_reader import iter_raw_timers_handle, raw_timer_states, read_raw_timer_services, timers_or_reason
 from repair.ops.savepoint_reader import iter_key_groups_handle, read_key_groups_meta
 from repair.ops.state_reader import StateStream, iter_incremental_handle, read_handle_meta
 from repair.snapshot import LoadedSnapshot
@@ -43,10 +44,17 @@ class StateSource:
     _plan: Callable[..., list[tuple[StateMetaInfo, StateColumns]]]
     #: ``(snapshot, storage, op, handle, states, engine) -> Iterator[StateStream]``
     _streams: Callable[..., Iterator[StateStream]]
+    #: ``(snapshot, storage, handle) -> reason or None``, for handles whose type does not tell whether
+    #: this source reads them (it reads their first bytes); None: every handle of the type.
+    _declines: Callable[..., str | None] | None = None
 
     def applies(self, handle: object) -> bool:
-        """Whether this source reads ``handle`` (the subtask's handle in :attr:`slot`)."""
+        """Whether this source may read ``handle`` (the subtask's handle in :attr:`slot`)."""
         return isinstance(handle, self.handle_type)
+
+    def declines(self, snapshot: LoadedSnapshot, storage: st.Storage, handle: object) -> str | None:
+        """Why this source does not read ``handle`` after all (it :meth:`applies`), or None."""
+        return self._declines(snapshot, storage, handle) if self._declines is not None else None
 
     def plan(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState) -> list[tuple[StateMetaInfo, StateColumns]]:
         """The states of the subtask's handle and their column decisions, from meta data only."""
@@ -67,6 +75,10 @@ def _keyed_plan(read_meta: Callable[..., KeyedBackendMeta]) -> Callable[..., lis
     return plan
 
 
+def _raw_timers_plan(snapshot, storage, op, handle):
+    return [(state, keyed_state_columns(state, None)) for state in raw_timer_states(read_raw_timer_services(snapshot, storage, handle))]
+
+
 def _operator_plan(snapshot, storage, op, handle):
     return [(info.meta, operator_state_columns(info.meta)) for info in read_operator_states(snapshot, storage, handle)]
 
@@ -85,6 +97,12 @@ SOURCES: dict[str, StateSource] = {
         StateSource(
             "full-snapshot-keyed", "managed_keyed_state", KeyGroupsHandle, _keyed_plan(read_key_groups_meta),
             lambda snapshot, storage, op, handle, states, engine: iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism, states=states),
+        ),
+        # timers in raw keyed state (RocksDB with timers on the heap): the rows of RocksDB timers
+        StateSource(
+            "raw-keyed-timers", "raw_keyed_state", KeyGroupsHandle, _raw_timers_plan,
+            lambda snapshot, storage, op, handle, states, engine: iter_raw_timers_handle(snapshot, storage, handle, states=states),
+            timers_or_reason,
         ),
         # managed operator state: list, union list and broadcast states
         StateSource(
@@ -107,7 +125,7 @@ def not_exported(slot: str, handle: object) -> tuple[str, str]:
     if slot == "raw_operator_state":
         return "raw-operator-state", "raw operator state is opaque bytes"
     if slot == "raw_keyed_state":
-        return "raw-keyed-state", "raw keyed state is opaque bytes"
+        return "raw-keyed-state", "raw keyed state is opaque bytes (only timers are read from it)"
     if isinstance(handle, ChangelogBackendHandle):
         return "changelog", "changelog state backend handles are not exported yet"
     return type(handle).__name__, "unsupported keyed state handle"

@@ -22,7 +22,7 @@ from repair.formats.rocksdb_files import decode_current, parse_options
 from repair.formats.sst import verify_table
 
 #: What a file is expected to be, from its local RocksDB name or its role in a handle.
-KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "data")
+KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "data")
 
 #: Files checked by reading them whole are bounded (MANIFEST, CURRENT, OPTIONS, meta data).
 MAX_WHOLE_FILE = 1 << 30
@@ -39,7 +39,8 @@ class FileTask:
     whole_file: bool = True
     #: SSTs: decompress every compressed block (False: checksums only, like ``sst_dump --verify_checksum``).
     decompress: bool = True
-    #: Key-group streams: the handle's ``(first key group, count)``, its offsets and the max parallelism.
+    #: Key-group streams (full snapshots, raw keyed state): the handle's ``(first key group, count)``, its
+    #: offsets and the max parallelism.
     key_groups: tuple[int, int] | None = None
     offsets: tuple[int, ...] | None = None
     max_parallelism: int | None = None
@@ -235,6 +236,31 @@ def _check_key_groups(source, result: FileResult) -> None:
     result.blocks_checked += sum(1 for offset in task.offsets if offset > 0)
 
 
+def _check_raw_keyed(source, result: FileResult) -> None:
+    """Raw keyed state: when it holds timers (RocksDB with timers on the heap), every key group's timer
+    services and every timer decoded; other raw state is the operator's own bytes (size checked only).
+    Timers of a key or namespace serializer this toolkit cannot decode cannot be told apart: a warning."""
+    from repair.formats.flink_handles import KeyGroupRange
+    from repair.formats.flink_values import UnsupportedSerializerError
+    from repair.ops.raw_timers_reader import first_key_group_services, iter_raw_timers, raw_key_group_blocks
+
+    task = result.task
+    key_groups = KeyGroupRange(*task.key_groups)
+    try:
+        blocks = raw_key_group_blocks(key_groups, list(task.offsets), source.size)
+        services = first_key_group_services(source, blocks)
+        for stream in iter_raw_timers(source, key_groups, list(task.offsets), services or []):
+            for _ in stream.rows:
+                pass
+        result.blocks_checked += len(blocks) if services is not None else 0
+    except UnsupportedSerializerError as error:
+        result.problems.append(Problem("not_fully_checked", f"timers not checked: {error}", error.offset, severity="warning"))
+    except RepairError as error:
+        result.problems.append(Problem("bad_raw_timers", str(error), getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+    result.bytes_checked += source.size
+
+
 def _check_data(source, result: FileResult) -> None:
     """Bytes of a known size only (operator state, full snapshots): existence and size were checked."""
     result.bytes_checked += source.size
@@ -247,6 +273,7 @@ _CHECKS = {
     "options": _check_options,
     "backend-meta": _check_backend_meta,
     "key-groups": _check_key_groups,
+    "raw-keyed": _check_raw_keyed,
     "data": _check_data,
 }
 

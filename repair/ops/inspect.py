@@ -20,6 +20,7 @@ from repair.formats.flink_handles import (
 )
 from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
+from repair.ops.raw_timers_reader import raw_timer_states, read_raw_timer_services, timers_or_reason
 from repair.snapshot import LoadedSnapshot, load_snapshot, read_resolved
 
 
@@ -266,7 +267,19 @@ def _subtask(snapshot: LoadedSnapshot, sub, storage: st.Storage) -> SubtaskInfo:
     raw = sub.raw_keyed_state
     if isinstance(raw, KeyGroupsHandle):
         add(raw.delegate, "raw-keyed")
+        info.states.extend(_raw_timer_states(snapshot, raw, storage, info))
     return info
+
+
+def _raw_timer_states(snapshot: LoadedSnapshot, raw: KeyGroupsHandle, storage: st.Storage, info: SubtaskInfo) -> list[StateEntry]:
+    """The timer states a raw keyed state holds (RocksDB with timers on the heap); none for other raw state."""
+    try:
+        if timers_or_reason(snapshot, storage, raw) is not None:
+            return []
+        return [StateEntry(state.name, state.kind) for state in raw_timer_states(read_raw_timer_services(snapshot, storage, raw))]
+    except RepairError as error:
+        info.problems.append(f"raw keyed state (timers): {error}")
+        return []
 
 
 _OPERATOR_KINDS = {"SPLIT_DISTRIBUTE": "operator-list", "UNION": "union-list", "BROADCAST": "broadcast"}

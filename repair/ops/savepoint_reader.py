@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import tempfile
 from contextlib import ExitStack
-from typing import Any, Collection, Iterator
+from typing import Any, Callable, Collection, Iterator
 
 from repair import storage as st
 from repair.errors import FormatError, RepairError
@@ -114,11 +114,11 @@ def _rows(decoder: KeyedStateDecoder, source: RandomAccess, index: KeyGroupIndex
 
 def read_key_groups_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: KeyGroupsHandle) -> KeyedBackendMeta:
     """The keyed backend meta data (states and serializers) at the head of a full snapshot."""
-    resolved = _resolve(snapshot, handle)
+    resolved = resolve_delegate(snapshot, handle)
     try:
         return decode_keyed_backend_meta(read_resolved(storage, resolved, length=_first_block(handle.offsets)))
     except RepairError as error:
-        raise error.in_source(_name(snapshot, resolved)) from None
+        raise error.in_source(delegate_name(snapshot, resolved)) from None
 
 
 def iter_key_groups_handle(snapshot: LoadedSnapshot, storage: st.Storage, handle: KeyGroupsHandle, max_parallelism: int,
@@ -126,12 +126,20 @@ def iter_key_groups_handle(snapshot: LoadedSnapshot, storage: st.Storage, handle
     """The state streams of one subtask's full-snapshot handle of ``snapshot`` (the file stays open until
     the iteration ends or the generator is closed; errors name the file)."""
     meta = read_key_groups_meta(snapshot, storage, handle)
-    resolved = _resolve(snapshot, handle)
-    name = _name(snapshot, resolved)
+    yield from streams_of_delegate(snapshot, storage, handle, lambda source: iter_full_snapshot(
+        source, meta, handle.key_groups, handle.offsets, max_parallelism, states=states))
+
+
+def streams_of_delegate(snapshot: LoadedSnapshot, storage: st.Storage, handle: KeyGroupsHandle,
+                        read: Callable[[RandomAccess], Iterator[StateStream]]) -> Iterator[StateStream]:
+    """The streams ``read`` gives from the bytes of a key-groups handle, opened for random access (and
+    closed when the iteration ends or the generator is closed); their errors name the file."""
+    resolved = resolve_delegate(snapshot, handle)
+    name = delegate_name(snapshot, resolved)
     with ExitStack() as opened:
         try:
             source = open_for_reads(storage, resolved, opened)
-            for stream in iter_full_snapshot(source, meta, handle.key_groups, handle.offsets, max_parallelism, states=states):
+            for stream in read(source):
                 stream.rows = named_rows(stream.rows, name)
                 yield stream
         except RepairError as error:
@@ -159,7 +167,8 @@ def named_rows(rows: Iterator[dict[str, Any]], name: str) -> Iterator[dict[str, 
         raise error.in_source(name) from None
 
 
-def _resolve(snapshot: LoadedSnapshot, handle: KeyGroupsHandle) -> ResolvedFile:
+def resolve_delegate(snapshot: LoadedSnapshot, handle: KeyGroupsHandle) -> ResolvedFile:
+    """The bytes of a key-groups handle: its delegate stream handle, resolved."""
     resolved = snapshot.resolver.resolve(handle.delegate) if not isinstance(handle.delegate, KeyGroupsHandle) else None
     if resolved is None:
         found = "null" if handle.delegate is None else type(handle.delegate).__name__
@@ -167,5 +176,6 @@ def _resolve(snapshot: LoadedSnapshot, handle: KeyGroupsHandle) -> ResolvedFile:
     return resolved
 
 
-def _name(snapshot: LoadedSnapshot, resolved: ResolvedFile) -> str:
+def delegate_name(snapshot: LoadedSnapshot, resolved: ResolvedFile) -> str:
+    """What errors name as the source of a key-groups handle's bytes."""
     return resolved.uri or f"inline key-group data of {snapshot.ref.metadata_uri}"

@@ -378,8 +378,10 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             elif isinstance(keyed, KeyGroupsHandle):
                 add(keyed.delegate, ref(role="key-groups"), "key-groups", key_groups=(keyed.key_groups.start, keyed.key_groups.count),
                     offsets=tuple(keyed.offsets), max_parallelism=op.max_parallelism)
-            if isinstance(sub.raw_keyed_state, KeyGroupsHandle):
-                add(sub.raw_keyed_state.delegate, ref(role="raw-keyed"), "data")
+            raw = sub.raw_keyed_state
+            if isinstance(raw, KeyGroupsHandle):
+                add(raw.delegate, ref(role="raw-keyed"), "raw-keyed", key_groups=(raw.key_groups.start, raw.key_groups.count),
+                    offsets=tuple(raw.offsets), max_parallelism=op.max_parallelism)
 
 
 def _key_group_range(handle) -> tuple[int, int] | None:
