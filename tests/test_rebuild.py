@@ -50,7 +50,9 @@ def _instances(metadata_path):
 #: checkpoint: every SST private to its chk-N/; an incremental one: SSTs shared).
 BROKEN_MANIFESTS = [*((name, "missing_manifest") for name in FIXTURES_WITH_FILES),
                     ("flink-1.20-rocksdb-full-snappy", "inline_manifest_flipped_byte"),
-                    ("flink-1.20-default", "inline_manifest_flipped_byte")]
+                    ("flink-1.20-default", "inline_manifest_flipped_byte"),
+                    # timers on the heap: the rebuilt _metadata must keep the raw keyed state holding them
+                    ("flink-1.20-rocksdb-heap-timers", "inline_manifest_flipped_byte")]
 
 
 def _manifest_bytes(handle: IncrementalKeyedHandle, root) -> bytes:
@@ -102,7 +104,7 @@ def test_broken_ssts_are_not_papered_over(tmp_path, capsys):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, kind", BROKEN_MANIFESTS[:3])
+@pytest.mark.parametrize("name, kind", [*BROKEN_MANIFESTS[:3], BROKEN_MANIFESTS[-1]])
 def test_real_flink_restores_the_rebuilt_checkpoint(tmp_path, name, kind):
     dmg = damage.damaged_copy(name, tmp_path, kind)
     newest = max(dmg.checkpoints)
@@ -111,7 +113,8 @@ def test_real_flink_restores_the_rebuilt_checkpoint(tmp_path, name, kind):
     info = fixture_info(FIXTURES / name)
     records = state_model.read_records(FIXTURES / name / "records.tsv")
     restored = restore_state(info["flink_version"], tmp_path / "out" / f"chk-{newest}", records,
-                             parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"])
+                             parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"],
+                             extra_conf=info["spec"].get("extra"))
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
