@@ -26,7 +26,8 @@ from repair.formats.flink_raw_timers import VERSIONED_IDENTIFIER, read_timer_key
 from repair.formats.flink_serializers import describe
 from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
-from repair.ops.raw_timers_reader import iter_raw_timers_handle, raw_key_group_blocks
+from repair.formats.random_access import BytesSource
+from repair.ops.raw_timers_reader import first_key_group_services, iter_raw_timers, iter_raw_timers_handle, raw_key_group_blocks
 from repair.ops.savepoint_reader import iter_key_groups_handle
 from repair.snapshot import load_snapshot
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, timers_in_raw_keyed_state
@@ -177,6 +178,22 @@ def test_a_count_larger_than_the_bytes_is_refused_before_allocating():
     huge = data[:count_at] + struct.pack(">i", 2**31 - 1) + data[count_at + 4 :]
     with pytest.raises(FormatError, match="timer count"):
         read_timer_key_group(huge, key_group)
+
+
+def test_a_key_group_naming_another_timer_service_is_an_error_not_a_loss():
+    snapshot = _checkpoints()[-1][1]
+    raw = snapshot.metadata.operator(operator_id_for_uid("per-user")).subtasks[0].raw_keyed_state
+    data = snapshot.resolver.resolve(raw.delegate).inline
+    renamed_at = data.index(b"user-timers", raw.offsets[1])  # in the second key group only
+    source = BytesSource(data[:renamed_at] + b"user-timerz" + data[renamed_at + len(b"user-timers"):])
+    blocks = raw_key_group_blocks(raw.key_groups, raw.offsets, source.size)
+    services = first_key_group_services(source, blocks)
+    assert [s.name for s in services] == ["user-timers"]
+    stream = next(iter_raw_timers(source, raw.key_groups, raw.offsets, services))
+    with pytest.raises(FormatError) as error:
+        list(stream.rows)
+    assert f"key group {raw.key_groups.start + 1} timer service" in str(error.value) and "'user-timerz'" in str(error.value)
+    assert error.value.offset == raw.offsets[1]
 
 
 def test_raw_key_group_blocks_start_at_zero_and_skip_unstarted_key_groups():
