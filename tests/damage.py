@@ -58,7 +58,9 @@ def checkpoint_root(fixture_dir: Path) -> Path:
 
 
 def checkpoint_ids(root: Path) -> list[int]:
-    return sorted(int(p.name[4:]) for p in root.glob("chk-*") if p.name[4:].isdigit())
+    """Ids of the completed checkpoints under ``root``: ``chk-N`` directories with a ``_metadata`` (a job
+    cancelled while a checkpoint was in progress leaves that one's directory without it)."""
+    return sorted(int(p.name[4:]) for p in root.glob("chk-*") if p.name[4:].isdigit() and (p / "_metadata").is_file())
 
 
 def referencing_checkpoints(root: Path, file: Path) -> list[int]:
