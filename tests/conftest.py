@@ -97,8 +97,9 @@ def fixture_spec(path: Path) -> dict:
 
 def writes_rocksdb_instances(path: Path) -> bool:
     """Whether the fixture's checkpoints and native savepoints hold RocksDB instances (the RocksDB
-    backend, incremental or full: both native since Flink 1.15), not key-group streams (the heap backend)."""
-    return fixture_spec(path)["state_backend"] == "rocksdb"
+    backend, incremental or full: both native since Flink 1.15; ForSt, a RocksDB fork, in the same
+    handles), not key-group streams (the heap backend)."""
+    return fixture_spec(path)["state_backend"] in ("rocksdb", "forst")
 
 
 def timers_in_raw_keyed_state(path: Path) -> bool:

@@ -37,12 +37,13 @@ def test_matrix_covers_the_required_variants():
     assert any(spec.state_backend == "rocksdb" and not spec.incremental for spec in MATRIX)  # full RocksDB checkpoints
     # RocksDB with heap timers: checkpoints keep them in raw keyed state
     assert any(spec.extra.get("state.backend.rocksdb.timer-service.factory") == "HEAP" for spec in MATRIX)
+    assert any(spec.state_backend == "forst" for spec in MATRIX)  # Flink 2.x's ForSt
 
 
 def test_committed_fixtures_stay_small():
     total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
-    # eleven fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
-    # operators): ~34 MB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
+    # twelve fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
+    # operators): ~36 MB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
     # with an OPTIONS file of 15-60 KB of its own, so the two window operators (a few hundred entries
     # of state) added ~7 MB, most of it OPTIONS files.
     assert total < 40 * 1024 * 1024
@@ -161,7 +162,7 @@ def test_foreign_checkpoint_comes_from_another_job(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd", "flink-2.1-heap-p3-snappy",
-                                  "flink-1.20-rocksdb-heap-timers"])
+                                  "flink-1.20-rocksdb-heap-timers", "flink-2.1-forst"])
 def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     spec = SPECS[name]
     fresh = generate(spec, tmp_path, staging=tmp_path / "staging")
