@@ -33,7 +33,7 @@ from dataclasses import dataclass, field
 from repair.errors import FormatError
 from repair.formats.binary import ByteReader
 from repair.formats.flink_backend_meta import BACKEND_STATE_TYPES, TIMER_STATE_PREFIX, StateMetaInfo
-from repair.formats.flink_serializers import SerializerSnapshot, SnapshotReader, describe
+from repair.formats.flink_serializers import SerializerSnapshot, SnapshotReader
 from repair.formats.flink_values import Decoder, decoder_for
 from repair.formats.java_io import read_utf
 
@@ -67,9 +67,6 @@ class TimerService:
     name: str
     key_serializer: SerializerSnapshot
     namespace_serializer: SerializerSnapshot
-
-    def same_types(self, other: TimerService) -> bool:
-        return (self.name, self.key_serializer, self.namespace_serializer) == (other.name, other.key_serializer, other.namespace_serializer)
 
 
 @dataclass
@@ -136,8 +133,3 @@ def _element(r: ByteReader, key: Decoder, namespace: Decoder, label: str) -> byt
     parts = bytes(r.data[start : r.pos])
     timestamp = r.i64(f"{label} timestamp")
     return _I64.pack(timestamp ^ -_SIGN_BIT) + parts
-
-
-def describe_service(service: TimerService) -> str:
-    """``user-timers (String, VoidNamespace)``."""
-    return f"{service.name} ({describe(service.key_serializer)}, {describe(service.namespace_serializer)})"

@@ -126,7 +126,7 @@ def _rows(source: RandomAccess, blocks: list[tuple[int, int, int]], services: di
 
 def _check_service(section: ServiceTimers, services: dict[str, TimerService], key_group: int, offset: int) -> None:
     planned = services.get(section.service.name)
-    if planned is None or not planned.same_types(section.service):
+    if planned != section.service:  # another name, or the same name with other serializers
         raise FormatError(f"key group {key_group} timer service", offset,
                           f"the services of the first key group ({', '.join(sorted(services))}) with the same serializers",
                           repr(section.service.name))
