@@ -242,3 +242,16 @@ def test_raw_keyed_state_that_is_not_timers_is_listed_as_skipped(tmp_path, capsy
     skipped = {(s["what"], s["reason"]) for s in document["skipped"]}
     assert skipped == {("raw-keyed-state", "raw keyed state the operator wrote itself (opaque bytes, not timers)")}
     assert not any(s["kind"] == "priority-queue" for op in document["operators"] for s in op["states"])
+
+
+def test_inspect_verify_and_export_leave_the_checkpoint_untouched(tmp_path, capsys, read_only_guard):
+    """The commands that read raw keyed timers, on the committed fixture itself: exit codes, and not a
+    byte of the input changed (the guard hashes the tree before and after)."""
+    from repair.cli import main
+
+    root = str(read_only_guard(FIXTURE / "checkpoints" / INFO["job_id"]))
+    assert main(["inspect", root, "--json"]) == 0
+    listed = {s["name"] for op in json.loads(capsys.readouterr().out)["operators"] for sub in op["subtasks"] for s in sub["states"]}
+    assert timer_state_name("event", "user-timers") in listed and timer_state_name("event", "window-timers") in listed
+    assert main(["verify", root]) == 0
+    assert main(["export", root, "--out", str(tmp_path / "out"), "--workers", "1"]) == 0
