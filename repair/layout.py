@@ -11,6 +11,11 @@ read somewhere other than where it was written, the ``<job-id>/shared/<file>``, 
 or ``<job-id>/taskowned/<file>`` tail of each recorded path is resolved against the root being read,
 and the result says that it was relocated. The rule depends only on the recorded paths and where the
 snapshot is read, never on which of several places happens to exist, so the answer is reproducible.
+
+One exception: the changelog state backend's files (``<dstl.dfs.base-path>/<job-id>/dstl/<uuid>``). Their
+base is configured apart from the checkpoint directory, often elsewhere, so a ``dstl/`` file is read
+from the job root being read only when it is there (copied along with the checkpoint; file names are
+random UUIDs, so a file of that name is that file), and otherwise where it was recorded.
 """
 
 from __future__ import annotations
@@ -33,6 +38,8 @@ _CHK = re.compile(r"^chk-(\d+)$")
 _JOB_ID = re.compile(r"^[0-9a-f]{32}$")
 #: Directories directly below a job's checkpoint root that hold state files.
 _ANCHORS = ("shared", "taskowned")
+#: ``StateChangeFsUploader.PATH_SUB_DIR``: the changelog's files, below ``<dstl base>/<job-id>/``.
+CHANGELOG_DIR = "dstl"
 
 
 @dataclass(frozen=True)
@@ -190,6 +197,11 @@ class PathResolver:
                 return normalize_uri(recorded), False
         if _same_place(recorded_root, actual_root):
             return normalize_uri(recorded), False
+        if tail[0] == CHANGELOG_DIR:
+            candidate = st.join(actual_root, *tail)
+            if self.storage is None or self.storage.stat(candidate) is None:
+                return normalize_uri(recorded), False
+            return candidate, True
         self.moves[normalize_uri(recorded_root)] = actual_root
         return st.join(actual_root, *tail), True
 
@@ -197,14 +209,14 @@ class PathResolver:
 def split_recorded_path(recorded: str) -> tuple[str, str, list[str]] | None:
     """``(base, job_id, tail)`` of a path like ``<base>/<job-id>/shared/<file>``, else None.
 
-    The anchor is the last ``shared``, ``taskowned`` or ``chk-N`` segment preceded by a 32-hex job id.
+    The anchor is the last ``shared``, ``taskowned``, ``dstl`` or ``chk-N`` segment preceded by a 32-hex job id.
     """
     location = st.parse_location(recorded)
     prefix, path = location.prefix, location.path
     segments = path.split("/")
     for i in range(len(segments) - 2, 0, -1):
         segment = segments[i]
-        if (segment in _ANCHORS or _CHK.match(segment)) and _JOB_ID.match(segments[i - 1]):
+        if (segment in _ANCHORS or segment == CHANGELOG_DIR or _CHK.match(segment)) and _JOB_ID.match(segments[i - 1]):
             base = prefix + "/".join(segments[: i - 1]) if i > 1 else prefix + "/"
             return base or "/", segments[i - 1], [s for s in segments[i:] if s]
     return None

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.state_model import window_key
+from repair.formats.flink_handles import ChangelogBackendHandle
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -98,8 +99,22 @@ def fixture_spec(path: Path) -> dict:
 def writes_rocksdb_instances(path: Path) -> bool:
     """Whether the fixture's checkpoints and native savepoints hold RocksDB instances (the RocksDB
     backend, incremental or full: both native since Flink 1.15; ForSt, a RocksDB fork, in the same
-    handles), not key-group streams (the heap backend)."""
-    return fixture_spec(path)["state_backend"] in ("rocksdb", "forst")
+    handles), not key-group streams (the heap backend) nor a changelog over them."""
+    return fixture_spec(path)["state_backend"] in ("rocksdb", "forst") and not logs_state_changes(path)
+
+
+def logs_state_changes(path: Path) -> bool:
+    """Whether the fixture ran the changelog state backend: its checkpoints' keyed state is a
+    ``ChangelogBackendHandle`` (a materialized RocksDB snapshot, if any yet, plus DSTL change sets)."""
+    return bool(fixture_spec(path).get("changelog"))
+
+
+def materialized(handle):
+    """The keyed handle a test reads: a changelog handle's first materialized one (None before the first
+    materialization), any other handle itself."""
+    if isinstance(handle, ChangelogBackendHandle):
+        return next((h for h in handle.materialized if h is not None), None)
+    return handle
 
 
 def timers_in_raw_keyed_state(path: Path) -> bool:

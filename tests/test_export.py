@@ -26,7 +26,7 @@ from repair.ops import export_parts
 from repair.ops.export import COLUMNS, export, partition_value
 from repair.ops.export_parts import write_state_part
 from repair.ops.state_reader import StateStream
-from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info, namespaced, timers_in_raw_keyed_state, writes_rocksdb_instances
+from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info, logs_state_changes, namespaced, timers_in_raw_keyed_state, writes_rocksdb_instances
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: fixture.json's operator state kinds -> the export's state kinds
@@ -34,7 +34,8 @@ _OPERATOR_KINDS = {"list": "operator-list", "union": "union-list", "broadcast": 
 KEY_STRUCTS = {"Long": struct.Struct(">q"), "Integer": struct.Struct(">i")}
 KEY_HASHES = {"String": java_string_hash, "Long": java_long_hash, "Integer": java_int_hash}
 #: (fixture, which): the newest checkpoint of every fixture, and every native and canonical savepoint.
-SOURCES = [(name, "checkpoint") for name in FIXTURE_NAMES] + [
+#: Changelog checkpoints are not exported yet (the export lists them as skipped: test_changelog.py).
+SOURCES = [(name, "checkpoint") for name in FIXTURE_NAMES if not logs_state_changes(FIXTURES / name)] + [
     (name, f"{form.lower()}-savepoint")
     for form in ("NATIVE", "CANONICAL") for name in FIXTURE_NAMES if form in fixture_info(FIXTURES / name).get("savepoints", {})
 ]

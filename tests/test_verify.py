@@ -15,7 +15,7 @@ import pytest
 from repair.cli import main
 from repair.ops.verify import verify
 from tests import damage
-from tests.conftest import FIXTURES, fixture_info
+from tests.conftest import FIXTURES, fixture_info, logs_state_changes
 from tests.rocksdb_testlib import (
     ldb_live_files,
     make_rocksdict_db,
@@ -40,7 +40,11 @@ def test_healthy_fixtures_verify_clean(fixture_dir, read_only_guard):
     read_only_guard(fixture_dir)
     for path in _snapshots(fixture_dir):
         result = verify(str(path))
-        assert result.findings == [], [f.describe() for f in result.findings]
+        findings = result.findings
+        if logs_state_changes(fixture_dir):
+            # before the first materialization a changelog may record no key serializer (test_changelog.py)
+            findings = [f for f in findings if not (f.kind == "not_fully_checked" and "no key serializer recorded" in f.message)]
+        assert findings == [], [f.describe() for f in findings]
         assert result.ok and all(s.ok for s in result.snapshots)
     root = verify(str(damage.checkpoint_root(fixture_dir)))
     assert [s.checkpoint_id for s in root.snapshots] == fixture_info(fixture_dir)["retained_checkpoints"]

@@ -228,6 +228,12 @@ class _MetaReader:
         return False
 
 
+def read_state_meta_info(reader: ByteReader) -> StateMetaInfo:
+    """One ``StateMetaInfoSnapshot`` (the current layout, versions 5 onwards) at ``reader``'s position;
+    an unknown serializer snapshot class sets ``problem`` and leaves the reader inside its payload."""
+    return _MetaReader(reader).state()
+
+
 def _looks_like_state_header(r: ByteReader, pos: int) -> bool:
     probe = ByteReader(r.data, pos, r.end, base=r.base)
     try:

@@ -22,7 +22,7 @@ from repair.formats.rocksdb_files import decode_current, parse_options
 from repair.formats.sst import verify_table
 
 #: What a file is expected to be, from its local RocksDB name or its role in a handle.
-KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "data")
+KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "changelog", "data")
 
 #: Files checked by reading them whole are bounded (MANIFEST, CURRENT, OPTIONS, meta data).
 MAX_WHOLE_FILE = 1 << 30
@@ -82,6 +82,8 @@ class FileResult:
     blocks_checked: int = 0
     manifest: ManifestSummary | None = None
     current_target: str | None = None
+    #: Changelog (DSTL) files: where each change set starts in the stream, for the handles' offsets.
+    change_sets: tuple[int, ...] | None = None
 
 
 def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
@@ -116,7 +118,9 @@ def _open_checked(task: FileTask, storage: st.Storage, result: FileResult):
         result.problems.append(Problem("missing_file", what, expected=f"{task.size} bytes", found="nothing"))
         return None
     end = task.start + task.size
-    if (task.whole_file and info.size != task.size) or info.size < end:
+    if task.kind == "changelog":
+        pass  # the size recorded counts the change stream's bytes (see _check_changelog)
+    elif (task.whole_file and info.size != task.size) or info.size < end:
         expected = f"{task.size} bytes" if task.whole_file else f"at least {end} bytes"
         kind = "truncated_file" if info.size < end else "size_mismatch"
         result.problems.append(
@@ -261,6 +265,34 @@ def _check_raw_keyed(source, result: FileResult) -> None:
     result.bytes_checked += source.size
 
 
+def _check_changelog(source, result: FileResult) -> None:
+    """A changelog (DSTL) file: every change set framed, every change's operation, every state's meta
+    data decoded (TTL configuration and default value included). Which change sets the checkpoint uses
+    is checked against :attr:`FileResult.change_sets` by the caller."""
+    from repair.formats.flink_changelog import changelog_stream, decode_change, iter_change_sets
+
+    data = _whole(source, result)
+    starts: list[int] = []
+    try:
+        stream = changelog_stream(data)
+        if len(stream) != result.task.size:
+            # Flink records the stream's length (after the flag byte, uncompressed) as the handle's size.
+            kind = "truncated_file" if len(stream) < result.task.size else "size_mismatch"
+            result.problems.append(Problem(kind, f"the change stream has {len(stream)} bytes, _metadata records {result.task.size}",
+                                           expected=f"{result.task.size} bytes", found=f"{len(stream)} bytes"))
+        for offset, changes in iter_change_sets(stream):
+            starts.append(offset)
+            for change in changes:
+                decode_change(change)
+    except RepairError as error:
+        compressed = data[:1] == b"\x01"
+        where = " (offsets count bytes of the decompressed stream after the flag byte)" if compressed else " (offsets count bytes after the flag byte)"
+        result.problems.append(Problem("bad_changelog", str(error) + where, getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+    result.change_sets = tuple(starts)
+    result.blocks_checked += len(starts)
+
+
 def _check_data(source, result: FileResult) -> None:
     """Bytes of a known size only (operator state, full snapshots): existence and size were checked."""
     result.bytes_checked += source.size
@@ -274,6 +306,7 @@ _CHECKS = {
     "backend-meta": _check_backend_meta,
     "key-groups": _check_key_groups,
     "raw-keyed": _check_raw_keyed,
+    "changelog": _check_changelog,
     "data": _check_data,
 }
 

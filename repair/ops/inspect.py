@@ -20,6 +20,7 @@ from repair.formats.flink_handles import (
 )
 from repair.keygroups import operator_id_for_uid
 from repair.layout import discover
+from repair.ops.changelog_reader import changelog_pieces, changelog_states
 from repair.ops.raw_timers_reader import raw_timer_states, read_raw_timer_services, timers_or_reason
 from repair.snapshot import LoadedSnapshot, load_snapshot, read_resolved
 
@@ -241,8 +242,9 @@ def _subtask(snapshot: LoadedSnapshot, sub, storage: st.Storage) -> SubtaskInfo:
             add(handle.delegate, role)
 
     keyed = sub.managed_keyed_state
-    if isinstance(keyed, ChangelogBackendHandle):
-        info.problems.append("changelog state backend: materialized part shown, changelog files not listed")
+    changelog = isinstance(keyed, ChangelogBackendHandle)
+    if changelog:
+        _changelog(snapshot, keyed, storage, info, add)
         keyed = next((h for h in keyed.materialized if h is not None), None)
     if isinstance(keyed, IncrementalKeyedHandle):
         info.handle = "incremental-rocksdb"
@@ -268,7 +270,27 @@ def _subtask(snapshot: LoadedSnapshot, sub, storage: st.Storage) -> SubtaskInfo:
     if isinstance(raw, KeyGroupsHandle):
         add(raw.delegate, "raw-keyed")
         info.states.extend(_raw_timer_states(snapshot, raw, storage, info))
+    if changelog:
+        info.handle = "changelog"  # over its materialized part's handle, if any
+    # A changelog registers again the states its materialized part holds.
+    names = set()
+    info.states = [s for s in info.states if not (s.name in names or names.add(s.name))]
     return info
+
+
+def _changelog(snapshot: LoadedSnapshot, keyed: ChangelogBackendHandle, storage: st.Storage, info: SubtaskInfo, add) -> None:
+    """The changelog files of a subtask (each once) and the states its changes register."""
+    info.key_group_range = (keyed.key_groups.start, keyed.key_groups.end)
+    seen = set()
+    for handle, _offset in changelog_pieces(keyed):
+        name = getattr(handle, "path", None) or id(handle)  # a file holds several change sets
+        if name not in seen:
+            seen.add(name)
+            add(handle, "changelog")
+    try:
+        info.states.extend(StateEntry(state.name, state.kind) for state in changelog_states(snapshot, storage, keyed))
+    except RepairError as error:
+        info.problems.append(f"changelog: {error}")
 
 
 def _raw_timer_states(snapshot: LoadedSnapshot, raw: KeyGroupsHandle, storage: st.Storage, info: SubtaskInfo) -> list[StateEntry]:

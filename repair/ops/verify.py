@@ -8,7 +8,10 @@ What is checked, for each retained checkpoint or savepoint under the given path:
   decompresses; every MANIFEST record passes its CRC and decodes; CURRENT and OPTIONS parse; the keyed
   backend meta data decodes;
 - per RocksDB instance (keyed subtask): CURRENT names a MANIFEST the checkpoint holds, and the
-  MANIFEST's live files are exactly the checkpoint's SSTs, with the same sizes.
+  MANIFEST's live files are exactly the checkpoint's SSTs, with the same sizes;
+- with the changelog state backend, the materialized part as above, and every changelog (DSTL) file
+  the checkpoint uses: every change set framed, every change's operation and every state's meta data
+  decoded, and each offset the checkpoint records is where a change set starts.
 
 Each physical file is read once however many checkpoints reference it (:mod:`file_checks`); its
 problems are then reported for every reference. The same checks work on a bare RocksDB directory (a
@@ -23,14 +26,18 @@ from typing import Any, Callable
 
 from repair import storage as st
 from repair.errors import RepairError, StorageError
+from repair.formats.flink_changelog import StateChange, decode_change
 from repair.formats.flink_handles import (
     ChangelogBackendHandle,
+    ChangelogStreamHandle,
     IncrementalKeyedHandle,
+    InMemoryChangelogHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
 )
 from repair.formats.rocksdb_files import FileKind, parse_file_name, table_file_name
 from repair.layout import METADATA, discover
+from repair.ops.changelog_check import changelog_key_serializer, check_subtask_changelog
 from repair.ops.file_checks import FileResult, FileTask, check_file, kind_for_local_name
 from repair.ops.runner import default_workers, run_tasks
 from repair.snapshot import LoadedSnapshot, load_snapshot
@@ -206,6 +213,10 @@ class _Plan:
     tasks: dict[tuple, FileTask] = field(default_factory=dict)
     references: dict[tuple, list[Reference]] = field(default_factory=dict)
     instances: list[_Instance] = field(default_factory=list)
+    #: ``(task key, offset, reference)`` of every change set a checkpoint uses in a changelog file.
+    change_sets: list[tuple[tuple, int, Reference]] = field(default_factory=list)
+    #: Subtasks whose changelog is replayed once their snapshot is checked: ``(snapshot, handle, reference)``.
+    changelogs: list[tuple[LoadedSnapshot, ChangelogBackendHandle, Reference]] = field(default_factory=list)
     findings: list[Finding] = field(default_factory=list)
     snapshots: list[SnapshotSummary] = field(default_factory=list)
     decompress: bool = True
@@ -237,6 +248,7 @@ def verify(
     plan = _Plan(decompress=decompress)
     layout = _plan_path(path, storage, plan)
     results = _execute(plan, storage, workers, master, on_progress)
+    _replay_changelogs(plan, storage, None)
     return _assemble(path, layout, plan, results)
 
 
@@ -261,13 +273,16 @@ def verify_newest_first(
     plan = _Plan(decompress=decompress)
     layout = _plan_path(path, storage, plan)
     if layout != "job-root":
-        return _assemble(path, layout, plan, _execute(plan, storage, workers, master, on_progress))
+        results = _execute(plan, storage, workers, master, on_progress)
+        _replay_changelogs(plan, storage, None)
+        return _assemble(path, layout, plan, results)
     results: dict[tuple, FileResult] = {}
     checked: set[str] = set()
     report = None
     for summary in sorted(plan.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True):
         keys = [k for k, refs in plan.references.items() if k not in results and any(r.snapshot == summary.name for r in refs)]
         results.update(_execute(plan, storage, workers, master, on_progress, keys))
+        _replay_changelogs(plan, storage, summary.name)
         checked.add(summary.name)
         report = _assemble(path, layout, plan, results, checked)
         if enough(report) if enough is not None else summary.ok:
@@ -364,24 +379,86 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
                 if isinstance(handle, OperatorStateHandle):
                     add(handle.delegate, ref(role="operator-state"), "data")
             keyed = sub.managed_keyed_state
+            materialized = [keyed]
             if isinstance(keyed, ChangelogBackendHandle):
-                keyed = next((h for h in keyed.materialized if h is not None), None)
-            if isinstance(keyed, IncrementalKeyedHandle):
-                add(keyed.meta, ref(role="meta"), "backend-meta")
-                instance = _Instance(ref(role="instance"))
-                for role, entries in (("shared", keyed.shared), ("private", keyed.private)):
-                    for entry in entries:
-                        task = add(entry.handle, ref(entry.local_path, role), kind_for_local_name(entry.local_path, role))
-                        if task is not None:
-                            (instance.ssts if entry.local_path.endswith(".sst") else instance.others)[entry.local_path] = task
-                plan.instances.append(instance)
-            elif isinstance(keyed, KeyGroupsHandle):
-                add(keyed.delegate, ref(role="key-groups"), "key-groups", key_groups=(keyed.key_groups.start, keyed.key_groups.count),
-                    offsets=tuple(keyed.offsets), max_parallelism=op.max_parallelism)
+                materialized = [h for h in keyed.materialized if h is not None]
+                _plan_changelog(keyed, ref, add, plan)
+                plan.changelogs.append((snapshot, keyed, ref(role="changelog")))
+            for keyed in materialized:
+                if isinstance(keyed, IncrementalKeyedHandle):
+                    add(keyed.meta, ref(role="meta"), "backend-meta")
+                    instance = _Instance(ref(role="instance"))
+                    for role, entries in (("shared", keyed.shared), ("private", keyed.private)):
+                        for entry in entries:
+                            task = add(entry.handle, ref(entry.local_path, role), kind_for_local_name(entry.local_path, role))
+                            if task is not None:
+                                (instance.ssts if entry.local_path.endswith(".sst") else instance.others)[entry.local_path] = task
+                    plan.instances.append(instance)
+                elif isinstance(keyed, KeyGroupsHandle):
+                    add(keyed.delegate, ref(role="key-groups"), "key-groups", key_groups=(keyed.key_groups.start, keyed.key_groups.count),
+                        offsets=tuple(keyed.offsets), max_parallelism=op.max_parallelism)
             raw = sub.raw_keyed_state
             if isinstance(raw, KeyGroupsHandle):
                 add(raw.delegate, ref(role="raw-keyed"), "raw-keyed", key_groups=(raw.key_groups.start, raw.key_groups.count),
                     offsets=tuple(raw.offsets), max_parallelism=op.max_parallelism)
+
+
+def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference], add, plan: _Plan) -> None:
+    """The changelog files of one subtask's non-materialized state, and the changes kept inline."""
+    for handle in keyed.non_materialized:
+        if isinstance(handle, ChangelogStreamHandle):
+            for piece in handle.handles:
+                reference = ref(role="changelog")
+                task = add(piece.handle, reference, "changelog")
+                if task is not None:
+                    plan.change_sets.append((task.key, piece.position, reference))
+        elif isinstance(handle, InMemoryChangelogHandle):
+            for change in handle.changes:
+                try:
+                    decode_change(StateChange(change.key_group, change.data, 0))
+                except RepairError as error:
+                    plan.findings.append(Finding("error", "bad_changelog", f"a change kept in _metadata: {error}", ref(role="changelog")))
+
+
+def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | None) -> None:
+    """Decode every data change of the planned subtasks' changelogs (of one snapshot, or all)."""
+    todo = [entry for entry in plan.changelogs if snapshot_name is None or entry[2].snapshot == snapshot_name]
+    # Every subtask of an operator has the same key serializer; not every one records it.
+    key_serializers: dict[tuple, object] = {}
+    for snapshot, keyed, reference in todo:
+        operator = (reference.snapshot, reference.operator)
+        if key_serializers.get(operator) is None:
+            key_serializers[operator] = changelog_key_serializer(snapshot, storage, keyed)
+    for snapshot, keyed, reference in todo:
+        check = check_subtask_changelog(snapshot, storage, keyed, key_serializers.get((reference.snapshot, reference.operator)))
+        if check.error is not None:
+            error = check.error
+            plan.findings.append(Finding("error", "bad_changelog", f"replaying the changelog: {error}", reference,
+                                         path=error.source, offset=getattr(error, "offset", None),
+                                         expected=getattr(error, "expected", None), found=getattr(error, "found", None)))
+        if check.unchecked:
+            names = ", ".join(repr(name) for name in check.unchecked)
+            first = next(iter(check.unchecked.values()))
+            plan.findings.append(Finding("warning", "not_fully_checked", f"changes of states not decoded: {names}; {first}", reference))
+
+
+def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[Finding]:
+    """Each offset a checkpoint records in a readable changelog file must start a change set there."""
+    findings = []
+    for key, position, reference in plan.change_sets:
+        result = results.get(key)
+        if result is None or result.change_sets is None or any(p.severity == "error" for p in result.problems):
+            continue
+        if position not in result.change_sets:
+            findings.append(Finding(
+                "error", "bad_changelog",
+                f"_metadata points at offset {position} of this changelog file, where no change set starts: "
+                "Flink would read other bytes as changes",
+                reference, path=result.task.uri, offset=position,
+                expected="one of the change set offsets " + ", ".join(map(str, result.change_sets[:8])) + (" ..." if len(result.change_sets) > 8 else ""),
+                found=position,
+            ))
+    return findings
 
 
 def _key_group_range(handle) -> tuple[int, int] | None:
@@ -461,6 +538,7 @@ def _assemble(
     for instance in plan.instances:
         if checked is None or instance.reference.snapshot in checked:
             findings.extend(_cross_check(instance, results))
+    findings.extend(_check_change_sets(plan, results))
     failed = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == "error"}
     for summary in plan.snapshots:
         summary.ok = summary.ok and (summary.name, summary.checkpoint_id) not in failed

@@ -1,0 +1,104 @@
+"""Every change of a subtask's changelog decoded with its state's serializers (``repair verify``).
+
+The file check (:mod:`repair.ops.file_checks`, kind ``changelog``) proves each DSTL file framed and its
+meta data changes decodable, file by file. Data changes name their state by an id that a METADATA
+change of the same subtask's log assigned, maybe in an earlier file, so decoding them is a check per
+subtask: replay the log in restore order, and split each data change into its key, namespace and
+values (:class:`~repair.formats.flink_changelog.ChangeReader`), which only the right serializers do to
+the last byte.
+
+The key serializer is not in the changelog: it comes from the materialized part's meta data, or from a
+timer state's ``TimerSerializer`` (which nests it), of this subtask or another of the operator. Without
+either, or with a serializer this toolkit cannot decode, the affected states are not checked: a
+warning, not an error.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from repair import storage as st
+from repair.errors import FormatError, RepairError
+from repair.formats.flink_changelog import ChangeReader, DataChange, MetadataChange, decode_change
+from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle
+from repair.formats.flink_values import UnsupportedSerializerError
+from repair.ops.changelog_reader import iter_subtask_changes
+from repair.ops.state_reader import read_handle_meta
+from repair.snapshot import LoadedSnapshot
+
+
+@dataclass
+class ChangelogCheck:
+    """What replaying one subtask's changelog found."""
+
+    changes: int = 0
+    #: False when a file could not be read or framed (its own check says why): nothing was replayed.
+    replayed: bool = True
+    #: The first problem of a data change (the replay stops there).
+    error: RepairError | None = None
+    #: States whose changes could not be decoded, and why (the first reason).
+    unchecked: dict[str, str] = field(default_factory=dict)
+
+
+def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle,
+                            key_serializer=None) -> ChangelogCheck:
+    """Replay one subtask's changelog. ``key_serializer``: the operator's, when another subtask tells it
+    and this one does not (:func:`changelog_key_serializer`)."""
+    result = ChangelogCheck()
+    try:
+        changes = [decode_change(change) for change in iter_subtask_changes(snapshot, storage, keyed)]
+    except RepairError:
+        # A file that cannot be read or framed: the check of that file reports it.
+        result.replayed = False
+        return result
+    key_serializer = _key_serializer(snapshot, storage, keyed, changes) or key_serializer
+    states: dict[int, MetadataChange] = {}
+    readers: dict[int, ChangeReader] = {}
+    for change in changes:
+        result.changes += 1
+        if isinstance(change, MetadataChange):
+            states[change.state_id] = change
+            readers.pop(change.state_id, None)
+            continue
+        registered = states.get(change.state_id)
+        if registered is None:
+            result.error = FormatError("state id", change.offset - 2, "the id of a state a METADATA change registered before",
+                                       f"{change.state_id} ({change.operation} in key group {change.key_group})")
+            return result
+        state = registered.state
+        if state.name in result.unchecked:
+            continue
+        if key_serializer is None and state.kind != "priority-queue":
+            result.unchecked[state.name] = "no key serializer recorded (no materialized state and no timers)"
+            continue
+        try:
+            reader = readers.get(change.state_id) or readers.setdefault(change.state_id, ChangeReader(state, key_serializer))
+            reader.read(change)
+        except UnsupportedSerializerError as error:
+            result.unchecked[state.name] = str(error)
+        except RepairError as error:
+            result.error = error
+            return result
+    return result
+
+
+def changelog_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle):
+    """The key serializer snapshot one subtask's changelog handle tells (None if it does not)."""
+    try:
+        changes = [decode_change(change) for change in iter_subtask_changes(snapshot, storage, keyed)]
+        return _key_serializer(snapshot, storage, keyed, changes)
+    except RepairError:
+        return None
+
+
+def _key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle,
+                    changes: list[MetadataChange | DataChange]):
+    for handle in keyed.materialized:
+        if isinstance(handle, IncrementalKeyedHandle) and handle.meta is not None:
+            return read_handle_meta(snapshot, storage, handle).key_serializer
+    for change in changes:
+        if isinstance(change, MetadataChange) and change.state.is_timer_state:
+            timer = change.state.serializer("VALUE_SERIALIZER")
+            if timer is not None and len(timer.nested) == 2:
+                return timer.nested[0]
+    return None
