@@ -164,8 +164,11 @@ TASK_NAMES = tuple(
     for p in (
         r"keyed state backend for (?P<operator>[^\s(]+?)_(?P<operator_id>[0-9a-f]{32})_\((?P<subtask>\d+)/(?P<parallelism>\d+)\)",
         r"for operator (?P<operator>[^()]{1,120}?) \((?P<subtask>\d+)/(?P<parallelism>\d+)\)",
-        # a task name with its attempt number, as the TaskManager logs it: "per-user (2/4)#0"
-        r"(?<![\w\-.>\[\]])(?P<operator>\w[\w\-.>\[\]]*(?: \w[\w\-.>\[\]]*){0,3}) \((?P<subtask>\d+)/(?P<parallelism>\d+)\)#\d+",
+        # a task name with its attempt number, as the TaskManager logs it: "per-user (2/4)#0", maybe followed
+        # by the attempt id "(<graph>_<job vertex>_<subtask>_<attempt>)": the vertex id is the id of the
+        # chain's first operator, which a keyed operator is (keyBy starts a chain)
+        r"(?<![\w\-.>\[\]])(?P<operator>\w[\w\-.>\[\]]*(?: \w[\w\-.>\[\]]*){0,3}) \((?P<subtask>\d+)/(?P<parallelism>\d+)\)#\d+"
+        r"(?: \([0-9a-f]{32}_(?P<operator_id>[0-9a-f]{32})_\d+_\d+\))?",
     )
 )
 

@@ -167,6 +167,28 @@ def test_task_name_with_attempt_number():
     assert incident.next_command == "repair fallback hdfs://nn/flink/cp/aaaabbbbccccddddaaaabbbbccccdddd"
 
 
+def test_a_whole_log_names_one_failure_once_by_task_name_and_by_operator():
+    """The TaskManager's log line names the task ("per-account (2/3)#0" and its attempt id, whose job vertex
+    id is the keyed operator's id); the job's exception names the operator ("KeyedProcessOperator_<id>").
+    Both are one incident (real Flink 1.20 output, trimmed)."""
+    missing = ("java.io.FileNotFoundException: /cp/7f725960ff6eb2ce5516f53d7277aa03/shared/"
+               "1db980f5-a35b-43a3-8c46-29d80086f460 (No such file or directory)\n")
+    text = ("05:25:01,686 WARN  Task - per-account (2/3)#0 (c0e56e61cf4623d907cb8124b97f25d3_"
+            "f40a3056fb7c04a9bff8fb0177a847cf_1_0) switched from INITIALIZING to FAILED with failure cause:\n"
+            "java.lang.Exception: Exception while creating StreamOperatorStateContext.\n"
+            "Caused by: org.apache.flink.util.FlinkException: Could not restore keyed state backend for "
+            "KeyedProcessOperator_f40a3056fb7c04a9bff8fb0177a847cf_(2/3) from any of the 1 provided restore options.\n"
+            "Caused by: " + missing
+            + "Exception in thread main: org.apache.flink.runtime.client.JobExecutionException: Job execution failed.\n"
+            "Caused by: org.apache.flink.util.FlinkException: Could not restore keyed state backend for "
+            "KeyedProcessOperator_f40a3056fb7c04a9bff8fb0177a847cf_(2/3) from any of the 1 provided restore options.\n"
+            "Caused by: " + missing)
+    (incident,) = diagnose(text).incidents
+    assert incident.cause_id == "checkpoint-file-missing"
+    assert incident.operator_id == "f40a3056fb7c04a9bff8fb0177a847cf" and incident.subtasks == [2]
+    assert incident.files == ["1db980f5-a35b-43a3-8c46-29d80086f460"]
+
+
 def test_unknown_trace_says_so_and_shows_the_root_cause():
     text = ("java.lang.RuntimeException: oops\n\tat com.example.Job.main(Job.java:10)\n"
             "Caused by: java.lang.IllegalStateException: the widget is broken\n\tat com.example.Widget.run(Widget.java:3)")
@@ -221,7 +243,9 @@ def test_real_flink_restore_failure_is_diagnosed(tmp_path):
         with pytest.raises(FlinkRunError) as failure:
             run_fixture_job(dist, "restore", settings, {"--records": str(dumps), "--out": str(Path(work) / "out.jsonl")},
                             timeout_s=300)
-    result = diagnose(str(failure.value))
+    # The whole output, as an engineer pastes the log: the job's final exception alone may be another
+    # task's cancelled restore ("registry is already closed"), logged after the real cause.
+    result = diagnose(failure.value.output)
     assert len(result.incidents) == 1, f"Flink failed with: {str(failure.value)[-3000:]}"  # the text, should this ever fail
     (incident,) = result.incidents
     assert incident.cause_id == "checkpoint-file-missing"
