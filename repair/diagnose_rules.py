@@ -72,6 +72,20 @@ RULES: tuple[Rule, ...] = (
         },
     ),
     Rule(
+        "restore-download-failed",
+        "restoring a RocksDB instance failed while downloading its checkpoint files, and Flink reported "
+        "another download thread's error (its registry closed) instead of the first one: the file that "
+        "failed, most often one missing from checkpoint storage, is not named in the log",
+        _runbook("manifest-missing"),
+        (
+            # RocksDBStateDownloader downloads in parallel; the first failure closes the registry, and the
+            # exception that surfaces may be a later thread's. Bounded: a stack trace of frames in between.
+            r"Could not restore keyed state backend for \S+ .{0,6000}?Cannot register Closeable, registry is already closed",
+        ),
+        {None: "repair verify <checkpoint-root>"},
+        phased=False,
+    ),
+    Rule(
         "hard-link-not-supported",
         "the RocksDB local directory is on a filesystem without hard links (network or shared filesystem, "
         "often the checkpoint filesystem itself): RocksDB cannot create its native checkpoint",

@@ -120,6 +120,14 @@ def test_real_flink_missing_manifest_trace():
     assert f"repair verify {root}" in incident.also
 
 
+def test_real_flink_restore_whose_missing_file_flink_did_not_name():
+    (incident,) = diagnose(_read(TRACES / "flink-1.20-restore-registry-closed.txt")).incidents
+    assert incident.cause_id == "restore-download-failed"
+    assert incident.runbook == "docs/runbooks/manifest-missing.md"
+    assert incident.operator_id == "a5a30b73b3c5159bcba1edfe5552063c" and incident.subtasks == [1]
+    assert incident.next_command == "repair verify <checkpoint-root>"
+
+
 def test_real_flink_bad_magic_trace():
     (incident,) = diagnose(_read(TRACES / "flink-1.20-restore-bad-table-magic.txt")).incidents
     assert incident.cause_id == "bad-sst"
@@ -170,16 +178,15 @@ def test_task_name_with_attempt_number():
 def test_a_whole_log_names_one_failure_once_by_task_name_and_by_operator():
     """The TaskManager's log line names the task ("per-account (2/3)#0" and its attempt id, whose job vertex
     id is the keyed operator's id); the job's exception names the operator ("KeyedProcessOperator_<id>").
-    Both are one incident (real Flink 1.20 output, trimmed)."""
+    Both are one incident (real Flink 1.20 output, trimmed, with the dates of Flink's default log pattern)."""
     missing = ("java.io.FileNotFoundException: /cp/7f725960ff6eb2ce5516f53d7277aa03/shared/"
                "1db980f5-a35b-43a3-8c46-29d80086f460 (No such file or directory)\n")
-    text = ("05:25:01,686 WARN  Task - per-account (2/3)#0 (c0e56e61cf4623d907cb8124b97f25d3_"
+    text = ("2026-11-22 05:25:01,686 WARN  Task - per-account (2/3)#0 (c0e56e61cf4623d907cb8124b97f25d3_"
             "f40a3056fb7c04a9bff8fb0177a847cf_1_0) switched from INITIALIZING to FAILED with failure cause:\n"
             "java.lang.Exception: Exception while creating StreamOperatorStateContext.\n"
-            "Caused by: org.apache.flink.util.FlinkException: Could not restore keyed state backend for "
-            "KeyedProcessOperator_f40a3056fb7c04a9bff8fb0177a847cf_(2/3) from any of the 1 provided restore options.\n"
             "Caused by: " + missing
-            + "Exception in thread main: org.apache.flink.runtime.client.JobExecutionException: Job execution failed.\n"
+            + "2026-11-22 05:25:01,901 WARN  CollectResultFetcher - Failed to get job status.\n"
+            "Exception in thread main: org.apache.flink.runtime.client.JobExecutionException: Job execution failed.\n"
             "Caused by: org.apache.flink.util.FlinkException: Could not restore keyed state backend for "
             "KeyedProcessOperator_f40a3056fb7c04a9bff8fb0177a847cf_(2/3) from any of the 1 provided restore options.\n"
             "Caused by: " + missing)
@@ -248,6 +255,10 @@ def test_real_flink_restore_failure_is_diagnosed(tmp_path):
     result = diagnose(failure.value.output)
     assert len(result.incidents) == 1, f"Flink failed with: {str(failure.value)[-3000:]}"  # the text, should this ever fail
     (incident,) = result.incidents
+    if incident.cause_id == "restore-download-failed":
+        # about one run in ten: another download thread's error surfaced, the file is not in the log
+        assert incident.next_command == "repair verify <checkpoint-root>"
+        return
     assert incident.cause_id == "checkpoint-file-missing"
     assert incident.files == [victim.name]
     assert incident.checkpoint_root == str(root)
