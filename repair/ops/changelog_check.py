@@ -38,12 +38,21 @@ class ChangelogCheck:
     error: RepairError | None = None
     #: States whose changes could not be decoded, and why (the first reason).
     unchecked: dict[str, str] = field(default_factory=dict)
+    #: The key serializer snapshot the replay used (None: none was recorded or given).
+    key_serializer: object = None
+
+    @property
+    def lacked_key_serializer(self) -> bool:
+        return any(reason == NO_KEY_SERIALIZER for reason in self.unchecked.values())
+
+
+NO_KEY_SERIALIZER = "no key serializer recorded (no materialized state and no timers)"
 
 
 def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle,
                             key_serializer=None) -> ChangelogCheck:
-    """Replay one subtask's changelog. ``key_serializer``: the operator's, when another subtask tells it
-    and this one does not (:func:`changelog_key_serializer`)."""
+    """Replay one subtask's changelog. ``key_serializer``: the operator's, for when this subtask records
+    none (another subtask's :attr:`ChangelogCheck.key_serializer`)."""
     result = ChangelogCheck()
     try:
         changes = [decode_change(change) for change in iter_subtask_changes(snapshot, storage, keyed)]
@@ -51,7 +60,7 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
         # A file that cannot be read or framed: the check of that file reports it.
         result.replayed = False
         return result
-    key_serializer = _key_serializer(snapshot, storage, keyed, changes) or key_serializer
+    key_serializer = result.key_serializer = _key_serializer(snapshot, storage, keyed, changes) or key_serializer
     states: dict[int, MetadataChange] = {}
     readers: dict[int, ChangeReader] = {}
     for change in changes:
@@ -69,26 +78,18 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
         if state.name in result.unchecked:
             continue
         if key_serializer is None and state.kind != "priority-queue":
-            result.unchecked[state.name] = "no key serializer recorded (no materialized state and no timers)"
+            result.unchecked[state.name] = NO_KEY_SERIALIZER
             continue
         try:
-            reader = readers.get(change.state_id) or readers.setdefault(change.state_id, ChangeReader(state, key_serializer))
-            reader.read(change)
+            if change.state_id not in readers:
+                readers[change.state_id] = ChangeReader(state, key_serializer)
+            readers[change.state_id].read(change)
         except UnsupportedSerializerError as error:
             result.unchecked[state.name] = str(error)
         except RepairError as error:
             result.error = error
             return result
     return result
-
-
-def changelog_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle):
-    """The key serializer snapshot one subtask's changelog handle tells (None if it does not)."""
-    try:
-        changes = [decode_change(change) for change in iter_subtask_changes(snapshot, storage, keyed)]
-        return _key_serializer(snapshot, storage, keyed, changes)
-    except RepairError:
-        return None
 
 
 def _key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle,

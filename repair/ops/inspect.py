@@ -272,9 +272,11 @@ def _subtask(snapshot: LoadedSnapshot, sub, storage: st.Storage) -> SubtaskInfo:
         info.states.extend(_raw_timer_states(snapshot, raw, storage, info))
     if changelog:
         info.handle = "changelog"  # over its materialized part's handle, if any
-    # A changelog registers again the states its materialized part holds.
-    names = set()
-    info.states = [s for s in info.states if not (s.name in names or names.add(s.name))]
+    # A changelog registers again the states its materialized part holds: each name once.
+    unique: dict[str, StateEntry] = {}
+    for state in info.states:
+        unique.setdefault(state.name, state)
+    info.states = list(unique.values())
     return info
 
 

@@ -37,7 +37,7 @@ from repair.formats.flink_handles import (
 )
 from repair.formats.rocksdb_files import FileKind, parse_file_name, table_file_name
 from repair.layout import METADATA, discover
-from repair.ops.changelog_check import changelog_key_serializer, check_subtask_changelog
+from repair.ops.changelog_check import check_subtask_changelog
 from repair.ops.file_checks import FileResult, FileTask, check_file, kind_for_local_name
 from repair.ops.runner import default_workers, run_tasks
 from repair.snapshot import LoadedSnapshot, load_snapshot
@@ -423,14 +423,15 @@ def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference]
 def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | None) -> None:
     """Decode every data change of the planned subtasks' changelogs (of one snapshot, or all)."""
     todo = [entry for entry in plan.changelogs if snapshot_name is None or entry[2].snapshot == snapshot_name]
+    checks = [check_subtask_changelog(snapshot, storage, keyed) for snapshot, keyed, _ in todo]
     # Every subtask of an operator has the same key serializer; not every one records it.
-    key_serializers: dict[tuple, object] = {}
-    for snapshot, keyed, reference in todo:
-        operator = (reference.snapshot, reference.operator)
-        if key_serializers.get(operator) is None:
-            key_serializers[operator] = changelog_key_serializer(snapshot, storage, keyed)
-    for snapshot, keyed, reference in todo:
-        check = check_subtask_changelog(snapshot, storage, keyed, key_serializers.get((reference.snapshot, reference.operator)))
+    key_serializers = {(ref.snapshot, ref.operator): check.key_serializer
+                       for (_, _, ref), check in zip(todo, checks) if check.key_serializer is not None}
+    for i, ((snapshot, keyed, reference), check) in enumerate(zip(todo, checks)):
+        borrowed = key_serializers.get((reference.snapshot, reference.operator))
+        if check.lacked_key_serializer and borrowed is not None:
+            checks[i] = check_subtask_changelog(snapshot, storage, keyed, borrowed)
+    for (snapshot, keyed, reference), check in zip(todo, checks):
         if check.error is not None:
             error = check.error
             plan.findings.append(Finding("error", "bad_changelog", f"replaying the changelog: {error}", reference,
