@@ -480,6 +480,8 @@ def render_export(result) -> None:
                 notes.append(f"{state.outside_key_groups} keys outside key groups dropped")
             if state.not_representable:
                 notes.append("not representable: " + ", ".join(f"{c} x{n}" for c, n in state.not_representable.items()))
+            if state.changelog and state.changelog["changes"]:
+                notes.append(f"{state.changelog['changes']} logged changes applied")
             table.add_row(
                 escape(op.label if op.label != op.operator_id else op.operator_id[:8]), escape(state.state), state.kind,
                 str(state.rows), str(len(state.rows_per_subtask)), _value_type(state), "; ".join(notes),
@@ -487,13 +489,13 @@ def render_export(result) -> None:
     if result.operators:
         console.print(table)
     if result.skipped:
-        groups: dict[tuple[str, str], list] = {}
-        for skipped in result.skipped:
-            groups.setdefault((skipped.operator, skipped.what), []).append(skipped)
-        console.print(f"[yellow]skipped (not exported yet): {len(result.skipped)}[/]")
-        for (operator, what), items in groups.items():
+        groups: dict[tuple[str, str, str], list] = {}
+        for skipped in result.skipped:  # subtasks skipped for the same reason: one line
+            groups.setdefault((skipped.operator, skipped.what, skipped.reason), []).append(skipped)
+        console.print(f"[yellow]skipped (not exported): {len(result.skipped)}[/]")
+        for (operator, what, reason), items in groups.items():
             label = operator[:8] if len(operator) == 32 else operator
-            console.print(f"  {escape(label)}: {what} x{len(items)} ({escape(items[0].reason)})", highlight=False)
+            console.print(f"  {escape(label)}: {what} x{len(items)} ({escape(reason)})", highlight=False)
     merged = [(op, subtask, engine["reason"]) for op in result.operators for subtask, engine in sorted(op.engines.items())
               if engine.get("engine") == "python" and engine.get("reason")]
     if merged:  # --engine auto fell back: say where and why (a damaged instance, usually)

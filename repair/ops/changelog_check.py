@@ -19,11 +19,10 @@ from dataclasses import dataclass, field
 
 from repair import storage as st
 from repair.errors import FormatError, RepairError
-from repair.formats.flink_changelog import ChangeReader, DataChange, MetadataChange, decode_change
-from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle
+from repair.formats.flink_changelog import ChangeReader, MetadataChange, decode_change
+from repair.formats.flink_handles import ChangelogBackendHandle
 from repair.formats.flink_values import UnsupportedSerializerError
-from repair.ops.changelog_reader import iter_subtask_changes
-from repair.ops.state_reader import read_handle_meta
+from repair.ops.changelog_reader import iter_subtask_changes, recorded_key_serializer
 from repair.snapshot import LoadedSnapshot
 
 
@@ -60,7 +59,7 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
         # A file that cannot be read or framed: the check of that file reports it.
         result.replayed = False
         return result
-    key_serializer = result.key_serializer = _key_serializer(snapshot, storage, keyed, changes) or key_serializer
+    key_serializer = result.key_serializer = recorded_key_serializer(snapshot, storage, keyed, changes) or key_serializer
     states: dict[int, MetadataChange] = {}
     readers: dict[int, ChangeReader] = {}
     for change in changes:
@@ -90,16 +89,3 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
             result.error = error
             return result
     return result
-
-
-def _key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle,
-                    changes: list[MetadataChange | DataChange]):
-    for handle in keyed.materialized:
-        if isinstance(handle, IncrementalKeyedHandle) and handle.meta is not None:
-            return read_handle_meta(snapshot, storage, handle).key_serializer
-    for change in changes:
-        if isinstance(change, MetadataChange) and change.state.is_timer_state:
-            timer = change.state.serializer("VALUE_SERIALIZER")
-            if timer is not None and len(timer.nested) == 2:
-                return timer.nested[0]
-    return None

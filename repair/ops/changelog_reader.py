@@ -1,9 +1,13 @@
-"""Reading a subtask's state changelog: the change sets its checkpoint names, in order.
+"""Reading a subtask's state changelog: the change sets its checkpoint names, in order, and its key serializer.
 
 A ``ChangelogBackendHandle``'s non-materialized part lists, per handle, ``(file, offset)`` pieces, one
 change set each, in the order Flink applies them on restore. Several pieces (of this subtask and of
 others) share a DSTL file; each file is read and decompressed once per call. The changes are decoded by
 :mod:`repair.formats.flink_changelog`; this module only finds and reads the bytes.
+
+The changelog does not record the key serializer: :func:`operator_key_serializer` finds it in the
+materialized part's meta data, or in a timer state's ``TimerSerializer`` (which nests it), of this
+subtask or another subtask of the operator.
 """
 
 from __future__ import annotations
@@ -13,8 +17,12 @@ from typing import Iterator
 from repair import storage as st
 from repair.errors import RepairError
 from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_changelog import METADATA, MetadataChange, StateChange, changelog_stream, decode_change, read_change_set
-from repair.formats.flink_handles import ChangelogBackendHandle, ChangelogStreamHandle, InMemoryChangelogHandle
+from repair.formats.flink_backend_meta import KeyedBackendMeta
+from repair.formats.flink_changelog import METADATA, DataChange, MetadataChange, StateChange, changelog_stream, decode_change, read_change_set
+from repair.formats.flink_handles import ChangelogBackendHandle, ChangelogStreamHandle, InMemoryChangelogHandle, IncrementalKeyedHandle, KeyGroupsHandle
+from repair.formats.flink_metadata import OperatorState
+from repair.ops.savepoint_reader import read_key_groups_meta
+from repair.ops.state_reader import read_handle_meta
 from repair.snapshot import MAX_SMALL_FILE_BYTES, LoadedSnapshot
 
 _METADATA_CODE = bytes((METADATA,))
@@ -66,3 +74,52 @@ def changelog_states(snapshot: LoadedSnapshot, storage: st.Storage, keyed: Chang
         if isinstance(decoded, MetadataChange):
             states[decoded.state.name] = decoded.state
     return list(states.values())
+
+
+def materialized_handles(keyed: ChangelogBackendHandle) -> list[IncrementalKeyedHandle | KeyGroupsHandle]:
+    """The handles of the subtask's materialized state that this toolkit reads (Flink skips null ones)."""
+    return [h for h in keyed.materialized if isinstance(h, (IncrementalKeyedHandle, KeyGroupsHandle))]
+
+
+def materialized_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle | KeyGroupsHandle) -> KeyedBackendMeta | None:
+    """The keyed backend meta data of a materialized handle (None: an incremental handle without one)."""
+    if isinstance(handle, KeyGroupsHandle):
+        return read_key_groups_meta(snapshot, storage, handle)
+    return read_handle_meta(snapshot, storage, handle) if handle.meta is not None else None
+
+
+def recorded_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle,
+                            changes: list[MetadataChange | DataChange]):
+    """The key serializer snapshot one subtask's checkpoint records: in its materialized meta data, or
+    nested in a timer state's serializer its changelog registers; None if neither."""
+    for handle in materialized_handles(keyed):
+        meta = materialized_meta(snapshot, storage, handle)
+        if meta is not None:
+            return meta.key_serializer
+    for change in changes:
+        if isinstance(change, MetadataChange) and change.state.is_timer_state:
+            timer = change.state.serializer("VALUE_SERIALIZER")
+            if timer is not None and len(timer.nested) == 2:
+                return timer.nested[0]
+    return None
+
+
+def operator_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, keyed: ChangelogBackendHandle,
+                            changes: list[MetadataChange | DataChange]):
+    """The key serializer of ``keyed`` (one subtask of ``op``; ``changes``: its decoded changelog): its
+    own, else the first another subtask of the operator records (every subtask has the same); None if
+    no subtask records one."""
+    found = recorded_key_serializer(snapshot, storage, keyed, changes)
+    for sub in op.subtasks:
+        if found is not None:
+            return found
+        other = sub.managed_keyed_state
+        if other is keyed:
+            continue
+        if isinstance(other, ChangelogBackendHandle):
+            metadata = [decode_change(c) for c in iter_subtask_changes(snapshot, storage, other) if c.data[:1] == _METADATA_CODE]
+            found = recorded_key_serializer(snapshot, storage, other, metadata)
+        elif isinstance(other, (IncrementalKeyedHandle, KeyGroupsHandle)):
+            meta = materialized_meta(snapshot, storage, other)
+            found = meta.key_serializer if meta is not None else None
+    return found

@@ -2,8 +2,9 @@
 
 The driver plans, the tasks write, the driver publishes:
 
-1. **Plan** (driver): for every subtask handle a :mod:`~repair.ops.export_sources` source reads (now:
-   incremental RocksDB handles, one instance per keyed subtask) read its meta data only, and decide
+1. **Plan** (driver): for every subtask handle a :mod:`~repair.ops.export_sources` source reads
+   (incremental RocksDB handles, full snapshots, changelog subtasks, operator state, raw timers) read
+   its meta data only (a changelog subtask: its changelog, replayed), and decide
    the Arrow type of every decoded column of every state from the serializer snapshots
    (:mod:`repair.formats.flink_arrow`). Subtasks that disagree (a state not re-registered since its
    serializer changed) make that column JSON text. So every part of a state has the same schema, known
@@ -27,9 +28,10 @@ Partition values are percent-encoded (``urllib.parse.quote(name, safe="")``: ``/
 ``%25``, ``:`` -> ``%3A`` ...), as Hive and Spark escape partition values; pyarrow's Hive partitioning
 decodes them. Every output name goes through :func:`repair.storage.resolve_within`.
 
-Columns: see :data:`repair.ops.export_parts.COLUMNS`. Not read yet (listed under ``skipped``):
-changelog state, raw operator state and raw keyed state other than timers (RocksDB with timers on the
-heap writes them there: :mod:`repair.ops.raw_timers_reader`).
+Columns: see :data:`repair.ops.export_parts.COLUMNS`. Not read yet (listed under ``skipped``): raw
+operator state and raw keyed state other than timers (RocksDB with timers on the heap writes them
+there: :mod:`repair.ops.raw_timers_reader`), and changelog states whose changes cannot be applied
+(:mod:`repair.ops.changelog_state_reader`).
 """
 
 from __future__ import annotations
@@ -85,6 +87,10 @@ class ExportedState:
     #: How the RocksDB entries of the state were accounted for, over all subtasks (None when the state
     #: was not read from RocksDB: full snapshots, operator state).
     lsm: dict[str, int | None] | None = None
+    #: Read from changelog subtasks: the logged changes applied over all subtasks (``changes``, the
+    #: ``scopes`` they touched, and ``outside_key_groups``: changes of other subtasks' key groups, not
+    #: applied); None for every other source.
+    changelog: dict[str, int] | None = None
     bytes: int = 0
     #: RocksDB entry batches decoded column-wise and row by row (the fast and the exact path).
     columnar_batches: int = 0
@@ -103,6 +109,8 @@ class ExportedState:
         self.outside_key_groups += part.outside_key_groups
         if part.lsm is not None:
             self.lsm = _add_counts(self.lsm, part.lsm)
+        if part.changelog is not None:
+            self.changelog = {name: (self.changelog or {}).get(name, 0) + count for name, count in part.changelog.items()}
         self.bytes += part.bytes
         self.columnar_batches += part.columnar_batches
         self.row_batches += part.row_batches
@@ -114,7 +122,7 @@ class ExportedState:
             "ttl": self.columns.ttl, "columns": self.columns.to_json(),
             "rows_with_errors": self.rows_with_errors, "raw_fallback": self.raw_fallback,
             "not_representable": dict(sorted(self.not_representable.items())),
-            "outside_key_groups": self.outside_key_groups, "lsm": self.lsm, "bytes": self.bytes,
+            "outside_key_groups": self.outside_key_groups, "lsm": self.lsm, "changelog": self.changelog, "bytes": self.bytes,
             "batches": {"columnar": self.columnar_batches, "rows": self.row_batches},
         }
 
@@ -152,7 +160,7 @@ class Skipped:
     operator: str
     operator_id: str
     subtask: int | None
-    what: str  # operator-state | raw-operator-state | full-snapshot-keyed-state | changelog | raw-keyed-state
+    what: str  # operator-state | raw-operator-state | raw-keyed-state | keyed-state (one state) | a handle type
     reason: str
 
     def to_json(self) -> dict:
@@ -407,11 +415,16 @@ class _Planner:
         """The states to write per ``(operator id, source)``, from every subtask's meta data, with their
         column types (one decision per state for all its subtasks)."""
         found: dict[tuple[str, str], dict[str, tuple[str, list[StateColumns]]]] = {}
+        unexportable: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (operator id, state) -> [(subtask, reason)]
         for entry, index, source in self.subtasks:
             op = self.snapshot.metadata.operator(entry.operator_id)
             sub = next(s for s in op.subtasks if s.index == index)
             by_name = found.setdefault((entry.operator_id, source), {})
-            for state, columns in SOURCES[source].plan(self.snapshot, self.storage, op, sub):
+            planned = SOURCES[source].plan(self.snapshot, self.storage, op, sub)
+            for name, reason in planned.unexportable.items():
+                if states is None or name in states:
+                    unexportable.setdefault((entry.operator_id, name), []).append((index, reason))
+            for state, columns in planned.states:
                 if states is not None and state.name not in states:
                     continue
                 kind, decisions = by_name.setdefault(state.name, (state.kind, []))
@@ -425,8 +438,10 @@ class _Planner:
                 other = names.setdefault((op_id, name), source)
                 if other != source:  # both would write operator=.../state=<name>/part-<subtask>.parquet
                     raise FormatError(f"state {name!r} of operator {op_id}", 0, "one state per name", f"{other} and {source} state")
+        self._skip_unexportable(found, unexportable)
         if states is not None:
-            missing = [s for s in states if not any(s in by_name for by_name in found.values())]
+            missing = [s for s in states if not any(s in by_name for by_name in found.values())
+                       and not any(name == s for _, name in unexportable)]
             if missing:
                 raise UsageError(f"no state named {', '.join(map(repr, missing))} in the exported operators")
         partitions = {op.operator_id: op.partition for op in self.operators}
@@ -437,3 +452,15 @@ class _Planner:
             )
             for (op_id, source), by_name in found.items()
         }
+
+    def _skip_unexportable(self, found: dict[tuple[str, str], dict], unexportable: dict[tuple[str, str], list[tuple[int, str]]]) -> None:
+        """A state some subtask cannot export is exported for none (a partial state would look whole):
+        it is listed under ``skipped``, once per subtask that could not, with the reason."""
+        labels = {op.operator_id: op.label for op in self.operators}
+        for (op_id, name), reasons in sorted(unexportable.items()):
+            for by_name in (by_name for (found_op, _), by_name in found.items() if found_op == op_id):
+                by_name.pop(name, None)
+            for index, reason in reasons:
+                self.result.skipped.append(Skipped(labels[op_id], op_id, index, "keyed-state",
+                                                   f"state {name!r} (not exported for any subtask): {reason}"))
+

@@ -87,6 +87,8 @@ class PartStats:
     #: How the state's RocksDB entries were accounted for (None for sources that are no LSM tree;
     #: counts the engine does not tell are None).
     lsm: dict[str, int | None] | None = None
+    #: A changelog subtask's state: changes applied, scopes they touched, changes outside the key groups.
+    changelog: dict[str, int] | None = None
     bytes: int = 0
     #: Batches of RocksDB entries decoded column-wise / row by row (see :mod:`repair.formats.flink_keyed_columns`).
     columnar_batches: int = 0
@@ -235,6 +237,7 @@ def write_state_part(storage: st.Storage, staging_uri: str, file: str, columns: 
     if stream is not None:
         stats.outside_key_groups = stream.outside_key_groups
         stats.lsm = stream.lsm_json()
+        stats.changelog = stream.changelog
     return stats
 
 

@@ -6,13 +6,14 @@ driver, before any data is read) and streams their rows (:meth:`streams`, in the
 :class:`~repair.ops.state_reader.StateStream`, one state after the other, each an iterator of row dicts
 with the keys of :data:`~repair.formats.flink_keyed_rows.ROW_FIELDS`).
 
-To export another kind of state (changelog handles, say), add a source to
-:data:`SOURCES`; handles no source applies to are listed under ``skipped`` (:func:`not_exported` says why).
+To export another kind of state, add a source to :data:`SOURCES`; handles no source applies to are
+listed under ``skipped`` (:func:`not_exported` says why), and so are the states a source's plan finds
+it cannot export (:attr:`SourcePlan.unexportable`).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Callable, Collection, Iterator
 
 from repair import storage as st
@@ -20,6 +21,7 @@ from repair.formats.flink_arrow import StateColumns, keyed_state_columns, operat
 from repair.formats.flink_backend_meta import KeyedBackendMeta, StateMetaInfo
 from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle, KeyGroupsHandle, OperatorStateHandle
 from repair.formats.flink_metadata import OperatorState, SubtaskState
+from repair.ops.changelog_state_reader import iter_changelog_handle, replay_subtask
 from repair.ops.operator_state_reader import iter_operator_handle, read_operator_states
 from repair.ops.raw_timers_reader import iter_raw_timers_handle, raw_timer_states, read_raw_timer_services, timers_or_reason
 from repair.ops.savepoint_reader import iter_key_groups_handle, read_key_groups_meta
@@ -28,6 +30,15 @@ from repair.snapshot import LoadedSnapshot
 
 #: The subtask slots export looks at, in this order.
 SLOTS = ("managed_operator_state", "raw_operator_state", "managed_keyed_state", "raw_keyed_state")
+
+
+@dataclass
+class SourcePlan:
+    """The states of one subtask's handle, with their column decisions, and those it cannot export."""
+
+    states: list[tuple[StateMetaInfo, StateColumns]]
+    #: State name -> why its rows cannot be written (export lists it under ``skipped``).
+    unexportable: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -40,8 +51,8 @@ class StateSource:
     #: The :class:`SubtaskState` attribute holding the handle this source reads.
     slot: str
     handle_type: type
-    #: ``(snapshot, storage, op, handle) -> [(StateMetaInfo, StateColumns)]``
-    _plan: Callable[..., list[tuple[StateMetaInfo, StateColumns]]]
+    #: ``(snapshot, storage, op, handle) -> SourcePlan``
+    _plan: Callable[..., SourcePlan]
     #: ``(snapshot, storage, op, handle, states, engine) -> Iterator[StateStream]``
     _streams: Callable[..., Iterator[StateStream]]
     #: ``(snapshot, storage, handle) -> reason or None``, for handles whose type does not tell whether
@@ -56,7 +67,7 @@ class StateSource:
         """Why this source does not read ``handle`` after all (it :meth:`applies`), or None."""
         return self._declines(snapshot, storage, handle) if self._declines is not None else None
 
-    def plan(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState) -> list[tuple[StateMetaInfo, StateColumns]]:
+    def plan(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState) -> SourcePlan:
         """The states of the subtask's handle and their column decisions, from meta data only."""
         return self._plan(snapshot, storage, op, getattr(sub, self.slot))
 
@@ -67,20 +78,29 @@ class StateSource:
         return self._streams(snapshot, storage, op, getattr(sub, self.slot), states, engine)
 
 
-def _keyed_plan(read_meta: Callable[..., KeyedBackendMeta]) -> Callable[..., list[tuple[StateMetaInfo, StateColumns]]]:
+def _keyed_plan(read_meta: Callable[..., KeyedBackendMeta]) -> Callable[..., SourcePlan]:
     def plan(snapshot, storage, op, handle):
         meta = read_meta(snapshot, storage, handle)
-        return [(state, keyed_state_columns(state, meta.key_serializer)) for state in meta.states]
+        return SourcePlan([(state, keyed_state_columns(state, meta.key_serializer)) for state in meta.states])
 
     return plan
 
 
+def _changelog_plan(snapshot, storage, op, handle):
+    # The changelog is replayed on the driver too: it registers states, and only a replay tells which
+    # states' changes cannot be applied.
+    replay = replay_subtask(snapshot, storage, op, handle)
+    states = [(state, keyed_state_columns(state, replay.key_serializer)) for name, state in sorted(replay.states.items())
+              if name not in replay.unreplayable]
+    return SourcePlan(states, dict(replay.unreplayable))
+
+
 def _raw_timers_plan(snapshot, storage, op, handle):
-    return [(state, keyed_state_columns(state, None)) for state in raw_timer_states(read_raw_timer_services(snapshot, storage, handle))]
+    return SourcePlan([(state, keyed_state_columns(state, None)) for state in raw_timer_states(read_raw_timer_services(snapshot, storage, handle))])
 
 
 def _operator_plan(snapshot, storage, op, handle):
-    return [(info.meta, operator_state_columns(info.meta)) for info in read_operator_states(snapshot, storage, handle)]
+    return SourcePlan([(info.meta, operator_state_columns(info.meta)) for info in read_operator_states(snapshot, storage, handle)])
 
 
 #: Every source, by name.
@@ -97,6 +117,11 @@ SOURCES: dict[str, StateSource] = {
         StateSource(
             "full-snapshot-keyed", "managed_keyed_state", KeyGroupsHandle, _keyed_plan(read_key_groups_meta),
             lambda snapshot, storage, op, handle, states, engine: iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism, states=states),
+        ),
+        # keyed state of the changelog state backend: materialized state (RocksDB or heap) plus the changes logged since
+        StateSource(
+            "changelog-keyed", "managed_keyed_state", ChangelogBackendHandle, _changelog_plan,
+            lambda snapshot, storage, op, handle, states, engine: iter_changelog_handle(snapshot, storage, op, handle, states=states, engine=engine),
         ),
         # timers in raw keyed state (RocksDB with timers on the heap): the rows of RocksDB timers
         StateSource(
@@ -126,6 +151,4 @@ def not_exported(slot: str, handle: object) -> tuple[str, str]:
         return "raw-operator-state", "raw operator state is opaque bytes"
     if slot == "raw_keyed_state":
         return "raw-keyed-state", "raw keyed state is opaque bytes (only timers are read from it)"
-    if isinstance(handle, ChangelogBackendHandle):
-        return "changelog", "changelog state backend handles are not exported yet"
     return type(handle).__name__, "unsupported keyed state handle"

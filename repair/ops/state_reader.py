@@ -77,7 +77,8 @@ class StateStream:
     rows: Iterator[dict[str, Any]]
     stats: LsmStats | None = None
     outside_key_groups: int = 0
-    #: Keyed RocksDB state: the same entries undecoded (consume either these or :attr:`rows`, not both).
+    #: Keyed RocksDB state: the same entries undecoded (consume either these or :attr:`rows`, not both;
+    #: None once :attr:`rows` are more than these entries' rows, as with a changelog applied to them).
     entries: KeyedEntries | None = None
     #: Which engine resolved the LSM tree (:data:`ENGINES`; None for sources that are no LSM tree) and,
     #: when ``auto`` fell back to the Python merge, why.
@@ -85,6 +86,9 @@ class StateStream:
     engine_reason: str | None = None
     #: Live entries read (the rocksdb engine knows only these; the python engine's are in :attr:`stats`).
     live: int = 0
+    #: A changelog subtask's state: the logged changes applied to the rows (see
+    #: :mod:`repair.ops.changelog_state_reader`); None for every other source.
+    changelog: dict[str, int] | None = None
 
     def lsm_json(self) -> dict[str, int | None] | None:
         """How the state's RocksDB entries were accounted for (counts RocksDB does not tell are None)."""
@@ -217,13 +221,13 @@ def _attach(stream: StateStream, batches: Iterator[tuple[list[bytes], list[bytes
 
 def _state_rows(stream: StateStream, entries: KeyedEntries) -> Iterator[dict[str, Any]]:
     for keys, values in entries.batches:
-        yield from decode_batch_rows(stream, keys, values)
+        yield from decode_batch_rows(stream, keys, values, entries)
 
 
-def decode_batch_rows(stream: StateStream, keys: list[bytes], values: list[bytes]) -> list[dict[str, Any]]:
-    """The rows of one batch of ``stream``'s entries, decoded row by row (the exact path); entries
-    outside the handle's key groups are dropped and counted."""
-    entries = stream.entries
+def decode_batch_rows(stream: StateStream, keys: list[bytes], values: list[bytes], entries: KeyedEntries | None = None) -> list[dict[str, Any]]:
+    """The rows of one batch of ``stream``'s entries (``entries``: ``stream.entries`` unless given),
+    decoded row by row (the exact path); entries outside the handle's key groups are dropped and counted."""
+    entries = entries or stream.entries
     first, last = entries.key_groups.start, entries.key_groups.end
     key_group = entries.decoder.key_group
     decode = entries.decoder.rows
