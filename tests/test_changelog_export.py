@@ -1,8 +1,8 @@
 """Export of changelog checkpoints: materialized rows with the logged changes applied, as Flink restores them.
 
-Ground truth: real Flink restores checkpoints of a freshly generated ``flink-1.20-changelog`` (Flink
-replays the changes itself) and dumps their state; the export of the same checkpoints must hold exactly
-that state. The newest checkpoint of the committed fixture is compared with ``expected.json`` in
+Ground truth: real Flink restores checkpoints of freshly generated changelog fixtures (over RocksDB on
+Flink 1.20, over the heap backend on Flink 2.1; Flink replays the changes itself) and dumps their state; the export of the same checkpoints must hold exactly
+that state. The newest checkpoint of the committed fixtures is compared with ``expected.json`` in
 ``tests/test_export.py``. The corners the fixture job does not reach (merged namespaces, a map cleared
 and refilled, lists added whole, timers removed, changes of other subtasks' key groups) are replayed
 here from hand-made changes over hand-made materialized rows.
@@ -33,10 +33,12 @@ from repair.layout import discover
 from repair.ops.changelog_state_reader import iter_changelog_handle, replay_subtask
 from repair.ops.export import export
 from repair.snapshot import load_snapshot
-from tests.conftest import FIXTURES, fixture_info
+from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, logs_state_changes
 from tests.test_export import KEYED_UIDS, _rebuild
 
 NAME = "flink-1.20-changelog"
+#: Changelog over RocksDB (Flink 1.20) and over the heap backend (Flink 2.1).
+CHANGELOG_FIXTURES = [name for name in FIXTURE_NAMES if logs_state_changes(FIXTURES / name)]
 
 # -- hand-made states and changes ----------------------------------------------------------------
 
@@ -218,11 +220,12 @@ def test_a_checkpoint_without_any_key_serializer_lists_those_states_as_skipped(t
 
 
 @pytest.mark.slow
-def test_export_of_every_retained_checkpoint_equals_what_real_flink_restores(tmp_path):
-    spec = SPECS[NAME]
+@pytest.mark.parametrize("name", CHANGELOG_FIXTURES)
+def test_export_of_every_retained_checkpoint_equals_what_real_flink_restores(tmp_path, name):
+    spec = SPECS[name]
     fresh = generate(spec, tmp_path, staging=tmp_path / "staging")
     info = fixture_info(fresh)
-    root = tmp_path / "staging" / "checkpoints" / NAME / info["job_id"]  # where Flink wrote them: the DSTL paths are there
+    root = tmp_path / "staging" / "checkpoints" / name / info["job_id"]  # where Flink wrote them: the DSTL paths are there
     records = state_model.read_records(fresh / "records.tsv")
     checkpoints = sorted((p for p in root.iterdir() if p.name.startswith("chk-")), key=lambda p: int(p.name[4:]))
     assert len(checkpoints) >= 3
@@ -236,7 +239,7 @@ def test_export_of_every_retained_checkpoint_equals_what_real_flink_restores(tmp
         for uid in KEYED_UIDS:
             if operator_id_for_uid(uid) in skipped:
                 continue
-            assert _rebuild(out, NAME, uid, all_registered=False) == restored["keyed"][uid], (checkpoint.name, uid)
+            assert _rebuild(out, name, uid, all_registered=False) == restored["keyed"][uid], (checkpoint.name, uid)
             compared += 1
             keys += len(restored["keyed"][uid])
         applied += sum(s.changelog["changes"] for op in result.operators for s in op.states if s.changelog)

@@ -26,7 +26,7 @@ from repair.ops import export_parts
 from repair.ops.export import COLUMNS, export, partition_value
 from repair.ops.export_parts import write_state_part
 from repair.ops.state_reader import StateStream
-from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info, logs_state_changes, namespaced, timers_in_raw_keyed_state, writes_rocksdb_instances
+from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info, fixture_spec, logs_state_changes, namespaced, timers_in_raw_keyed_state, writes_rocksdb_instances
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: fixture.json's operator state kinds -> the export's state kinds
@@ -221,7 +221,8 @@ def test_export_equals_expected_json(name, which, exported):
             changelog = which == "checkpoint" and logs_state_changes(FIXTURES / name) and keyed
             assert (state["source"] == "changelog-keyed") is changelog, state
             assert (state["changelog"] is not None) is changelog, state
-            from_rocksdb = (_from_rocksdb_instances(name, which) or changelog) and keyed and not raw_timers
+            materialized_in_rocksdb = changelog and fixture_spec(FIXTURES / name)["state_backend"] == "rocksdb"
+            from_rocksdb = (_from_rocksdb_instances(name, which) or materialized_in_rocksdb) and keyed and not raw_timers
             if lsm is None:  # not read from RocksDB, or a state without a column family (never written)
                 assert not from_rocksdb or state["rows"] == 0, state
                 continue

@@ -38,14 +38,17 @@ def test_matrix_covers_the_required_variants():
     # RocksDB with heap timers: checkpoints keep them in raw keyed state
     assert any(spec.extra.get("state.backend.rocksdb.timer-service.factory") == "HEAP" for spec in MATRIX)
     assert any(spec.state_backend == "forst" for spec in MATRIX)  # Flink 2.x's ForSt
+    # the changelog state backend over RocksDB and over the heap backend
+    assert {spec.state_backend for spec in MATRIX if spec.changelog} == {"rocksdb", "hashmap"}
 
 
 def test_committed_fixtures_stay_small():
     total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
-    # thirteen fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
-    # operators): ~38 MiB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
+    # fourteen fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
+    # operators): ~40 MiB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
     # with an OPTIONS file of 15-60 KB of its own, so the two window operators (a few hundred entries
-    # of state) added ~7 MB, most of it OPTIONS files; the changelog fixture added 1.8 MB.
+    # of state) added ~7 MB, most of it OPTIONS files; the changelog fixtures added 1.8 MB (RocksDB) and
+    # 0.8 MB (heap).
     assert total < 44 * 1024 * 1024
 
 
@@ -162,7 +165,8 @@ def test_foreign_checkpoint_comes_from_another_job(tmp_path):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd", "flink-2.1-heap-p3-snappy",
-                                  "flink-1.20-rocksdb-heap-timers", "flink-2.1-forst", "flink-1.20-changelog"])
+                                  "flink-1.20-rocksdb-heap-timers", "flink-2.1-forst", "flink-1.20-changelog",
+                                  "flink-2.1-heap-changelog"])
 def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     spec = SPECS[name]
     fresh = generate(spec, tmp_path, staging=tmp_path / "staging")
