@@ -16,8 +16,7 @@ from typing import Iterator
 
 from repair import storage as st
 from repair.errors import RepairError
-from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_backend_meta import KeyedBackendMeta
+from repair.formats.flink_backend_meta import KeyedBackendMeta, StateMetaInfo
 from repair.formats.flink_changelog import METADATA, DataChange, MetadataChange, StateChange, changelog_stream, decode_change, read_change_set
 from repair.formats.flink_handles import ChangelogBackendHandle, ChangelogStreamHandle, InMemoryChangelogHandle, IncrementalKeyedHandle, KeyGroupsHandle
 from repair.formats.flink_metadata import OperatorState
@@ -81,8 +80,8 @@ def materialized_handles(keyed: ChangelogBackendHandle) -> list[IncrementalKeyed
     return [h for h in keyed.materialized if isinstance(h, (IncrementalKeyedHandle, KeyGroupsHandle))]
 
 
-def materialized_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle | KeyGroupsHandle) -> KeyedBackendMeta | None:
-    """The keyed backend meta data of a materialized handle (None: an incremental handle without one)."""
+def keyed_handle_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle | KeyGroupsHandle) -> KeyedBackendMeta | None:
+    """The keyed backend meta data of a RocksDB or heap keyed handle (None: an incremental handle without one)."""
     if isinstance(handle, KeyGroupsHandle):
         return read_key_groups_meta(snapshot, storage, handle)
     return read_handle_meta(snapshot, storage, handle) if handle.meta is not None else None
@@ -93,7 +92,7 @@ def recorded_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, keyed
     """The key serializer snapshot one subtask's checkpoint records: in its materialized meta data, or
     nested in a timer state's serializer its changelog registers; None if neither."""
     for handle in materialized_handles(keyed):
-        meta = materialized_meta(snapshot, storage, handle)
+        meta = keyed_handle_meta(snapshot, storage, handle)
         if meta is not None:
             return meta.key_serializer
     for change in changes:
@@ -109,17 +108,24 @@ def operator_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, op: O
     """The key serializer of ``keyed`` (one subtask of ``op``; ``changes``: its decoded changelog): its
     own, else the first another subtask of the operator records (every subtask has the same); None if
     no subtask records one."""
-    found = recorded_key_serializer(snapshot, storage, keyed, changes)
+    own = recorded_key_serializer(snapshot, storage, keyed, changes)
+    if own is not None:
+        return own
     for sub in op.subtasks:
-        if found is not None:
-            return found
         other = sub.managed_keyed_state
-        if other is keyed:
-            continue
-        if isinstance(other, ChangelogBackendHandle):
-            metadata = [decode_change(c) for c in iter_subtask_changes(snapshot, storage, other) if c.data[:1] == _METADATA_CODE]
-            found = recorded_key_serializer(snapshot, storage, other, metadata)
-        elif isinstance(other, (IncrementalKeyedHandle, KeyGroupsHandle)):
-            meta = materialized_meta(snapshot, storage, other)
-            found = meta.key_serializer if meta is not None else None
-    return found
+        if other is not keyed:
+            found = _handle_key_serializer(snapshot, storage, other)
+            if found is not None:
+                return found
+    return None
+
+
+def _handle_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, handle: object):
+    """The key serializer a subtask's keyed handle records, if it records one."""
+    if isinstance(handle, ChangelogBackendHandle):
+        metadata = [decode_change(c) for c in iter_subtask_changes(snapshot, storage, handle) if c.data[:1] == _METADATA_CODE]
+        return recorded_key_serializer(snapshot, storage, handle, metadata)
+    if isinstance(handle, (IncrementalKeyedHandle, KeyGroupsHandle)):
+        meta = keyed_handle_meta(snapshot, storage, handle)
+        return meta.key_serializer if meta is not None else None
+    return None

@@ -28,7 +28,7 @@ from repair.formats.flink_changelog_replay import NotReplayable, StateReplay
 from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle
 from repair.formats.flink_metadata import OperatorState
 from repair.ops.changelog_check import NO_KEY_SERIALIZER
-from repair.ops.changelog_reader import iter_subtask_changes, materialized_handles, materialized_meta, operator_key_serializer
+from repair.ops.changelog_reader import iter_subtask_changes, materialized_handles, keyed_handle_meta, operator_key_serializer
 from repair.ops.savepoint_reader import iter_key_groups_handle
 from repair.ops.state_reader import StateStream, iter_incremental_handle
 from repair.snapshot import LoadedSnapshot
@@ -62,7 +62,7 @@ def replay_subtask(snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorSt
                           f"{len(handles)} handles (a checkpoint taken right after rescaling)")
     changes = [decode_change(change) for change in iter_subtask_changes(snapshot, storage, keyed)]
     result = SubtaskReplay(operator_key_serializer(snapshot, storage, op, keyed, changes))
-    meta = materialized_meta(snapshot, storage, handles[0]) if handles else None
+    meta = keyed_handle_meta(snapshot, storage, handles[0]) if handles else None
     if meta is not None:
         result.states.update((state.name, state) for state in meta.states)
     registered: dict[int, StateMetaInfo] = {}
