@@ -544,7 +544,7 @@ def run_per_state(checkpoint: str, instances: list[Instance], scratch: Path) -> 
 
 def per_state_text(results: list[dict] | None) -> str:
     """The per-state table: how the ratio to rocksdict follows the size of the entries, and the ratio
-    no export writing the same rows could pass (rocksdict's iteration plus the Parquet writing alone)."""
+    no export writing the same rows could pass (rocksdict's iteration plus the Parquet writing alone: the bound)."""
     if not results:
         return "Not measured in this run (`--profile`)."
     lines = ["The largest subtask of each operator, state by state, each timed once in a process pinned to one core: "
@@ -552,12 +552,12 @@ def per_state_text(results: list[dict] | None) -> str:
              "export's fixed cost (loading the snapshot, planning, opening the instance, publishing) is measured by "
              "exporting a state without entries and subtracted. **Parquet alone** rewrites the rows that export wrote "
              "(read back, row group by row group) with the export's own Parquet options to `/dev/null`, best of 2: "
-             "the cost of the output by itself, no reading, decoding or disk. **Ceiling** is rocksdict's time over "
+             "the cost of the output by itself, no reading, decoding or disk. **Bound** is rocksdict's time over "
              "rocksdict's plus Parquet alone: the best ratio an export could reach that reads the entries at "
              "rocksdict's speed and writes these rows through pyarrow, even if everything else cost nothing.", ""]
     lines += ["| operator | subtask | state | entries | bytes per entry (key + value) | rocksdict µs per entry | "
               "export µs per entry | export µs per entry, fixed cost subtracted | Parquet alone µs per entry (Snappy / none) | "
-              "export vs rocksdict, fixed cost subtracted | ceiling vs rocksdict (Snappy / none) |",
+              "export vs rocksdict, fixed cost subtracted | bound vs rocksdict (Snappy / none) |",
               "|---|---|---|---|---|---|---|---|---|---|---|"]
     for result in results:
         fixed = result.get("fixed_seconds")
@@ -569,27 +569,27 @@ def per_state_text(results: list[dict] | None) -> str:
             ratio_text = "-" if net is None else f"{theirs / net:.2f}x"
             if parquet:
                 alone = f"{parquet['snappy'] / entries * 1e6:.2f} / {parquet['none'] / entries * 1e6:.2f}"
-                ceiling = f"{theirs / (theirs + parquet['snappy']):.2f}x / {theirs / (theirs + parquet['none']):.2f}x"
+                bound = f"{theirs / (theirs + parquet['snappy']):.2f}x / {theirs / (theirs + parquet['none']):.2f}x"
             else:
-                alone = ceiling = "-"
+                alone = bound = "-"
             lines.append(f"| `{result['operator_id'][:8]}` | {result['subtask']} | `{s['state']}` | {entries:,} | "
                          f"{s['bytes'] / entries:,.0f} | {theirs / entries * 1e6:.2f} | {ours / entries * 1e6:.2f} | "
-                         f"{net_text} | {alone} | {ratio_text} | {ceiling} |")
+                         f"{net_text} | {alone} | {ratio_text} | {bound} |")
     fixed_costs = sorted({f"{r['fixed_seconds']:.2f}" for r in results if r.get("fixed_seconds") is not None})
     lines += ["", f"Fixed cost subtracted: {', '.join(fixed_costs) or 'not measured'} s per export."]
-    ratios = ceiling_ratios(results)
+    ratios = output_bound_ratios(results)
     if ratios is not None:
         lines.append(
             f"All these states together (time summed, so weighted by entries and their size): export "
-            f"**{ratios['export']:.2f}x** rocksdict; ceiling **{ratios['snappy']:.2f}x** with Snappy (the default), "
-            f"{ratios['none']:.2f}x uncompressed. Where the ceiling is below 0.5x, no export of these rows through "
+            f"**{ratios['export']:.2f}x** rocksdict; bound **{ratios['snappy']:.2f}x** with Snappy (the default), "
+            f"{ratios['none']:.2f}x uncompressed. Where the bound is below 0.5x, no export of these rows through "
             "pyarrow with that codec can reach the goal of 0.5x, however fast its reading and decoding.")
     return "\n".join(lines)
 
 
-def ceiling_ratios(results: list[dict] | None) -> dict[str, float] | None:
+def output_bound_ratios(results: list[dict] | None) -> dict[str, float] | None:
     """Over every state of :func:`per_state`'s ``results``, times summed: the export's ratio to rocksdict
-    (fixed cost subtracted) and the ceilings (rocksdict over rocksdict plus Parquet alone) per codec;
+    (fixed cost subtracted) and the bounds (rocksdict over rocksdict plus Parquet alone) per codec;
     None unless every state has them."""
     rocksdict = export = 0.0
     parquet = {"snappy": 0.0, "none": 0.0}
@@ -672,15 +672,15 @@ def summary(variants: list[Variant], counts: dict, expect: Expectations, results
         lines.append(f"- **Per core, same unit (RocksDB entries per second, both in-process)**: `export()` with one worker "
                      f"{entries / seconds:,.0f} entries/s ({rows / seconds:,.0f} rows/s) against rocksdict's iteration "
                      f"{ceiling:,.0f} entries/s: **{entries / seconds / ceiling:.2f}x** (goal: at least 0.5x).")
-    ratios = ceiling_ratios(per_state_results)
+    ratios = output_bound_ratios(per_state_results)
     if ratios is not None:
-        lines.append(f"- **The ceiling for this output** (\"Entry size, state by state\" below): rocksdict's iteration plus "
+        lines.append(f"- **The bound set by the output** (\"Entry size, state by state\" below): rocksdict's iteration plus "
                      f"pyarrow writing the export's own rows as Parquet, and nothing else, reach **{ratios['snappy']:.2f}x** "
                      f"rocksdict with Snappy (the default) and {ratios['none']:.2f}x uncompressed, over the states of the "
                      f"largest subtask of each operator (where the export reaches {ratios['export']:.2f}x). "
                      + ("With Snappy, 0.5x is out of reach for any export that reads through RocksDB's iterator and "
                         "writes these columns (decoded values beside their raw bytes) through pyarrow."
-                        if ratios["snappy"] < 0.5 else "The ceiling leaves room for 0.5x with Snappy."))
+                        if ratios["snappy"] < 0.5 else "The bound leaves room for 0.5x with Snappy."))
     for name, what in (("export() in-process, workers=1, compression none", "uncompressed Parquet (`--compression none`)"),
                        ("export() in-process, workers=1, engine python", "the Python LSM merge (`--engine python`)")):
         other = by_name.get(name)
@@ -832,7 +832,7 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
   process; "entries/s in-process" per second the worker measured itself (rocksdict: iteration only;
   `export()`: the call). "per core vs rocksdict" is the variant's entries/s (in-process if measured, else
   wall) per core, over rocksdict's in-process entries/s on one core.
-- **The ceiling for this output** (`--profile`): for every state of the largest subtask of each
+- **The bound set by the output** (`--profile`): for every state of the largest subtask of each
   operator, rocksdict's iteration of the state plus pyarrow writing the rows the export wrote for it
   (read back) as Parquet with the export's own options to `/dev/null`. An export that reads at
   rocksdict's speed and spends nothing on decoding, disk or anything else still pays both, so their
