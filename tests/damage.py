@@ -190,7 +190,12 @@ def flip_inline_manifest_byte(fixture_dir: Path, checkpoint: int | None = None) 
     with the comparator's name (tag 1, its length, then the name); the inline handle's big-endian int
     length comes just before the record. The length does not change, so ``_metadata`` stays decodable.
     """
-    root = checkpoint_root(fixture_dir)
+    return flip_inline_manifest_byte_in(checkpoint_root(fixture_dir), checkpoint)
+
+
+def flip_inline_manifest_byte_in(root: Path, checkpoint: int | None = None) -> Damage:
+    """:func:`flip_inline_manifest_byte` in the job's checkpoint root ``root`` itself (one the test owns,
+    e.g. where a freshly generated fixture's Flink wrote it)."""
     checkpoint = checkpoint if checkpoint is not None else checkpoint_ids(root)[-1]
     file = root / f"chk-{checkpoint}" / "_metadata"
     data = bytearray(file.read_bytes())

@@ -225,7 +225,7 @@ def test_json_contract():
 @pytest.mark.slow
 def test_real_flink_restore_failure_is_diagnosed(tmp_path):
     from fixtures import state_model
-    from fixtures.flink_harness import FlinkRunError, JobSettings, ensure_flink, run_fixture_job
+    from fixtures.flink_harness import FlinkRunError, JobSettings, ensure_flink, no_restarts, run_fixture_job
     from fixtures.generate import SPECS, generate
     from tests import damage
     from tests.conftest import fixture_info
@@ -246,7 +246,7 @@ def test_real_flink_restore_failure_is_diagnosed(tmp_path):
         # no restarts: Flink's default with checkpointing retries forever instead of failing
         settings = JobSettings(parallelism=spec.parallelism, max_parallelism=spec.max_parallelism,
                                restore_from=(root / f"chk-{newest}").as_uri(), rocksdb_local_dir=Path(work) / "rocksdb",
-                               extra_conf={"restart-strategy.type": "none"})
+                               extra_conf=no_restarts(spec.flink_version))
         with pytest.raises(FlinkRunError) as failure:
             run_fixture_job(dist, "restore", settings, {"--records": str(dumps), "--out": str(Path(work) / "out.jsonl")},
                             timeout_s=300)

@@ -1,7 +1,8 @@
 """``repair rebuild-manifest``: a checkpoint whose MANIFEST is gone becomes one that real Flink restores.
 
 Real Flink is the judge: the slow tests restore the rebuilt checkpoint in Flink 1.20 (FRocksDB 6.20)
-and Flink 2.1 (FRocksDB 8.10) and compare the restored state with expected.json.
+and Flink 2.1 (FRocksDB 8.10), also one of the changelog state backend, and compare the restored state
+with expected.json.
 """
 
 from __future__ import annotations
@@ -16,13 +17,15 @@ from pathlib import Path
 import pytest
 
 from fixtures import state_model
+from fixtures.flink_harness import FlinkRunError
+from fixtures.generate import SPECS, generate
 from fixtures.restore import restore_state
 from repair.cli import main
 from repair.keygroups import assign_key_group, java_long_hash, java_string_hash, operator_id_for_uid
 from repair.formats.manifest import read_manifest, replay
 from repair.formats.random_access import BytesSource
 from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_handles import ByteStreamHandle, IncrementalKeyedHandle
+from repair.formats.flink_handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, iter_stream_handles
 from repair.formats.flink_key_range import describe_boundary, key_group_span
 from repair.formats.flink_serializers import SerializerSnapshot
 from repair.formats.sst_block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType
@@ -118,6 +121,52 @@ def test_real_flink_restores_the_rebuilt_checkpoint(tmp_path, name, kind):
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_a_rebuilt_changelog_checkpoint(tmp_path):
+    """The changelog state backend over RocksDB: the MANIFEST of a materialized instance is broken; the
+    rebuilt checkpoint keeps the logged changes (DSTL files) as they were, and Flink restores it with
+    the changes applied. Freshly generated: a changelog checkpoint names the DSTL files where Flink
+    wrote them."""
+    spec = SPECS["flink-1.20-changelog"]
+    fresh = generate(spec, tmp_path / "fresh", staging=tmp_path / "staging")
+    root = tmp_path / "staging" / "checkpoints" / spec.name / fixture_info(fresh)["job_id"]
+    newest = damage.checkpoint_ids(root)[-1]
+    records = state_model.read_records(fresh / "records.tsv")
+    restore = dict(parallelism=spec.parallelism, max_parallelism=spec.max_parallelism, state_backend=spec.state_backend,
+                   extra_conf=spec.extra)
+    damage.flip_inline_manifest_byte_in(root, newest)
+    with pytest.raises(FlinkRunError):  # the damage matters: Flink cannot open the instance
+        restore_state(spec.flink_version, root / f"chk-{newest}", records, **restore)
+
+    result = rebuild_manifest(str(root / f"chk-{newest}"), str(tmp_path / "out"))
+    assert result.ok and result.output_verified and len(result.rebuilt) == 1
+
+    source = decode_metadata((root / f"chk-{newest}" / "_metadata").read_bytes())
+    rebuilt = decode_metadata((tmp_path / "out" / f"chk-{newest}" / "_metadata").read_bytes())
+    changelog = lambda metadata: {(op.operator_id, sub.index): sub.managed_keyed_state  # noqa: E731
+                                  for op in metadata.operators for sub in op.subtasks
+                                  if isinstance(sub.managed_keyed_state, ChangelogBackendHandle)}
+    before, after = changelog(source), changelog(rebuilt)
+    assert before.keys() == after.keys()
+    target = (result.rebuilt[0].operator, result.rebuilt[0].subtask)
+    for key, handle in after.items():
+        assert _dstl_files(handle) == _dstl_files(before[key])
+        manifests = [e.handle.name for m in handle.materialized if isinstance(m, IncrementalKeyedHandle)
+                     for e in m.private if e.local_path.startswith("MANIFEST-") and isinstance(e.handle, ByteStreamHandle)]
+        assert any(name.startswith("repair-rebuild-manifest/") for name in manifests) == (key == target)
+    assert any(_dstl_files(handle) for handle in after.values())  # changes logged since the materialization
+
+    restored = restore_state(spec.flink_version, tmp_path / "out" / f"chk-{newest}", records, **restore)
+    expected = json.loads((fresh / "expected.json").read_text())
+    assert restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == expected["operator"]
+
+
+def _dstl_files(handle: ChangelogBackendHandle) -> list:
+    """The stream handles (DSTL files) of a changelog handle's logged changes."""
+    return [stream for i, part in enumerate(handle.non_materialized) for _, stream in iter_stream_handles(part, str(i))]
 
 
 # -- --drop-missing ----------------------------------------------------------------------------------
