@@ -33,7 +33,10 @@ from repair.formats.flink_changelog import (
 from repair.formats.flink_handles import ChangelogBackendHandle, ChangelogStreamHandle, FileHandle
 from repair.keygroups import operator_id_for_uid
 from repair.layout import PathResolver, SnapshotRef, discover
+from repair.formats.flink_backend_meta import BACKEND_STATE_TYPES, StateMetaInfo
+from repair.ops import changelog_check, changelog_reader, changelog_state_reader
 from repair.ops.changelog_check import check_subtask_changelog
+from repair.ops.changelog_reader import with_states
 from repair.snapshot import load_snapshot
 from tests.conftest import FIXTURES, fixture_info
 
@@ -131,6 +134,35 @@ def test_a_change_cut_short_is_an_error_of_the_replay():
     finally:
         changelog_check.iter_subtask_changes = real
     assert isinstance(check.error, FormatError)
+
+
+def test_a_data_change_of_a_state_id_nothing_registered_stops_verify_and_export(monkeypatch):
+    """Verify's check and export's replay share the walk from state ids to states (``with_states``)."""
+    snapshots, storage = _snapshots()
+    newest = max(snapshots, key=lambda s: s.metadata.checkpoint_id)
+    op, sub, keyed = next((o, s, k) for o, s, k in _changelog_handles(newest) if k.non_materialized)
+    real = changelog_reader.iter_subtask_changes
+
+    def without_metadata(*args):
+        return (change for change in real(*args) if change.data[:1] != bytes((METADATA,)))
+
+    monkeypatch.setattr(changelog_check, "iter_subtask_changes", without_metadata)
+    monkeypatch.setattr(changelog_state_reader, "iter_subtask_changes", without_metadata)
+    check = check_subtask_changelog(newest, storage, keyed)
+    assert isinstance(check.error, FormatError) and check.error.field == "state id"
+    with pytest.raises(FormatError, match="the id of a state a METADATA change registered before"):
+        changelog_state_reader.replay_subtask(newest, storage, op, keyed)
+
+
+def test_a_state_id_registered_again_names_the_newer_state():
+    first, second = (StateMetaInfo(name, BACKEND_STATE_TYPES.index("KEY_VALUE")) for name in ("first", "second"))
+    changes = [MetadataChange(first, 1, 0), DataChange("SET", 1, 3, b"", 10),
+               MetadataChange(second, 1, 0), DataChange("SET", 1, 3, b"", 20)]
+    assert [state.name for _, state in with_states(changes)] == ["first", "first", "second", "second"]
+    with pytest.raises(FormatError) as error:
+        list(with_states([DataChange("CLEAR", 7, 3, b"", 12)]))
+    assert (error.value.field, error.value.offset) == ("state id", 10)
+    assert "7 (CLEAR in key group 3)" in str(error.value)
 
 
 # -- hand-made bytes: the corners the fixture does not hit --------------------------------------------------

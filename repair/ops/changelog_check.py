@@ -18,11 +18,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from repair import storage as st
-from repair.errors import FormatError, RepairError
+from repair.errors import RepairError
 from repair.formats.flink_changelog import ChangeReader, MetadataChange, decode_change
 from repair.formats.flink_handles import ChangelogBackendHandle
 from repair.formats.flink_values import UnsupportedSerializerError
-from repair.ops.changelog_reader import iter_subtask_changes, recorded_key_serializer
+from repair.ops.changelog_reader import NO_KEY_SERIALIZER, iter_subtask_changes, recorded_key_serializer, with_states
 from repair.snapshot import LoadedSnapshot
 
 
@@ -45,9 +45,6 @@ class ChangelogCheck:
         return any(reason == NO_KEY_SERIALIZER for reason in self.unchecked.values())
 
 
-NO_KEY_SERIALIZER = "no key serializer recorded (no materialized state and no timers)"
-
-
 def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle,
                             key_serializer=None) -> ChangelogCheck:
     """Replay one subtask's changelog. ``key_serializer``: the operator's, for when this subtask records
@@ -60,32 +57,23 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
         result.replayed = False
         return result
     key_serializer = result.key_serializer = recorded_key_serializer(snapshot, storage, keyed, changes) or key_serializer
-    states: dict[int, MetadataChange] = {}
-    readers: dict[int, ChangeReader] = {}
-    for change in changes:
-        result.changes += 1
-        if isinstance(change, MetadataChange):
-            states[change.state_id] = change
-            readers.pop(change.state_id, None)
-            continue
-        registered = states.get(change.state_id)
-        if registered is None:
-            result.error = FormatError("state id", change.offset - 2, "the id of a state a METADATA change registered before",
-                                       f"{change.state_id} ({change.operation} in key group {change.key_group})")
-            return result
-        state = registered.state
-        if state.name in result.unchecked:
-            continue
-        if key_serializer is None and state.kind != "priority-queue":
-            result.unchecked[state.name] = NO_KEY_SERIALIZER
-            continue
-        try:
-            if change.state_id not in readers:
-                readers[change.state_id] = ChangeReader(state, key_serializer)
-            readers[change.state_id].read(change)
-        except UnsupportedSerializerError as error:
-            result.unchecked[state.name] = str(error)
-        except RepairError as error:
-            result.error = error
-            return result
+    readers: dict[int, ChangeReader] = {}  # by state id, while the id keeps its registration
+    try:
+        for change, state in with_states(changes):
+            result.changes += 1
+            if isinstance(change, MetadataChange):
+                readers.pop(change.state_id, None)
+            elif state.name in result.unchecked:
+                continue
+            elif key_serializer is None and state.kind != "priority-queue":
+                result.unchecked[state.name] = NO_KEY_SERIALIZER
+            else:
+                try:
+                    if change.state_id not in readers:
+                        readers[change.state_id] = ChangeReader(state, key_serializer)
+                    readers[change.state_id].read(change)
+                except UnsupportedSerializerError as error:
+                    result.unchecked[state.name] = str(error)
+    except RepairError as error:  # a data change that does not decode, or names no registered state
+        result.error = error
     return result

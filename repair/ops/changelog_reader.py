@@ -12,10 +12,10 @@ subtask or another subtask of the operator.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from repair import storage as st
-from repair.errors import RepairError
+from repair.errors import FormatError, RepairError
 from repair.formats.flink_backend_meta import KeyedBackendMeta, StateMetaInfo
 from repair.formats.flink_changelog import METADATA, DataChange, MetadataChange, StateChange, changelog_stream, decode_change, read_change_set
 from repair.formats.flink_handles import ChangelogBackendHandle, ChangelogStreamHandle, InMemoryChangelogHandle, IncrementalKeyedHandle, KeyGroupsHandle
@@ -25,6 +25,9 @@ from repair.ops.state_reader import read_handle_meta
 from repair.snapshot import MAX_SMALL_FILE_BYTES, LoadedSnapshot
 
 _METADATA_CODE = bytes((METADATA,))
+
+#: Why a state's changes cannot be split into key and namespace.
+NO_KEY_SERIALIZER = "no key serializer recorded (no materialized state and no timers)"
 
 
 def changelog_pieces(keyed: ChangelogBackendHandle) -> list[tuple[object, int]]:
@@ -61,6 +64,21 @@ def iter_subtask_changes(snapshot: LoadedSnapshot, storage: st.Storage, keyed: C
             except RepairError as error:
                 raise error.in_source(where) from None
             yield from changes
+
+
+def with_states(changes: Iterable[MetadataChange | DataChange]) -> Iterator[tuple[MetadataChange | DataChange, StateMetaInfo]]:
+    """Each decoded change of a subtask's log, in order, with the state it is about: a METADATA change's
+    own; a data change's, the state the latest METADATA change before it registered its state id to.
+
+    Raises :class:`~repair.errors.FormatError` at a data change whose state id nothing registered."""
+    registered: dict[int, StateMetaInfo] = {}
+    for change in changes:
+        if isinstance(change, MetadataChange):
+            registered[change.state_id] = change.state
+        elif change.state_id not in registered:
+            raise FormatError("state id", change.offset - 2, "the id of a state a METADATA change registered before",
+                              f"{change.state_id} ({change.operation} in key group {change.key_group})")
+        yield change, registered[change.state_id]
 
 
 def changelog_states(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle) -> list[StateMetaInfo]:

@@ -27,8 +27,9 @@ from repair.formats.flink_changelog import MetadataChange, decode_change
 from repair.formats.flink_changelog_replay import NotReplayable, StateReplay
 from repair.formats.flink_handles import ChangelogBackendHandle, IncrementalKeyedHandle
 from repair.formats.flink_metadata import OperatorState
-from repair.ops.changelog_check import NO_KEY_SERIALIZER
-from repair.ops.changelog_reader import iter_subtask_changes, materialized_handles, keyed_handle_meta, operator_key_serializer
+from repair.ops.changelog_reader import (
+    NO_KEY_SERIALIZER, iter_subtask_changes, keyed_handle_meta, materialized_handles, operator_key_serializer, with_states,
+)
 from repair.ops.savepoint_reader import iter_key_groups_handle
 from repair.ops.state_reader import StateStream, iter_incremental_handle
 from repair.snapshot import LoadedSnapshot
@@ -65,15 +66,10 @@ def replay_subtask(snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorSt
     meta = keyed_handle_meta(snapshot, storage, handles[0]) if handles else None
     if meta is not None:
         result.states.update((state.name, state) for state in meta.states)
-    registered: dict[int, StateMetaInfo] = {}
-    for change in changes:
+    for change, state in with_states(changes):
         if isinstance(change, MetadataChange):
-            registered[change.state_id] = result.states[change.state.name] = change.state
+            result.states[state.name] = state
             continue
-        state = registered.get(change.state_id)
-        if state is None:
-            raise FormatError("state id", change.offset - 2, "the id of a state a METADATA change registered before",
-                              f"{change.state_id} ({change.operation} in key group {change.key_group})")
         name = state.name
         if (states is not None and name not in states) or name in result.unreplayable:
             continue
