@@ -2,10 +2,10 @@
 
 Checked against the ``ConfigOption`` definitions in the Flink jars (``CheckpointingOptions``,
 ``StateBackendOptions``, ``StateRecoveryOptions``, ``RocksDBOptions``, ``PipelineOptionsInternal``,
-``ExecutionCheckpointingOptions``, ``SavepointConfigOptions``) of Flink 1.15.4, 1.18.1, 1.20.3 and 2.1.1
+``ExecutionCheckpointingOptions``, ``SavepointConfigOptions``) of Flink 1.15.4, 1.18.1, 1.20.3, 2.1.1 and 2.3.0
 (``javap -c -constants``: the key and its ``withDeprecatedKeys``). Each option lists its names, oldest
 first, with the first version that reads the name. From 1.20 on, the older names are still accepted
-as deprecated keys (in 2.1.1 too); a name newer than the Flink version is unknown there and ignored.
+as deprecated keys (in 2.1.1 and 2.3.0 too); a name newer than the Flink version is unknown there and ignored.
 """
 
 from __future__ import annotations

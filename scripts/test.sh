@@ -5,5 +5,5 @@ source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv dev
 ensure_rocksdb_tools
 cd "$REPO"
-ensure_flink 1.20.3 2.1.1
+ensure_flink 1.20.3 2.1.1 2.3.0
 exec "$VENV/bin/python" -m pytest "$@"

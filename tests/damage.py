@@ -186,9 +186,10 @@ def flip_inline_sst_byte(fixture_dir: Path, checkpoint: int | None = None, offse
 def flip_inline_manifest_byte(fixture_dir: Path, checkpoint: int | None = None) -> Damage:
     """Flip the middle byte of the first MANIFEST stored inline in ``_metadata`` (a byte-stream handle).
 
-    A MANIFEST's first log record (``crc32c, length, type``: 7 bytes) holds a VersionEdit that opens
-    with the comparator's name (tag 1, its length, then the name); the inline handle's big-endian int
-    length comes just before the record. The length does not change, so ``_metadata`` stays decodable.
+    The VersionEdit that opens with the comparator's name (tag 1, its length, then the name) is a
+    MANIFEST's first log record (``crc32c, length, type``: 7 bytes) in FRocksDB 6, its second in
+    FRocksDB 8 (after an empty one); the inline handle's big-endian int length comes just before the
+    MANIFEST. The length does not change, so ``_metadata`` stays decodable.
     """
     return flip_inline_manifest_byte_in(checkpoint_root(fixture_dir), checkpoint)
 
@@ -202,13 +203,13 @@ def flip_inline_manifest_byte_in(root: Path, checkpoint: int | None = None) -> D
     name = b"\x01" + bytes([len(COMPARATOR)]) + COMPARATOR
     at = data.find(name)
     while at >= 0:
-        start = at - 7
-        length = int.from_bytes(data[start - 4 : start], "big")
-        if start >= 4 and 7 + len(name) < length <= len(data) - start:
-            data[start + length // 2] ^= 0xFF
-            file.write_bytes(bytes(data))
-            return Damage("inline_manifest_flipped_byte", root, file, start + length // 2, [checkpoint],
-                          f"inline MANIFEST of {length} bytes at offset {start} of _metadata")
+        for start in (at - 7, at - 14):  # the first record, or the second after an empty one
+            length = int.from_bytes(data[start - 4 : start], "big")
+            if start >= 4 and 7 + len(name) < length <= len(data) - start:
+                data[start + length // 2] ^= 0xFF
+                file.write_bytes(bytes(data))
+                return Damage("inline_manifest_flipped_byte", root, file, start + length // 2, [checkpoint],
+                              f"inline MANIFEST of {length} bytes at offset {start} of _metadata")
         at = data.find(name, at + 1)
     raise LookupError(f"{file} holds no inline MANIFEST")
 

@@ -1,6 +1,6 @@
 """``repair doctor``: the configurations quoted in the incident reports raise the hazards they describe;
 a clean modern configuration raises no error; renamed keys are judged per Flink version (key names
-checked against the Flink 1.15.4, 1.18.1, 1.20.3 and 2.1.1 jars, see repair/flink_keys.py)."""
+checked against the Flink 1.15.4, 1.18.1, 1.20.3, 2.1.1 and 2.3.0 jars, see repair/flink_keys.py)."""
 
 from __future__ import annotations
 

@@ -7,13 +7,16 @@ independently in Python) is exactly the state Flink holds.
 
 from __future__ import annotations
 
+import io
 import json
 import shutil
+import tarfile
+import zipfile
 from pathlib import Path
 
 import pytest
 
-from fixtures import state_model
+from fixtures import flink_harness, state_model
 from fixtures.generate import MATRIX, SPECS, generate
 from fixtures.restore import restore_state
 from tests import damage
@@ -26,7 +29,7 @@ def test_every_matrix_entry_is_committed():
 
 def test_matrix_covers_the_required_variants():
     versions = {spec.flink_version.split(".")[0] + "." + spec.flink_version.split(".")[1] for spec in MATRIX}
-    assert {"1.20", "2.1"} <= versions
+    assert {"1.20", "2.1", "2.3"} <= versions  # 2.3: the newest release (its jars a wheel, no longer an sdist)
     assert any(spec.parallelism >= 3 and spec.effective_max_parallelism > 128 for spec in MATRIX)
     assert any(spec.inline_threshold == "0b" for spec in MATRIX)
     assert any(spec.inline_threshold is None for spec in MATRIX)
@@ -42,14 +45,42 @@ def test_matrix_covers_the_required_variants():
     assert {spec.state_backend for spec in MATRIX if spec.changelog} == {"rocksdb", "hashmap"}
 
 
+@pytest.mark.parametrize("packaging", ["sdist", "wheel"])
+def test_flink_jars_come_from_an_sdist_or_a_wheel(tmp_path, packaging):
+    """apache-flink-libraries ships an sdist (jars in ``deps/lib/``) up to Flink 2.1, a wheel
+    (``pyflink/lib/``) from 2.2 on: the runtime and log4j jars are taken from either, nothing else."""
+    lib = "apache-flink-libraries-9.9.9/deps/lib/" if packaging == "sdist" else "pyflink/lib/"
+    members = {lib + "flink-dist-9.9.9.jar": b"dist", lib + "log4j-api-2.jar": b"log4j",
+               lib + "flink-python-9.9.9.jar": b"not wanted", "pyflink/opt/flink-dist-9.9.9.jar": b"wrong folder",
+               lib + "flink-dist-notes.txt": b"not a jar"}
+    if packaging == "sdist":
+        archive = tmp_path / "apache-flink-libraries-9.9.9.tar.gz"
+        with tarfile.open(archive, "w:gz") as out:
+            for name, data in members.items():
+                info = tarfile.TarInfo(name)
+                info.size = len(data)
+                out.addfile(info, io.BytesIO(data))
+    else:
+        archive = tmp_path / "apache_flink_libraries-9.9.9-py2.py3-none-any.whl"
+        with zipfile.ZipFile(archive, "w") as out:
+            for name, data in members.items():
+                out.writestr(name, data)
+    jars = {}
+    for name, source in flink_harness._library_jars(archive):
+        with source:
+            jars[name] = source.read()
+    assert jars == {"flink-dist-9.9.9.jar": b"dist", "log4j-api-2.jar": b"log4j"}
+    assert flink_harness._downloaded(tmp_path) == [archive]
+
+
 def test_committed_fixtures_stay_small():
     total = sum(p.stat().st_size for name in FIXTURE_NAMES for p in (FIXTURES / name).rglob("*") if p.is_file())
-    # fourteen fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
-    # operators): ~40 MiB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
+    # sixteen fixtures, five keyed operators (per-type holds one state per built-in serializer; two window
+    # operators): ~46 MiB. Each keyed operator is one RocksDB instance per subtask and retained checkpoint,
     # with an OPTIONS file of 15-60 KB of its own, so the two window operators (a few hundred entries
     # of state) added ~7 MB, most of it OPTIONS files; the changelog fixtures added 1.8 MB (RocksDB) and
-    # 0.8 MB (heap).
-    assert total < 44 * 1024 * 1024
+    # 0.8 MB (heap); Flink 2.3's default and heap changelog fixtures 4.8 and 0.8 MB.
+    assert total < 50 * 1024 * 1024
 
 
 def test_fixture_layout_and_expected_state(fixture_dir: Path):
@@ -166,7 +197,7 @@ def test_foreign_checkpoint_comes_from_another_job(tmp_path):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd", "flink-2.1-heap-p3-snappy",
                                   "flink-1.20-rocksdb-heap-timers", "flink-2.1-forst", "flink-1.20-changelog",
-                                  "flink-2.1-heap-changelog"])
+                                  "flink-2.1-heap-changelog", "flink-2.3-default"])
 def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     spec = SPECS[name]
     fresh = generate(spec, tmp_path, staging=tmp_path / "staging")

@@ -16,7 +16,7 @@ handles, :class:`~repair.formats.flink_handles.ChangelogStreamHandle`). A DSTL f
 
 A handle names each change set by file and *offset*: bytes of the stream after the flag byte
 (uncompressed). One file holds the change sets of every subtask of a task manager that were uploaded
-together. A change (``AbstractStateChangeLogger``, the operation codes of Flink 1.15 to 2.1)::
+together. A change (``AbstractStateChangeLogger``, the operation codes of Flink 1.15 to 2.3)::
 
     byte   operation: CLEAR 0, SET 1, SET_INTERNAL 2, ADD 3, MERGE_NS 4, ADD_ELEMENT 5,
            ADD_OR_UPDATE_ELEMENT 6, REMOVE_ELEMENT 7, METADATA 8
@@ -48,7 +48,7 @@ from repair.formats.flink_keygroups import decompress_snappy_framed
 from repair.formats.flink_values import decoder_for
 from repair.formats.java_serialization import read_java_object
 
-#: ``StateChangeOperation`` by code (Flink 1.15 to 2.1).
+#: ``StateChangeOperation`` by code (Flink 1.15 to 2.3; read from the 2.3.0 jar with ``javap``).
 OPERATIONS = (
     "CLEAR", "SET", "SET_INTERNAL", "ADD", "MERGE_NS", "ADD_ELEMENT", "ADD_OR_UPDATE_ELEMENT", "REMOVE_ELEMENT", "METADATA",
 )
