@@ -20,6 +20,7 @@ import pytest
 
 from repair import storage as st
 from repair.errors import FormatError
+from repair.formats.flink_backend_meta import BACKEND_STATE_TYPES, StateMetaInfo
 from repair.formats.flink_changelog import (
     METADATA,
     DataChange,
@@ -33,7 +34,6 @@ from repair.formats.flink_changelog import (
 from repair.formats.flink_handles import ChangelogBackendHandle, ChangelogStreamHandle, FileHandle
 from repair.keygroups import operator_id_for_uid
 from repair.layout import PathResolver, SnapshotRef, discover
-from repair.formats.flink_backend_meta import BACKEND_STATE_TYPES, StateMetaInfo
 from repair.ops import changelog_check, changelog_reader, changelog_state_reader
 from repair.ops.changelog_check import check_subtask_changelog
 from repair.ops.changelog_reader import with_states
@@ -114,13 +114,11 @@ def test_every_change_of_the_newest_checkpoint_decodes_with_its_serializers():
     assert total > 0
 
 
-def test_a_change_cut_short_is_an_error_of_the_replay():
+def test_a_change_cut_short_is_an_error_of_the_replay(monkeypatch):
     snapshots, storage = _snapshots()
     newest = max(snapshots, key=lambda s: s.metadata.checkpoint_id)
     op, sub, keyed = next((o, s, k) for o, s, k in _changelog_handles(newest) if k.non_materialized)
-    from repair.ops import changelog_check
-
-    real = changelog_check.iter_subtask_changes
+    real = changelog_reader.iter_subtask_changes
 
     def shortened(*args):
         for change in real(*args):
@@ -128,11 +126,8 @@ def test_a_change_cut_short_is_an_error_of_the_replay():
                 change = StateChange(change.key_group, change.data[:-1], change.offset)
             yield change
 
-    changelog_check.iter_subtask_changes = shortened
-    try:
-        check = check_subtask_changelog(newest, storage, keyed)
-    finally:
-        changelog_check.iter_subtask_changes = real
+    monkeypatch.setattr(changelog_check, "iter_subtask_changes", shortened)
+    check = check_subtask_changelog(newest, storage, keyed)
     assert isinstance(check.error, FormatError)
 
 

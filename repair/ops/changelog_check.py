@@ -64,7 +64,7 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
             if isinstance(change, MetadataChange):
                 readers.pop(change.state_id, None)
             elif state.name in result.unchecked:
-                continue
+                pass  # its first problem is recorded; its other changes are not read
             elif key_serializer is None and state.kind != "priority-queue":
                 result.unchecked[state.name] = NO_KEY_SERIALIZER
             else:
