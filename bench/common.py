@@ -262,7 +262,7 @@ def repair_command(python: str = sys.executable) -> list[str]:
     script = Path(python).parent / "repair"
     if script.is_file():
         return [str(script)]
-    return [python, "-c", "import sys; from repair.cli import run; sys.argv[0] = 'repair'; run()"]
+    return [python, "-c", "import sys; from repair.cli.app import run; sys.argv[0] = 'repair'; run()"]
 
 
 def machine() -> dict:

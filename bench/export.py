@@ -58,7 +58,18 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 
 from common import (  # noqa: E402
-    Variant, code_state, compile_bytecode, describe_code, machine, markdown_table, print_table, repair_command, run_all, split_in_two, spread, taskset,
+    Variant,
+    code_state,
+    compile_bytecode,
+    describe_code,
+    machine,
+    markdown_table,
+    print_table,
+    repair_command,
+    run_all,
+    split_in_two,
+    spread,
+    taskset,
     warm_page_cache,
 )
 
@@ -105,10 +116,10 @@ def iterate_instances(dbs: list[str]) -> dict:
 
 
 def export_in_process(checkpoint: str, out: str, workers: int, master: str | None = None, **options: str) -> dict:
-    """``repair.ops.export.export`` timed from the call to its return (imports excluded). With
+    """``repair.ops.export.job.export`` timed from the call to its return (imports excluded). With
     ``master``, a SparkSession is started first and its Python workers warmed up by a job of one task
     per core, so the time is the export's Spark job alone (the tasks, not the JVM start-up)."""
-    from repair.ops.export import export
+    from repair.ops.export.job import export
 
     if master is not None:
         from repair.ops.runner import spark_session
@@ -163,11 +174,11 @@ class Instance:
 def materialise_instances(checkpoint: str, scratch: Path) -> tuple[str, list[Instance]]:
     """Copy every keyed RocksDB instance of ``checkpoint``'s newest snapshot (the one ``repair export``
     reads) into ``scratch/<operator id>-<subtask>/``, under the local file names its handle records."""
-    from repair import storage as st
-    from repair.formats.flink_handles import IncrementalKeyedHandle
-    from repair.layout import discover
-    from repair.ops.state_reader import open_resolved
-    from repair.snapshot import load_snapshot
+    from repair.formats.flink.handles import IncrementalKeyedHandle
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.snapshot import load_snapshot
+    from repair.readers.rocksdb import open_resolved
 
     storage = st.default_storage()
     layout = discover(checkpoint, storage)
@@ -368,13 +379,13 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
     import pstats
     from contextlib import ExitStack
 
-    import repair.ops.export as export_module
-    from repair import storage as st
-    from repair.formats.flink_arrow import keyed_state_columns
-    from repair.formats.flink_keyed_columns import ColumnarMiss, ColumnarStateDecoder
-    from repair.layout import discover
-    from repair.ops.state_reader import decode_batch_rows, iter_incremental_handle
-    from repair.snapshot import load_snapshot
+    import repair.ops.export.job as export_module
+    from repair.formats.flink.arrow import keyed_state_columns
+    from repair.formats.flink.in_rocksdb.keyed_columns import ColumnarMiss, ColumnarStateDecoder
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.snapshot import load_snapshot
+    from repair.readers.rocksdb import decode_batch_rows, iter_incremental_handle
 
     storage = st.default_storage()
     layout = discover(checkpoint, storage)
@@ -448,8 +459,9 @@ def per_state(checkpoint: str, operator_id: str, subtask: int, db: str, out: str
     ``export()`` of that state alone, each timed once in this process; entry sizes decide the ratio."""
     import shutil
 
-    import repair.ops.export as export_module
     from rocksdict import AccessType, Options, Rdict, ReadOptions
+
+    import repair.ops.export.job as export_module
 
     options, families = Options.load_latest(db, ignore_unknown_options=True)
     options.set_wal_dir(db)
@@ -491,7 +503,7 @@ def parquet_write_seconds(export_dir: Path, compression: str, runs: int = 2) -> 
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from repair.ops.export_parts import parquet_writer_options
+    from repair.ops.export.parts import parquet_writer_options
 
     parts = []
     for path in sorted(export_dir.glob("operator=*/state=*/*.parquet")):
@@ -510,10 +522,10 @@ def parquet_write_seconds(export_dir: Path, compression: str, runs: int = 2) -> 
 
 def read_states(checkpoint: str, operator_id: str, subtask: int):
     """The states of one keyed subtask's backend meta data."""
-    from repair import storage as st
-    from repair.layout import discover
-    from repair.ops.state_reader import read_handle_meta
-    from repair.snapshot import load_snapshot
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.snapshot import load_snapshot
+    from repair.readers.rocksdb import read_handle_meta
 
     storage = st.default_storage()
     layout = discover(checkpoint, storage)
@@ -803,7 +815,7 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
   {counts['map_rows']:,} rows, one per RocksDB entry. Operator state adds {counts['rows'] - counts['keyed_rows']:,} rows.
 - **The ceiling: rocksdict** ({rocksdict_version}, RocksDB's C++ iterator behind a Python binding). Every
   keyed instance is copied once, before timing, to a scratch directory: its SSTs, MANIFEST, CURRENT and
-  OPTIONS, resolved through `repair`'s snapshot resolver (`repair.snapshot`, `repair.ops.state_reader`;
+  OPTIONS, resolved through `repair`'s snapshot resolver (`repair.io.snapshot`, `repair.readers.rocksdb`;
   inline files written out). The copy is what rocksdict opens (read-only; it still writes a
   `rocksdict-config.json` and a LOG into the directory, so never on the input), with the OPTIONS file
   it holds: every column family, and Flink's merge operator `StringAppendTESTOperator`, which RocksDB
@@ -818,7 +830,7 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
 - **Ours**: `repair export <checkpoint> --out <scratch>` with its defaults (`--engine auto`, which
   lets RocksDB resolve every instance here, and Snappy) as a command (`repair`, start-up included)
   with `--workers 1` (pinned to one core), `--workers 2` (process pool) and `--master local[2]`
-  (pyspark's local mode; its JVM start-up included); and `repair.ops.export.export(..., workers=1)`
+  (pyspark's local mode; its JVM start-up included); and `repair.ops.export.job.export(..., workers=1)`
   called in a worker process pinned to one core, which times the call (planning, reading, decoding,
   Parquet writing and publishing; without interpreter start-up and imports), also with
   `compression="none"` and with `engine="python"` (the toolkit's own LSM merge); and `export(...,

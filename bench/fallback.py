@@ -26,11 +26,11 @@ REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from fixtures.flink_harness import DEFAULT_CACHE, JobSettings, ensure_flink, run_fixture_job  # noqa: E402
 from make_checkpoint import write_records  # noqa: E402
 
+from fixtures.flink_harness import DEFAULT_CACHE, JobSettings, ensure_flink, run_fixture_job  # noqa: E402
 from repair.ops.fallback import fallback  # noqa: E402
-from repair.ops.verify import verify  # noqa: E402
+from repair.ops.verify.engine import verify  # noqa: E402
 
 
 def ensure_root(cache: Path, records: int) -> Path:

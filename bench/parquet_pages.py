@@ -10,9 +10,9 @@ Usage::
 **What is timed.** For a few states of the checkpoint's newest snapshot, chosen by entry size (1 KB
 keys; 1 KB keys with 200-byte values; 200-byte list elements; one-byte values), the export's own
 pipeline decodes every entry of one subtask into the record batches it would write (RocksDB reads
-them, :class:`~repair.formats.flink_keyed_columns.ColumnarStateDecoder` decodes them), once, before
+them, :class:`~repair.formats.flink.in_rocksdb.keyed_columns.ColumnarStateDecoder` decodes them), once, before
 timing. Then each page size writes those batches with the export's Parquet options
-(:func:`repair.ops.export_parts.parquet_writer_options`: Snappy, the same dictionaries and statistics)
+(:func:`repair.ops.export.parts.parquet_writer_options`: Snappy, the same dictionaries and statistics)
 into memory: Parquet encoding and compression only, no disk. Page sizes take turns, best of ``--runs``,
 in one process pinned to one core.
 """
@@ -42,14 +42,14 @@ SIZES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 1 << 20]
 
 def decoded_batches(checkpoint: str, uid: str, state: str):
     """``(record batches, schema, entries, bytes per entry)`` of ``state`` in the largest subtask of ``uid``."""
-    from repair import storage as st
-    from repair.formats.flink_arrow import keyed_state_columns
-    from repair.formats.flink_keyed_columns import ColumnarStateDecoder
-    from repair.keygroups import operator_id_for_uid
-    from repair.layout import discover
-    from repair.ops.export_parts import PartStats, _BatchWriter
-    from repair.ops.state_reader import iter_incremental_handle
-    from repair.snapshot import load_snapshot
+    from repair.formats.flink.arrow import keyed_state_columns
+    from repair.formats.flink.in_rocksdb.keyed_columns import ColumnarStateDecoder
+    from repair.formats.flink.keygroups import operator_id_for_uid
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.snapshot import load_snapshot
+    from repair.ops.export.parts import PartStats, _BatchWriter
+    from repair.readers.rocksdb import iter_incremental_handle
 
     storage = st.default_storage()
     layout = discover(checkpoint, storage)
@@ -76,7 +76,7 @@ def write_seconds(batches, schema, page_size: int) -> tuple[float, int]:
     import pyarrow as pa
     import pyarrow.parquet as pq
 
-    from repair.ops.export_parts import COMPRESSION, parquet_writer_options
+    from repair.ops.export.parts import COMPRESSION, parquet_writer_options
 
     sink = pa.BufferOutputStream()
     started = time.perf_counter()
@@ -137,7 +137,7 @@ Run it yourself (a few minutes; the first run of any export benchmark generates 
   state below, the largest subtask of its operator: its entries read by RocksDB and decoded column-wise
   by the export's own pipeline into the record batches the export writes, once, before timing.
 - **Timed**: writing those batches as one Parquet part with the export's options (Snappy, dictionaries
-  and statistics as `repair.ops.export_parts.parquet_writer_options`) into memory, for each data page
+  and statistics as `repair.ops.export.parts.parquet_writer_options`) into memory, for each data page
   size; encoding and compression only, no disk. Page sizes take turns; best of {runs}; one process
   pinned to one core.
 
@@ -148,7 +148,7 @@ Run {started}, code: {code}.
 
 {markdown_table(header, rows)}
 
-The export writes pages of 128 KiB (`DATA_PAGE_SIZE` in `repair/ops/export_parts.py`): smaller pages keep
+The export writes pages of 128 KiB (`DATA_PAGE_SIZE` in `repair/ops/export/parts.py`): smaller pages keep
 the codec's working set in the CPU cache. Pages much smaller than that add page headers and give
 readers more pages to skip through for little gain here.
 """)

@@ -21,7 +21,7 @@ MB/s is SST bytes (10^6) per wall-clock second. Variants:
 * ``sst_dump``: ``sst_dump --file=<dir> --command=verify --verify_checksum``, one process; it checks
   every block's checksum but decompresses nothing (``BlockBasedTable::VerifyChecksumInBlocks``).
 * ``sst_dump x2``: the files split in two halves by size, two ``sst_dump`` processes, one per core.
-* ``verify_table``: ``repair.formats.sst.verify_table`` on each file in one process: every checksum,
+* ``verify_table``: ``repair.formats.rocksdb.table.sst.verify_table`` on each file in one process: every checksum,
   every compressed block decompressed (what ``repair verify`` does).
 * ``verify_table, decompress=False``: checksums only, like for like with ``sst_dump``.
 * ``... pool 2``: the same with a process pool of 2 workers (files largest first).
@@ -46,7 +46,16 @@ sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(BENCH))
 
 from common import (  # noqa: E402
-    Variant, compile_bytecode, markdown_table, print_table, repair_command, run_all, split_in_two, spread, taskset, warm_page_cache,
+    Variant,
+    compile_bytecode,
+    markdown_table,
+    print_table,
+    repair_command,
+    run_all,
+    split_in_two,
+    spread,
+    taskset,
+    warm_page_cache,
 )
 
 DOC = REPO / "docs" / "benchmarks" / "verify.md"
@@ -56,8 +65,8 @@ DOC = REPO / "docs" / "benchmarks" / "verify.md"
 
 
 def _verify_one(task: tuple[str, bool]) -> tuple[int, bool, int]:
-    from repair.formats.sst import verify_table
-    from repair.storage import default_storage
+    from repair.formats.rocksdb.table.sst import verify_table
+    from repair.io.storage import default_storage
 
     path, decompress = task
     with default_storage().open_input(path) as source:
@@ -66,8 +75,8 @@ def _verify_one(task: tuple[str, bool]) -> tuple[int, bool, int]:
 
 
 def worker(files: list[str], jobs: int, decompress: bool) -> dict:
-    import repair.formats.sst  # noqa: F401 - imports are not part of the measured time
-    import repair.storage  # noqa: F401
+    import repair.formats.rocksdb.table.sst  # noqa: F401 - imports are not part of the measured time
+    import repair.io.storage  # noqa: F401
 
     started = time.perf_counter()
     tasks = [(path, decompress) for path in files]
@@ -123,17 +132,17 @@ def check_repair(outputs: list[str]) -> str | None:
 def repair_verify_available() -> str | None:
     """Why ``repair verify`` cannot be benchmarked here, or ``None`` when it can."""
     import importlib.util
-    if importlib.util.find_spec("repair.ops.verify") is None:
-        return "repair/ops/verify.py does not exist yet"
+    if importlib.util.find_spec("repair.ops.verify.engine") is None:
+        return "repair/ops/verify/engine.py does not exist yet"
     import inspect
 
-    from repair.ops import verify as verify_module
+    from repair.ops.verify import engine as verify_module
 
     function = getattr(verify_module, "verify", None)
     if function is None:
-        return "repair/ops/verify.py has no verify() function yet"
+        return "repair/ops/verify/engine.py has no verify() function yet"
     if "master" not in inspect.signature(function).parameters:
-        return "repair.ops.verify.verify() has no master parameter yet"
+        return "repair.ops.verify.engine.verify() has no master parameter yet"
     return None
 
 
@@ -206,9 +215,9 @@ def prepare_scratch(files: list[Path], scratch: Path) -> None:
 
 def describe_tables(files: list[Path]) -> dict:
     """Format version, checksum, compression and the raw/stored ratio of the data blocks."""
-    from repair.formats.checksum import ChecksumType
-    from repair.formats.sst import open_table
-    from repair.storage import default_storage
+    from repair.formats.rocksdb.table.checksum import ChecksumType
+    from repair.formats.rocksdb.table.sst import open_table
+    from repair.io.storage import default_storage
 
     raw = stored = blocks = 0
     kinds: set[tuple] = set()
@@ -358,7 +367,7 @@ Run it yourself (a few minutes; the first run also generates the checkpoint with
   processes of the best run; in-process s is the time our worker measured itself, from the first file
   opened to the last result (without interpreter start-up and imports).
   - `sst_dump --command=verify --verify_checksum` over a directory of `.sst` symlinks to the files.
-  - `verify_table`: `repair.formats.sst.verify_table(source)` on every file in one process (what
+  - `verify_table`: `repair.formats.rocksdb.table.sst.verify_table(source)` on every file in one process (what
     `repair verify` runs per SST): every block's checksum, and every compressed block decompressed.
   - `verify_table, decompress=False`: checksums only, the same work as `sst_dump` (see below).
   - `pool 2`: a process pool of 2 (files largest first); `sst_dump x2`: two `sst_dump` processes,

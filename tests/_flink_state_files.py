@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from repair.formats.flink_handles import ByteStreamHandle, FileHandle, RelativeFileHandle, SegmentFileHandle
+from repair.formats.flink.handles import ByteStreamHandle, FileHandle, RelativeFileHandle, SegmentFileHandle
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

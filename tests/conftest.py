@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fixtures.state_model import window_key
-from repair.formats.flink_handles import ChangelogBackendHandle
+from repair.formats.flink.handles import ChangelogBackendHandle
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
@@ -154,8 +154,8 @@ def s3():
 
 @pytest.fixture
 def s3_storage(s3):
-    """A :class:`repair.storage.Storage` that talks to the loopback S3 server."""
-    from repair.storage import Storage, StorageOptions
+    """A :class:`repair.io.storage.Storage` that talks to the loopback S3 server."""
+    from repair.io.storage import Storage, StorageOptions
     from tests import s3_server
 
     return Storage(

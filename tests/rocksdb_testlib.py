@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import ctypes
 import os
-import shutil
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -288,7 +288,7 @@ _VERSION_FILE = re.compile(r"\s*(\d+):(\d+)\[(\d+) \.\. (\d+)\]\['([0-9A-F]*)' s
 def ldb_manifest_dump(manifest: Path) -> tuple[list[dict], dict]:
     """``ldb manifest_dump --verbose --hex``, parsed: every VersionEdit as ldb decoded it, and the version it built.
 
-    Each edit is a dict of the fields ldb prints (names as :class:`repair.formats.manifest.VersionEdit`'s;
+    Each edit is a dict of the fields ldb prints (names as :class:`repair.formats.rocksdb.manifest.VersionEdit`'s;
     numbers as ints) with ``new_files`` as ``(level, number, size, smallest, largest)``, keys as
     ``(user key hex, seqno, type)``; ``deleted_files`` as ``(level, number)``. The version:
     ``{"column_families": {id: {"name", "log_number", "comparator", "files": {number: (level, size,

@@ -1,4 +1,4 @@
-"""Tests of repair.formats.flink_backend_meta, flink_serializers and flink_keygroups.
+"""Tests of repair.formats.flink.backend_meta, flink_serializers and flink_keygroups.
 
 Evidence: the meta data streams and canonical-savepoint key-group files of the real fixtures, checked
 against fixture.json / expected.json and the fixture job's source (state types); streams written by
@@ -17,17 +17,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from repair.errors import FormatError, RepairError
-from repair.formats.flink_backend_meta import (
+from repair.formats.bytes.java_io import ByteWriter
+from repair.formats.flink.backend_meta import (
     decode_backend_meta,
     decode_keyed_backend_meta,
     decode_operator_backend_meta,
 )
-from repair.formats.flink_handles import IncrementalKeyedHandle, KeyGroupRange, KeyGroupsHandle
-from repair.formats.flink_keygroups import iter_key_group_entries
-from repair.formats.flink_metadata import decode_metadata
-from repair.formats.flink_serializers import POJO_SNAPSHOT, describe
-from repair.formats.java_io import ByteWriter
-from repair.keygroups import assign_key_group, java_long_hash, java_string_hash, key_group_prefix_bytes, operator_id_for_uid
+from repair.formats.flink.full_snapshot.canonical import iter_key_group_entries
+from repair.formats.flink.handles import IncrementalKeyedHandle, KeyGroupRange, KeyGroupsHandle
+from repair.formats.flink.keygroups import (
+    assign_key_group,
+    java_long_hash,
+    java_string_hash,
+    key_group_prefix_bytes,
+    operator_id_for_uid,
+)
+from repair.formats.flink.metadata import decode_metadata
+from repair.formats.flink.serializers import POJO_SNAPSHOT, describe
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_info, handle_bytes, metadata_id
 from tests.conftest import fixture_spec, materialized, timers_in_raw_keyed_state
 

@@ -18,10 +18,9 @@ from pathlib import Path
 import cramjam
 import pytest
 
-from repair import storage as st
 from repair.errors import FormatError
-from repair.formats.flink_backend_meta import BACKEND_STATE_TYPES, StateMetaInfo
-from repair.formats.flink_changelog import (
+from repair.formats.flink.backend_meta import BACKEND_STATE_TYPES, StateMetaInfo
+from repair.formats.flink.changelog.dstl import (
     METADATA,
     DataChange,
     MetadataChange,
@@ -31,13 +30,16 @@ from repair.formats.flink_changelog import (
     iter_change_sets,
     read_change_set,
 )
-from repair.formats.flink_handles import ChangelogBackendHandle, ChangelogStreamHandle, FileHandle
-from repair.keygroups import operator_id_for_uid
-from repair.layout import PathResolver, SnapshotRef, discover
-from repair.ops import changelog_check, changelog_reader, changelog_state_reader
-from repair.ops.changelog_check import check_subtask_changelog
-from repair.ops.changelog_reader import with_states
-from repair.snapshot import load_snapshot
+from repair.formats.flink.handles import ChangelogBackendHandle, ChangelogStreamHandle, FileHandle
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.io import storage as st
+from repair.io.layout import PathResolver, SnapshotRef, discover
+from repair.io.snapshot import load_snapshot
+from repair.ops.verify import changelog_check
+from repair.ops.verify.changelog_check import check_subtask_changelog
+from repair.readers import changelog as changelog_reader
+from repair.readers import changelog_state as changelog_state_reader
+from repair.readers.changelog import with_states
 from tests.conftest import FIXTURES, fixture_info
 
 NAME = "flink-1.20-changelog"
@@ -222,7 +224,7 @@ def test_dstl_files_are_read_next_to_the_checkpoint_only_when_copied_along(tmp_p
 
 
 def test_inspect_verify_and_export_leave_the_checkpoint_untouched(tmp_path, capsys, read_only_guard):
-    from repair.cli import main
+    from repair.cli.app import main
 
     root = str(read_only_guard(ROOT))
     assert main(["inspect", root, "--json"]) == 0
@@ -255,7 +257,7 @@ def _newest_pieces(copy: Path) -> list[tuple[str, int]]:
 
 
 def _verify(capsys, path: Path) -> tuple[int, list[dict]]:
-    from repair.cli import main
+    from repair.cli.app import main
 
     code = main(["verify", str(path), "--json"])
     return code, [f for f in json.loads(capsys.readouterr().out)["findings"] if f["severity"] == "error"]

@@ -20,19 +20,19 @@ import pytest
 from fixtures import state_model
 from fixtures.generate import SPECS, generate
 from fixtures.restore import restore_state
-from repair import storage as st
-from repair.formats.binary import ByteReader
-from repair.formats.flink_backend_meta import BACKEND_STATE_TYPES, KEYED_STATE_TYPE, StateMetaInfo
-from repair.formats.flink_changelog import DataChange
-from repair.formats.flink_changelog_replay import NotReplayable, StateReplay
-from repair.formats.flink_handles import ChangelogBackendHandle
-from repair.formats.flink_heap_rows import HeapStateDecoder
-from repair.formats.flink_serializers import SerializerSnapshot
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops.changelog_state_reader import iter_changelog_handle, replay_subtask
-from repair.ops.export import export
-from repair.snapshot import load_snapshot
+from repair.formats.bytes.binary import ByteReader
+from repair.formats.flink.backend_meta import BACKEND_STATE_TYPES, KEYED_STATE_TYPE, StateMetaInfo
+from repair.formats.flink.changelog.dstl import DataChange
+from repair.formats.flink.changelog.replay import NotReplayable, StateReplay
+from repair.formats.flink.full_snapshot.heap_rows import HeapStateDecoder
+from repair.formats.flink.handles import ChangelogBackendHandle
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
+from repair.ops.export.job import export
+from repair.readers.changelog_state import iter_changelog_handle, replay_subtask
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, logs_state_changes
 from tests.test_export import KEYED_UIDS, _rebuild
 

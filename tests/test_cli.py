@@ -12,7 +12,7 @@ import pytest
 import typer.main
 
 from repair import __version__
-from repair.cli import app, main
+from repair.cli.app import app, main
 from tests import damage
 from tests.conftest import FIXTURES, REPO, fixture_info
 

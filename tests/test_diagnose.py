@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from repair import diagnose_rules
-from repair.ops.diagnose import NO_KNOWN_INCIDENT, diagnose
+from repair.ops.diagnose import rules as diagnose_rules
+from repair.ops.diagnose.incidents import NO_KNOWN_INCIDENT, diagnose
 
 DATA = Path(__file__).parent / "data"
 SEEDS = DATA / "seeds"

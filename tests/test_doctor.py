@@ -1,6 +1,6 @@
 """``repair doctor``: the configurations quoted in the incident reports raise the hazards they describe;
 a clean modern configuration raises no error; renamed keys are judged per Flink version (key names
-checked against the Flink 1.15.4, 1.18.1, 1.20.3, 2.1.1 and 2.3.0 jars, see repair/flink_keys.py)."""
+checked against the Flink 1.15.4, 1.18.1, 1.20.3, 2.1.1 and 2.3.0 jars, see repair/ops/doctor/flink_keys.py)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from repair.errors import UsageError
-from repair.flink_keys import OPTIONS
-from repair.ops.doctor import doctor, parse_config
+from repair.ops.doctor.flink_keys import OPTIONS
+from repair.ops.doctor.lint import doctor, parse_config
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 REPO = Path(__file__).resolve().parent.parent

@@ -18,15 +18,32 @@ import pytest
 
 from fixtures import state_model
 from repair.errors import FormatError, RepairError, UsageError
-from repair.formats.flink_arrow import StateColumns, column_type
-from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_serializers import SerializerSnapshot
-from repair.keygroups import assign_key_group, java_int_hash, java_long_hash, java_string_hash, operator_id_for_uid, operator_index_for_key_group
-from repair.ops import export_parts
-from repair.ops.export import COLUMNS, export, partition_value
-from repair.ops.export_parts import write_state_part
-from repair.ops.state_reader import StateStream
-from tests.conftest import FIXTURE_NAMES, FIXTURES, expected_shape, fixture_info, fixture_spec, logs_state_changes, namespaced, timers_in_raw_keyed_state, writes_rocksdb_instances
+from repair.formats.flink.arrow import StateColumns, column_type
+from repair.formats.flink.backend_meta import StateMetaInfo
+from repair.formats.flink.keygroups import (
+    assign_key_group,
+    java_int_hash,
+    java_long_hash,
+    java_string_hash,
+    operator_id_for_uid,
+    operator_index_for_key_group,
+)
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.ops.export import parts as export_parts
+from repair.ops.export.job import COLUMNS, export, partition_value
+from repair.ops.export.parts import write_state_part
+from repair.readers.rocksdb import StateStream
+from tests.conftest import (
+    FIXTURE_NAMES,
+    FIXTURES,
+    expected_shape,
+    fixture_info,
+    fixture_spec,
+    logs_state_changes,
+    namespaced,
+    timers_in_raw_keyed_state,
+    writes_rocksdb_instances,
+)
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: fixture.json's operator state kinds -> the export's state kinds
@@ -374,7 +391,7 @@ def test_both_lsm_engines_write_identical_files(name, which, exported, tmp_path)
 @pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.0-p3-mp300"])
 def test_row_by_row_decoding_writes_identical_files(name, exported, tmp_path, monkeypatch):
     """The exact row-by-row decoder (taken for batches the column-wise one refuses) writes the same bytes."""
-    from repair.formats.flink_keyed_columns import ColumnarMiss
+    from repair.formats.flink.in_rocksdb.keyed_columns import ColumnarMiss
 
     def refuse(self, *args, **kwargs):
         raise ColumnarMiss
@@ -390,7 +407,7 @@ def test_auto_falls_back_to_the_python_merge_where_rocksdb_cannot_open_an_instan
     """A subtask whose MANIFEST is gone cannot be opened by RocksDB: ``auto`` reads it with the Python
     merge (which needs no MANIFEST) and says why, in ``_export.json`` and in the text output;
     ``--engine rocksdb`` refuses. The Parquet is the same."""
-    from repair.cli import main
+    from repair.cli.app import main
     from tests import damage
 
     name = "flink-1.20-p3-external-xxhash-lz4"
@@ -420,7 +437,7 @@ def test_process_pool_gives_identical_files(tmp_path, exported):
 
 def _fail_at_part(monkeypatch, n: int) -> list[str]:
     """Make the ``n``-th part written raise a FormatError; returns the parts asked for so far."""
-    from repair.ops import export as export_module
+    from repair.ops.export import job as export_module
 
     real = export_module.write_state_part
     calls: list[str] = []
@@ -446,7 +463,7 @@ def test_a_failing_task_publishes_nothing(tmp_path, monkeypatch):
 def test_files_left_by_dead_task_attempts_are_not_published(tmp_path, monkeypatch, exported):
     """A task attempt that died mid-write leaves a temporary file in the staging directory; a retry
     rewrote its part. The published directory holds exactly the parts the tasks reported."""
-    from repair.ops import export as export_module
+    from repair.ops.export import job as export_module
 
     real = export_module.write_state_part
 
@@ -478,13 +495,13 @@ def _row(**fields) -> dict:
 
 
 def _columns(value: SerializerSnapshot | None) -> StateColumns:
-    from repair.formats.flink_arrow import absent
+    from repair.formats.flink.arrow import absent
 
     return StateColumns({"key": column_type(STRING), "namespace": absent("void"), "user_key": absent("no map"), "value": column_type(value)})
 
 
 def _write(tmp_path, columns: StateColumns, rows: list[dict]):
-    from repair import storage as st
+    from repair.io import storage as st
 
     stats = write_state_part(st.default_storage(), str(tmp_path), "part.parquet", columns, StateStream("s", "value", StateMetaInfo("s", 0), iter(rows)))
     return stats, pq.read_table(tmp_path / "part.parquet")
@@ -512,7 +529,7 @@ def test_values_a_column_cannot_hold_exactly_become_null_with_an_error(tmp_path)
 
 def test_nan_non_bmp_and_pojo_nulls_are_exact(tmp_path):
     _P = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
-    from repair.formats.flink_serializers import PojoField
+    from repair.formats.flink.serializers import PojoField
 
     pojo = SerializerSnapshot(_P, 2, attributes={"pojo_class": "x.P"},
                               pojo_fields=[PojoField("name", "x.P", STRING), PojoField("n", "x.P", LONG)])
@@ -564,7 +581,7 @@ def test_parts_are_written_in_bounded_batches(tmp_path, monkeypatch):
 
 
 def test_an_empty_state_still_gets_a_part_with_its_schema(tmp_path):
-    from repair import storage as st
+    from repair.io import storage as st
 
     stats = write_state_part(st.default_storage(), str(tmp_path), "p/part-00000.parquet", _columns(LONG), None)
     table = pq.read_table(tmp_path / "p" / "part-00000.parquet")

@@ -15,7 +15,7 @@ import pytest
 from fixtures import state_model
 from fixtures.generate import SPECS, generate
 from fixtures.restore import restore_state
-from repair.cli import main
+from repair.cli.app import main
 from repair.errors import UsageError
 from repair.ops.fallback import fallback
 from tests import damage
@@ -196,11 +196,11 @@ def test_every_fixture_falls_back_past_a_damaged_file(fixture_dir, tmp_path):
 
 def test_a_healthy_root_costs_one_checkpoint(monkeypatch):
     """Newest first: when the newest checkpoint is valid, only its files are read."""
-    from repair.ops import file_checks
+    from repair.ops.verify import file_checks
 
     read = []
     original = file_checks.check_file
-    monkeypatch.setattr("repair.ops.verify.check_file", lambda task, storage=None: read.append(task.key) or original(task, storage))
+    monkeypatch.setattr("repair.ops.verify.engine.check_file", lambda task, storage=None: read.append(task.key) or original(task, storage))
     root = damage.checkpoint_root(FIXTURES / EXTERNAL)
     result = fallback(str(root))
     newest = max(damage.checkpoint_ids(root))
@@ -208,7 +208,7 @@ def test_a_healthy_root_costs_one_checkpoint(monkeypatch):
     assert [v.valid for v in result.checkpoints] == [True] + [None] * (len(result.checkpoints) - 1)
     newest_only = len(read)
     read.clear()
-    from repair.ops.verify import verify
+    from repair.ops.verify.engine import verify
 
     verify(str(root / f"chk-{newest}"))
     assert newest_only == len(read)

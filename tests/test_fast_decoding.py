@@ -8,16 +8,16 @@ import os
 
 import pytest
 
-from repair import storage as st
 from repair.errors import FormatError
-from repair.formats.flink_handles import IncrementalKeyedHandle
-from repair.formats.flink_keyed_rows import KeyedStateDecoder
-from repair.formats.flink_serializers import SerializerSnapshot
-from repair.formats.flink_values import FAST_MISSES, decoder_for
-from repair.formats.rocksdb_lsm import LsmStats, iter_column_family, tables_by_column_family
-from repair.layout import discover
-from repair.ops.state_reader import _open_tables, open_resolved, read_handle_meta
-from repair.snapshot import load_snapshot
+from repair.formats.flink.handles import IncrementalKeyedHandle
+from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.formats.flink.values import FAST_MISSES, decoder_for
+from repair.formats.rocksdb.lsm import LsmStats, iter_column_family, tables_by_column_family
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
+from repair.readers.rocksdb import _open_tables, open_resolved, read_handle_meta
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 from tests.flink_bytes import nullable, row, string_value
 

@@ -11,7 +11,7 @@ import struct
 import pyarrow as pa
 import pytest
 
-from repair.formats.flink_arrow import (
+from repair.formats.flink.arrow import (
     ColumnType,
     StateColumns,
     column_converter,
@@ -21,9 +21,16 @@ from repair.formats.flink_arrow import (
     operator_state_columns,
     to_arrow,
 )
-from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, OPERATOR_STATE_DISTRIBUTION_MODE, StateMetaInfo
-from repair.formats.flink_serializers import ENUM_SNAPSHOT, KRYO_SNAPSHOT, POJO_SNAPSHOT, TTL_AWARE_SNAPSHOT, PojoField, SerializerSnapshot
-from repair.formats.flink_values import decoder_for
+from repair.formats.flink.backend_meta import KEYED_STATE_TYPE, OPERATOR_STATE_DISTRIBUTION_MODE, StateMetaInfo
+from repair.formats.flink.serializers import (
+    ENUM_SNAPSHOT,
+    KRYO_SNAPSHOT,
+    POJO_SNAPSHOT,
+    TTL_AWARE_SNAPSHOT,
+    PojoField,
+    SerializerSnapshot,
+)
+from repair.formats.flink.values import decoder_for
 from tests.flink_bytes import nullable, row
 
 _B = "org.apache.flink.api.common.typeutils.base."

@@ -1,4 +1,4 @@
-"""Tests of repair.formats.flink_metadata / flink_handles.
+"""Tests of repair.formats.flink.metadata / flink_handles.
 
 Evidence, strongest first: every real ``_metadata`` under fixtures/ (written by Flink 1.18, 1.20 and 2.1
 jobs) checked against the fixture's fixture.json and against the files on disk; small files written by
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from repair.errors import FormatError, TruncatedError
-from repair.formats.flink_handles import (
+from repair.formats.flink.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
     ChangelogLayout,
@@ -27,8 +27,8 @@ from repair.formats.flink_handles import (
     EmptySegmentFileHandle,
     FileHandle,
     HandleDialect,
-    InMemoryChangelogHandle,
     IncrementalKeyedHandle,
+    InMemoryChangelogHandle,
     KeyGroupRange,
     KeyGroupsHandle,
     MergedChannelStateHandle,
@@ -36,7 +36,8 @@ from repair.formats.flink_handles import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
-from repair.formats.flink_metadata import (
+from repair.formats.flink.keygroups import key_group_range_for_operator, operator_id_for_uid
+from repair.formats.flink.metadata import (
     CheckpointMetadata,
     MetadataDialect,
     OperatorState,
@@ -44,7 +45,6 @@ from repair.formats.flink_metadata import (
     decode_metadata,
     encode_metadata,
 )
-from repair.keygroups import key_group_range_for_operator, operator_id_for_uid
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_dirs, fixture_info, local_file, metadata_id
 from tests.conftest import fixture_spec, logs_state_changes, materialized, timers_in_raw_keyed_state
 

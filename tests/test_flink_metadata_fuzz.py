@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from repair.errors import RepairError
-from repair.formats.flink_metadata import decode_metadata, encode_metadata
+from repair.formats.flink.metadata import decode_metadata, encode_metadata
 from tests._flink_state_files import SAMPLES, all_metadata
 
 # Small real files (fast) plus the Flink-written samples (every handle type).

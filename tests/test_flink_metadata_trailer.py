@@ -1,4 +1,4 @@
-"""Tests of repair.formats.java_serialization: the V4+ CheckpointProperties trailer and the stream reader.
+"""Tests of repair.formats.bytes.java_serialization: the V4+ CheckpointProperties trailer and the stream reader.
 
 Evidence: the trailers of the real fixtures, trailers written by Flink 2.1.1 for every snapshot type
 (tests/data/flink_metadata/expected.txt says what Flink put in), and a general stream written by the JVM
@@ -12,8 +12,7 @@ import struct
 import pytest
 
 from repair.errors import FormatError, TruncatedError
-from repair.formats.flink_metadata import decode_metadata
-from repair.formats.java_serialization import (
+from repair.formats.bytes.java_serialization import (
     JavaArray,
     JavaBlockData,
     JavaEnum,
@@ -21,6 +20,7 @@ from repair.formats.java_serialization import (
     decode_checkpoint_properties,
     read_java_object,
 )
+from repair.formats.flink.metadata import decode_metadata
 from tests._flink_state_files import SAMPLES, all_metadata
 
 

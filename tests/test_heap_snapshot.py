@@ -1,4 +1,4 @@
-"""Full snapshots of the heap state backend (repair.formats.flink_heap_snapshot and flink_heap_rows).
+"""Full snapshots of the heap state backend (repair.formats.flink.full_snapshot.heap and flink_heap_rows).
 
 Real checkpoints and native savepoints of Flink 1.20 (uncompressed, inline in ``_metadata``) and 2.1
 (Snappy-compressed, external files) must give exactly expected.json; then damage to their bytes must
@@ -17,21 +17,21 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 
-from repair import storage as st
-from repair.errors import FormatError, RepairError
-from repair.formats import flink_keygroup_stream
-from repair.formats.flink_backend_meta import decode_keyed_backend_meta
-from repair.formats.flink_handles import KeyGroupsHandle
-from repair.formats.flink_heap_rows import HeapStateDecoder
-from repair.formats.flink_heap_snapshot import detect_heap_layout, index_heap_key_groups
-from repair.formats.flink_serializers import SerializerSnapshot
-from repair.formats.flink_values import UnsupportedSerializerError
-from repair.formats.random_access import BytesSource
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops.savepoint_reader import iter_full_snapshot
-from repair.snapshot import load_snapshot, read_resolved
 from fixtures import state_model
+from repair.errors import FormatError, RepairError
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+from repair.formats.flink.full_snapshot import canonical_stream as flink_keygroup_stream
+from repair.formats.flink.full_snapshot.heap import detect_heap_layout, index_heap_key_groups
+from repair.formats.flink.full_snapshot.heap_rows import HeapStateDecoder
+from repair.formats.flink.handles import KeyGroupsHandle
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.formats.flink.values import UnsupportedSerializerError
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot, read_resolved
+from repair.readers.full_snapshot import iter_full_snapshot
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, fixture_spec, logs_state_changes
 from tests.test_savepoint_reader import _canonical_dir, _snappy_framed, damaged_after, full_snapshot_state
 
@@ -310,8 +310,8 @@ def test_export_of_the_other_states_works_and_of_the_hidden_one_fails_cleanly(tm
     """End to end on the uncompressed heap fixture with an unknown serializer: ``repair export`` of the
     whole checkpoint exits 2 naming the serializer and leaves no output; ``--state`` of a state written
     before it in every key group exports exactly what the fixture's expected.json holds for it."""
-    from repair.cli import main
-    from repair.ops import savepoint_reader
+    from repair.cli.app import main
+    from repair.readers import full_snapshot as savepoint_reader
 
     _, _, data, handle, _ = _subtasks(UNCOMPRESSED)[0]
     meta = decode_keyed_backend_meta(data)

@@ -1,7 +1,7 @@
 """``repair inspect`` on every committed fixture, compared with what the generator knows.
 
 The expectations come from fixture.json (written by the generator from the job it ran) and from the
-bytes on disk, not from the code under test; key-group ranges come from repair.keygroups, which
+bytes on disk, not from the code under test; key-group ranges come from repair.formats.flink.keygroups, which
 tests/test_keygroups.py checks against Flink's own jars.
 """
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from repair.keygroups import key_group_range_for_operator, operator_id_for_uid
+from repair.formats.flink.keygroups import key_group_range_for_operator, operator_id_for_uid
 from repair.ops.inspect import inspect
 from tests.conftest import FIXTURES, fixture_info, logs_state_changes, writes_rocksdb_instances
 

@@ -1,4 +1,4 @@
-"""The byte ranges column-wise decoding cuts out of a batch (repair.formats.flink_keyed_columns._slices).
+"""The byte ranges column-wise decoding cuts out of a batch (repair.formats.flink.in_rocksdb.keyed_columns._slices).
 
 Every raw column and every string of the column-wise decoder is such a cut: one range per row, and
 when ranges sit at the same place in every row (a key-group prefix, a fixed-width field, a namespace
@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from repair.formats.flink_keyed_columns import _Bytes, _slices
+from repair.formats.flink.in_rocksdb.keyed_columns import _Bytes, _slices
 
 
 def _cut(rows: list[bytes], ranges: list[tuple[int, int]], per_row: bool) -> list[bytes]:

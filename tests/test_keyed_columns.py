@@ -1,4 +1,4 @@
-"""Column-wise decoding (repair.formats.flink_keyed_columns) against the row-by-row decoder.
+"""Column-wise decoding (repair.formats.flink.in_rocksdb.keyed_columns) against the row-by-row decoder.
 
 Every fixture entry is covered by tests/test_export.py (both engines write identical Parquet and no
 batch goes row by row there). Here: the layouts the fixtures do not have, built by hand — length
@@ -17,21 +17,26 @@ import struct
 import pyarrow as pa
 import pytest
 
-from repair import storage as st
 from repair.errors import FormatError
-from repair.formats.flink_arrow import keyed_state_columns
-from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, StateMetaInfo
-from repair.formats import flink_keyed_columns
-from repair.formats.flink_keyed_columns import MAX_LIST_STEPS, ColumnarMiss, ColumnarStateDecoder, field_reader
-from repair.formats.flink_keyed_rows import KeyedStateDecoder
-from repair.formats.flink_handles import IncrementalKeyedHandle
-from repair.formats.flink_serializers import PojoField, SerializerSnapshot
-from repair.formats.flink_values import decoder_for
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops.export_parts import COLUMNS, PartStats, _BatchWriter
-from repair.ops.state_reader import iter_incremental_handle
-from repair.snapshot import load_snapshot
+from repair.formats.flink.arrow import keyed_state_columns
+from repair.formats.flink.backend_meta import KEYED_STATE_TYPE, StateMetaInfo
+from repair.formats.flink.handles import IncrementalKeyedHandle
+from repair.formats.flink.in_rocksdb import keyed_columns as flink_keyed_columns
+from repair.formats.flink.in_rocksdb.keyed_columns import (
+    MAX_LIST_STEPS,
+    ColumnarMiss,
+    ColumnarStateDecoder,
+    field_reader,
+)
+from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.serializers import PojoField, SerializerSnapshot
+from repair.formats.flink.values import decoder_for
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
+from repair.ops.export.parts import COLUMNS, PartStats, _BatchWriter
+from repair.readers.rocksdb import iter_incremental_handle
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 from tests.flink_bytes import nullable, row, string_value
 

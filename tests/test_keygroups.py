@@ -1,4 +1,4 @@
-"""Tests of repair.keygroups: fixed values, properties, and Flink's own answers from the real jar."""
+"""Tests of repair.formats.flink.keygroups: fixed values, properties, and Flink's own answers from the real jar."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from repair.keygroups import (
+from repair.formats.flink.keygroups import (
     UPPER_BOUND_MAX_PARALLELISM,
     assign_key_group,
     default_max_parallelism,

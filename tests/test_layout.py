@@ -7,8 +7,8 @@ import shutil
 import pytest
 
 from repair.errors import StorageError
-from repair.formats.flink_handles import FileHandle, RelativeFileHandle, SegmentFileHandle
-from repair.layout import PathResolver, SnapshotRef, discover
+from repair.formats.flink.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
+from repair.io.layout import PathResolver, SnapshotRef, discover
 from tests.conftest import FIXTURES, fixture_info
 
 FIXTURE = FIXTURES / "flink-1.20-default"
@@ -78,7 +78,7 @@ def test_files_recorded_elsewhere_are_relocated_under_the_root_being_read():
 
 
 def test_another_jobs_files_are_read_next_to_the_root_only_when_copied_along(tmp_path):
-    from repair.storage import Storage
+    from repair.io.storage import Storage
 
     other = "f" * 32
     (tmp_path / JOB).mkdir()

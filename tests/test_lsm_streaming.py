@@ -8,11 +8,11 @@ import random
 import pytest
 
 from repair.errors import FormatError
-from repair.formats.random_access import BytesSource
-from repair.formats.rocksdb_lsm import LsmStats, RangeDeletions, iter_column_family
-from repair.formats.sst import RangeTombstone, open_table
-from repair.formats.sst_block import InternalKey, ValueType
-from repair.formats.sst_writer import TableOptions, build_table
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.lsm import LsmStats, RangeDeletions, iter_column_family
+from repair.formats.rocksdb.table.block import InternalKey, ValueType
+from repair.formats.rocksdb.table.sst import RangeTombstone, open_table
+from tests.sst_writer import TableOptions, build_table
 
 KEYS = [bytes([a, b]) for a in range(1, 4) for b in range(1, 6)]
 
@@ -115,10 +115,10 @@ def test_resolution_streams_block_by_block():
 def test_live_keys_of_no_state_raise_even_when_other_states_are_asked_for():
     import struct
 
-    from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, KeyedBackendMeta, StateMetaInfo
-    from repair.formats.flink_handles import KeyGroupRange
-    from repair.formats.flink_serializers import SerializerSnapshot
-    from repair.ops.state_reader import iter_keyed_instance
+    from repair.formats.flink.backend_meta import KEYED_STATE_TYPE, KeyedBackendMeta, StateMetaInfo
+    from repair.formats.flink.handles import KeyGroupRange
+    from repair.formats.flink.serializers import SerializerSnapshot
+    from repair.readers.rocksdb import iter_keyed_instance
 
     long_ = SerializerSnapshot("org.apache.flink.api.common.typeutils.base.LongSerializer$LongSerializerSnapshot", 3)
     void = SerializerSnapshot("org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot", 3)

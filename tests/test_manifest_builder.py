@@ -1,4 +1,4 @@
-"""repair.formats.manifest_builder: a MANIFEST rebuilt from SSTs alone opens in RocksDB with the same contents.
+"""repair.formats.rocksdb.manifest_builder: a MANIFEST rebuilt from SSTs alone opens in RocksDB with the same contents.
 
 (a) DBs written by rocksdict (RocksDB 10.x) with several column families, overlapping flushes, deletes
     and range deletes: rebuilt MANIFEST read back by rocksdict and by Debian's ldb 7.8.3;
@@ -17,11 +17,12 @@ from pathlib import Path
 
 import pytest
 
-from repair import storage as st
 from repair.errors import FormatError, UsageError
-from repair.formats.flink_handles import IncrementalKeyedHandle
-from repair.formats.manifest import read_manifest, replay
-from repair.formats.manifest_builder import (
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.handles import IncrementalKeyedHandle
+from repair.formats.rocksdb.files import decode_current, file_number
+from repair.formats.rocksdb.manifest import read_manifest, replay
+from repair.formats.rocksdb.manifest_builder import (
     LevelAssignmentError,
     assign_levels,
     build_manifest,
@@ -30,11 +31,10 @@ from repair.formats.manifest_builder import (
     describe_sst,
     epoch_numbers_for,
 )
-from repair.formats.random_access import BytesSource
-from repair.formats.rocksdb_files import decode_current, file_number
-from repair.formats.sst_block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType, decode_internal_key
-from repair.layout import discover
-from repair.snapshot import load_snapshot, read_resolved
+from repair.formats.rocksdb.table.block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType, decode_internal_key
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot, read_resolved
 from tests.rocksdb_testlib import ldb, ldb_live_files, ldb_manifest_dump, needs_ldb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
@@ -85,7 +85,7 @@ def _levels_hold_newer_above_older(db_files: dict[int, tuple[int, object]], summ
         assert check_consistency([(db_files[s.number], s) for s in files]) == []
         for a in files:
             for b in files:
-                from repair.formats.manifest_builder import ranges_overlap
+                from repair.formats.rocksdb.manifest_builder import ranges_overlap
                 if a is not b and ranges_overlap(a, b) and a.smallest_seqno > b.largest_seqno:
                     assert db_files[a.number] < db_files[b.number] or (db_files[a.number] == db_files[b.number] == 0)
 

@@ -18,15 +18,15 @@ from pathlib import Path
 
 import pytest
 
-from repair import storage as st
 from repair.errors import FormatError, RepairError, TruncatedError
-from repair.formats.flink_handles import OPERATOR_STATE_MODES, OperatorStateEntry
-from repair.formats.flink_keyed_rows import ROW_FIELDS
-from repair.formats.flink_operator_state import OperatorStateFile
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops.operator_state_reader import OperatorStateStream, iter_operator_handle, read_operator_states
-from repair.snapshot import load_snapshot
+from repair.formats.flink.handles import OPERATOR_STATE_MODES, OperatorStateEntry
+from repair.formats.flink.in_rocksdb.keyed_rows import ROW_FIELDS
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.operator_state import OperatorStateFile
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
+from repair.readers.operator_state import OperatorStateStream, iter_operator_handle, read_operator_states
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info
 
 SAMPLES = Path(__file__).parent / "data" / "operator_state"

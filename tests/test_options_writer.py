@@ -1,4 +1,4 @@
-"""repair.formats.options_writer: an OPTIONS file written from the SSTs opens the DB as Flink's own does.
+"""repair.formats.rocksdb.options_writer: an OPTIONS file written from the SSTs opens the DB as Flink's own does.
 
 Ground truth is the OPTIONS file real Flink (FRocksDB 6.20 and 8.10) wrote next to the fixtures' SSTs:
 the written file must agree with it on every setting that decides how the data is read, our parser
@@ -17,10 +17,11 @@ import pytest
 
 from fixtures import state_model
 from fixtures.restore import restore_state
-from repair.formats.checksum import ChecksumType
-from repair.formats.flink_handles import ByteStreamHandle, IncrementalKeyedHandle
-from repair.formats.flink_metadata import decode_metadata
-from repair.formats.options_writer import (
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.handles import ByteStreamHandle, IncrementalKeyedHandle
+from repair.formats.flink.metadata import decode_metadata
+from repair.formats.rocksdb.files import parse_options
+from repair.formats.rocksdb.options_writer import (
     ROCKSDB_VERSION_FOR_FORMAT,
     TableFacts,
     derive_column_family_options,
@@ -28,12 +29,11 @@ from repair.formats.options_writer import (
     render_options,
     without_db_option,
 )
-from repair.formats.random_access import BytesSource
-from repair.formats.rocksdb_files import parse_options
-from repair.formats.sst import open_table
-from repair.ops.db_evidence import OldManifest, choose_format, rocksdb7_markers
-from repair.ops.rebuild import rebuild_manifest
-from repair.ops.verify import verify
+from repair.formats.rocksdb.table.checksum import ChecksumType
+from repair.formats.rocksdb.table.sst import open_table
+from repair.ops.rebuild.checkpoint import rebuild_manifest
+from repair.ops.rebuild.db_evidence import OldManifest, choose_format, rocksdb7_markers
+from repair.ops.verify.engine import verify
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
 from tests.rocksdb_testlib import make_rocksdict_db, needs_ldb

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
+from repair.cli.render import render_orphans
 from repair.errors import UsageError
 from repair.ops.orphans import IN_PROGRESS, orphans
-from repair.render import render_orphans
 from tests import damage
 from tests.conftest import FIXTURES
 

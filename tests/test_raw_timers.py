@@ -19,17 +19,22 @@ from functools import lru_cache
 
 import pytest
 
-from repair import storage as st
 from repair.errors import FormatError
-from repair.formats.flink_handles import KeyGroupRange, KeyGroupsHandle
-from repair.formats.flink_raw_timers import VERSIONED_IDENTIFIER, read_timer_key_group, timer_state_name
-from repair.formats.flink_serializers import describe
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.formats.random_access import BytesSource
-from repair.ops.raw_timers_reader import first_key_group_services, iter_raw_timers, iter_raw_timers_handle, raw_key_group_blocks
-from repair.ops.savepoint_reader import iter_key_groups_handle
-from repair.snapshot import load_snapshot
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.full_snapshot.raw_timers import VERSIONED_IDENTIFIER, read_timer_key_group, timer_state_name
+from repair.formats.flink.handles import KeyGroupRange, KeyGroupsHandle
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.serializers import describe
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
+from repair.readers.full_snapshot import iter_key_groups_handle
+from repair.readers.raw_timers import (
+    first_key_group_services,
+    iter_raw_timers,
+    iter_raw_timers_handle,
+    raw_key_group_blocks,
+)
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, timers_in_raw_keyed_state
 
 NAME = "flink-1.20-rocksdb-heap-timers"
@@ -217,7 +222,7 @@ def _copy_with(tmp_path, edit) -> str:
 
 
 def test_a_damaged_key_group_fails_verify_and_export_names_it(tmp_path, capsys):
-    from repair.cli import main
+    from repair.cli.app import main
 
     def second_key_group_version_3(data: bytes) -> bytes:
         at = data.index(VERSIONED_IDENTIFIER, data.index(VERSIONED_IDENTIFIER) + 1) + 4
@@ -234,7 +239,7 @@ def test_a_damaged_key_group_fails_verify_and_export_names_it(tmp_path, capsys):
 
 
 def test_raw_keyed_state_that_is_not_timers_is_listed_as_skipped(tmp_path, capsys):
-    from repair.cli import main
+    from repair.cli.app import main
 
     root = _copy_with(tmp_path, lambda data: data.replace(VERSIONED_IDENTIFIER, b"\0" + VERSIONED_IDENTIFIER[1:]))
     assert main(["export", root, "--out", str(tmp_path / "out"), "--workers", "1", "--json"]) == 0
@@ -247,7 +252,7 @@ def test_raw_keyed_state_that_is_not_timers_is_listed_as_skipped(tmp_path, capsy
 def test_inspect_verify_and_export_leave_the_checkpoint_untouched(tmp_path, capsys, read_only_guard):
     """The commands that read raw keyed timers, on the committed fixture itself: exit codes, and not a
     byte of the input changed (the guard hashes the tree before and after)."""
-    from repair.cli import main
+    from repair.cli.app import main
 
     root = str(read_only_guard(FIXTURE / "checkpoints" / INFO["job_id"]))
     assert main(["inspect", root, "--json"]) == 0

@@ -20,18 +20,23 @@ from fixtures import state_model
 from fixtures.flink_harness import FlinkRunError
 from fixtures.generate import SPECS, generate
 from fixtures.restore import restore_state
-from repair.cli import main
-from repair.keygroups import assign_key_group, java_long_hash, java_string_hash, operator_id_for_uid
-from repair.formats.manifest import read_manifest, replay
-from repair.formats.random_access import BytesSource
-from repair.formats.flink_backend_meta import StateMetaInfo
-from repair.formats.flink_handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, iter_stream_handles
-from repair.formats.flink_key_range import describe_boundary, key_group_span
-from repair.formats.flink_serializers import SerializerSnapshot
-from repair.formats.sst_block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType
-from repair.formats.flink_metadata import decode_metadata
-from repair.ops.rebuild import rebuild_manifest
-from repair.ops.verify import verify
+from repair.cli.app import main
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.backend_meta import StateMetaInfo
+from repair.formats.flink.handles import (
+    ByteStreamHandle,
+    ChangelogBackendHandle,
+    IncrementalKeyedHandle,
+    iter_stream_handles,
+)
+from repair.formats.flink.in_rocksdb.key_range import describe_boundary, key_group_span
+from repair.formats.flink.keygroups import assign_key_group, java_long_hash, java_string_hash, operator_id_for_uid
+from repair.formats.flink.metadata import decode_metadata
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.formats.rocksdb.manifest import read_manifest, replay
+from repair.formats.rocksdb.table.block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType
+from repair.ops.rebuild.checkpoint import rebuild_manifest
+from repair.ops.verify.engine import verify
 from tests import damage
 from tests._flink_state_files import local_file
 from tests.conftest import FIXTURES, fixture_info

@@ -20,16 +20,17 @@ from pathlib import Path
 
 import pytest
 
-from repair.cli import main
+from repair.cli.app import main
 from repair.errors import UsageError
-from repair.formats.manifest import ColumnFamilyVersion, read_manifest, replay
-from repair.formats.random_access import BytesSource
-from repair.formats.rocksdb_files import decode_current, parse_options
-from repair.formats.sst import open_table
-from repair.formats.wal import summarize_wal
-from repair.ops.db_evidence import OldManifest, assign_column_family_ids
-from repair.ops.rebuild_db import is_rocksdb_dir, rebuild_db
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.files import decode_current, parse_options
+from repair.formats.rocksdb.manifest import ColumnFamilyVersion, read_manifest, replay
+from repair.formats.rocksdb.table.sst import open_table
+from repair.formats.rocksdb.wal import summarize_wal
+from repair.ops.rebuild.db import is_rocksdb_dir, rebuild_db
+from repair.ops.rebuild.db_evidence import OldManifest, assign_column_family_ids
 from tests.rocksdb_testlib import ldb, make_rocksdict_db, needs_ldb
+
 # rocksdict on a copy, with the DB's own OPTIONS file: every column family in full, each key also read
 # back by a point lookup (serves any DB with an OPTIONS file, not only Flink's)
 from tests.test_manifest_builder import _flink_instances, _flink_rocksdict_contents

@@ -15,12 +15,12 @@ import pytest
 
 from fixtures import state_model
 from fixtures.restore import restore_state
-from repair.cli import main
+from repair.cli.app import main
 from repair.errors import UsageError
-from repair.formats.flink_handles import FileHandle, SegmentFileHandle
-from repair.formats.flink_metadata import decode_metadata
+from repair.formats.flink.handles import FileHandle, SegmentFileHandle
+from repair.formats.flink.metadata import decode_metadata
 from repair.ops.relocate import relocate
-from repair.ops.verify import verify
+from repair.ops.verify.engine import verify
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
 

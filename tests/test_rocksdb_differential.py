@@ -11,25 +11,25 @@ from pathlib import Path
 
 import pytest
 
-from repair.formats.checksum import ChecksumType, unmask_crc
-from repair.formats.manifest import read_manifest, replay
-from repair.formats.sst import BlockKind, open_table, verify_table
-from repair.formats.sst_block import InternalKey
-from repair.formats.sst_writer import TableOptions, build_table
+from repair.formats.rocksdb.manifest import read_manifest, replay
+from repair.formats.rocksdb.table.block import InternalKey
+from repair.formats.rocksdb.table.checksum import ChecksumType, unmask_crc
+from repair.formats.rocksdb.table.sst import BlockKind, open_table, verify_table
 from tests.rocksdb_testlib import (
     LIBROCKSDB,
     CApiDB,
     FileSource,
     ldb,
+    ldb_live_files,
     make_rocksdict_db,
     manifest_of,
     needs_ldb,
     needs_sst_dump,
     sst_dump,
     sst_dump_properties,
-    ldb_live_files,
     sst_files,
 )
+from tests.sst_writer import TableOptions, build_table
 
 pytestmark = needs_sst_dump
 

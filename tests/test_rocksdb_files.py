@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from repair.errors import FormatError
-from repair.formats.rocksdb_files import (
+from repair.formats.rocksdb.files import (
     FileKind,
     decode_current,
     encode_current,

@@ -9,7 +9,10 @@ import pytest
 import xxhash
 
 from repair.errors import FormatError, TruncatedError
-from repair.formats.checksum import (
+from repair.formats.bytes.coding import decode_varint32, decode_varint64, encode_varint, zigzag_decode, zigzag_encode
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.table.block import BlockReader, InternalKey, TableFormatError
+from repair.formats.rocksdb.table.checksum import (
     ChecksumType,
     block_checksum,
     buffer_checksum,
@@ -19,12 +22,15 @@ from repair.formats.checksum import (
     mask_crc,
     unmask_crc,
 )
-from repair.formats.coding import decode_varint32, decode_varint64, encode_varint, zigzag_decode, zigzag_encode
-from repair.formats.compression import CompressionType, DecompressionError, UnsupportedCompressionError, compress_block, decompress_block
-from repair.formats.random_access import BytesSource
-from repair.formats.sst import decode_footer, open_table, verify_table
-from repair.formats.sst_block import BlockReader, InternalKey, TableFormatError
-from repair.formats.sst_writer import TableOptions, build_table
+from repair.formats.rocksdb.table.compression import (
+    CompressionType,
+    DecompressionError,
+    UnsupportedCompressionError,
+    compress_block,
+    decompress_block,
+)
+from repair.formats.rocksdb.table.sst import decode_footer, open_table, verify_table
+from tests.sst_writer import TableOptions, build_table
 
 
 def test_crc32c_and_masking():
@@ -177,7 +183,7 @@ def test_block_handle_past_the_footer_is_reported():
     table = open_table(BytesSource(bytes(data)))
     # Rewrite the index so that one handle points past the end: build a table whose index we patch.
     first = table.top_level_index[0]
-    from repair.formats.sst_block import BlockHandle
+    from repair.formats.rocksdb.table.block import BlockHandle
 
     table.top_level_index[0] = BlockHandle(first.offset, len(data) * 2)
     report = table.verify()

@@ -13,9 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from repair.errors import RepairError
-from repair.formats.manifest import iter_version_edits, read_manifest, replay
-from repair.formats.random_access import BytesSource
-from repair.formats.sst import open_table, verify_table
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.manifest import iter_version_edits, read_manifest, replay
+from repair.formats.rocksdb.table.sst import open_table, verify_table
 from tests.rocksdb_testlib import make_rocksdict_db, manifest_of, sst_files
 
 _BLOCK_LIMIT = 1 << 20

@@ -1,4 +1,4 @@
-"""RocksDB itself resolving the LSM tree of a checkpoint's keyed instances (repair.ops.rocksdb_instance).
+"""RocksDB itself resolving the LSM tree of a checkpoint's keyed instances (repair.readers.rocksdb_instance).
 
 The reference is the Python merge (rocksdb_lsm.iter_column_family over the handle's SSTs, as
 state_reader reads them), itself checked against real Flink's state elsewhere: on every keyed instance
@@ -21,17 +21,17 @@ from pathlib import Path
 import pytest
 
 from fixtures import state_model
-from repair import storage as st
 from repair.errors import FormatError, StorageError
-from repair.formats.flink_handles import ByteStreamHandle, IncrementalKeyedHandle, LocalFile
-from repair.formats.rocksdb_lsm import LsmStats, iter_column_family, tables_by_column_family
-from repair.formats.sst_block import ValueType
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops import rocksdb_instance
-from repair.ops.rocksdb_instance import InstanceUnavailable, open_rocksdb_instance
-from repair.ops.state_reader import _open_tables, open_resolved
-from repair.snapshot import LoadedSnapshot, load_snapshot, read_resolved
+from repair.formats.flink.handles import ByteStreamHandle, IncrementalKeyedHandle, LocalFile
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.rocksdb.lsm import LsmStats, iter_column_family, tables_by_column_family
+from repair.formats.rocksdb.table.block import ValueType
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import LoadedSnapshot, load_snapshot, read_resolved
+from repair.readers import rocksdb_instance
+from repair.readers.rocksdb import _open_tables, open_resolved
+from repair.readers.rocksdb_instance import InstanceUnavailable, open_rocksdb_instance
 from tests import damage
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from repair.formats.log_format import BLOCK_SIZE, LogFormatError, LogReader, RecordType, encode_log
-from repair.formats.manifest import (
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.log_format import BLOCK_SIZE, LogFormatError, LogReader, RecordType, encode_log
+from repair.formats.rocksdb.manifest import (
     CustomTag,
     FileMetaData,
     ManifestFormatError,
@@ -18,9 +19,8 @@ from repair.formats.manifest import (
     read_manifest,
     replay,
 )
-from repair.formats.random_access import BytesSource
-from repair.formats.sst import open_table
-from repair.formats.sst_block import InternalKey
+from repair.formats.rocksdb.table.block import InternalKey
+from repair.formats.rocksdb.table.sst import open_table
 from tests.rocksdb_testlib import FileSource, manifest_of
 
 

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import pytest
 
-from repair.formats.checksum import ChecksumType
-from repair.formats.random_access import BytesSource
-from repair.formats.sst import (
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.table.block import ValueType
+from repair.formats.rocksdb.table.checksum import ChecksumType
+from repair.formats.rocksdb.table.sst import (
     BLOCK_BASED_MAGIC,
     BlockKind,
     open_table,
     verify_table,
 )
-from repair.formats.sst_block import ValueType
 from tests.rocksdb_testlib import CApiDB, FileSource, make_rocksdict_db, needs_librocksdb, sst_files
 
 CHECKSUMS = {"no_checksum": 0, "crc32c": 1, "xxhash": 2, "xxhash64": 3, "xxh3": 4}
@@ -207,8 +207,8 @@ def test_corrupt_properties_block_still_verifies_the_data(fv5_and_fv6):
 
 def test_moved_block_fails_only_with_context_checksums(tmp_path):
     """format_version 6 binds a block's checksum to its offset: a block copied elsewhere fails."""
-    from repair.formats.sst_block import InternalKey
-    from repair.formats.sst_writer import TableOptions, build_table
+    from repair.formats.rocksdb.table.block import InternalKey
+    from tests.sst_writer import TableOptions, build_table
 
     entries = [(InternalKey(b"k%05d" % i, i + 1, 1), b"x" * 40) for i in range(400)]
     for fv, expect_failure in ((5, False), (6, True)):
@@ -222,7 +222,7 @@ def test_moved_block_fails_only_with_context_checksums(tmp_path):
 
 
 def test_corrupt_compressed_block_with_valid_checksum_is_decompression_failure(fv5_and_fv6):
-    from repair.formats.checksum import stored_block_checksum
+    from repair.formats.rocksdb.table.checksum import stored_block_checksum
 
     original = fv5_and_fv6[5]
     victim = _data_block(original, 2)

@@ -14,12 +14,13 @@ import random
 
 import pytest
 
-from repair.formats import sst, sst_block
-from repair.formats.checksum import ChecksumType, mismatched_blocks, stored_block_checksum
-from repair.formats.coding import encode_varint
-from repair.formats.random_access import BytesSource
-from repair.formats.sst import BlockKind, open_table, verify_table
-from repair.formats.sst_block import BlockReader, bulk_index_arrays
+from repair.formats.bytes.coding import encode_varint
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.table import block as sst_block
+from repair.formats.rocksdb.table import sst
+from repair.formats.rocksdb.table.block import BlockReader, bulk_index_arrays
+from repair.formats.rocksdb.table.checksum import ChecksumType, mismatched_blocks, stored_block_checksum
+from repair.formats.rocksdb.table.sst import BlockKind, open_table, verify_table
 from tests.rocksdb_testlib import make_rocksdict_db, sst_files
 from tests.test_rocksdb_verify_paths import _damage
 

@@ -13,11 +13,11 @@ import random
 
 import pytest
 
-from repair.formats import sst
-from repair.formats.checksum import ChecksumType, stored_block_checksum
-from repair.formats.random_access import BytesSource
-from repair.formats.sst import BlockKind, open_table, verify_table
-from repair.formats.sst_block import BlockReader
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.table import sst
+from repair.formats.rocksdb.table.block import BlockReader
+from repair.formats.rocksdb.table.checksum import ChecksumType, stored_block_checksum
+from repair.formats.rocksdb.table.sst import BlockKind, open_table, verify_table
 from tests.rocksdb_testlib import make_rocksdict_db, sst_files
 
 # (format_version, checksum, compression, partitioned, index restart interval)
@@ -217,7 +217,7 @@ def test_verify_reads_in_the_size_the_source_prefers(tables, tmp_path):
     assert verify_table(chosen, chunk_size=1 << 20).ok  # the caller's choice wins
     assert max(chosen.reads) > 2048
 
-    from repair.storage import LOCAL_READ_SIZE, default_storage
+    from repair.io.storage import LOCAL_READ_SIZE, default_storage
 
     path = tmp_path / "table.sst"
     path.write_bytes(data)

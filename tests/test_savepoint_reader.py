@@ -21,20 +21,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 
-from repair import storage as st
-from repair.errors import FormatError, RepairError, TruncatedError
-from repair.formats import flink_keygroup_stream
-from repair.formats.flink_backend_meta import decode_keyed_backend_meta
-from repair.formats.flink_keygroup_stream import index_key_groups, iter_state_entries
-from repair.formats.flink_keygroups import SNAPPY_STREAM_IDENTIFIER, iter_key_group_entries
-from repair.formats.flink_handles import RelativeFileHandle
-from repair.formats.flink_keyed_rows import ROW_FIELDS
-from repair.formats.random_access import BytesSource
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops.savepoint_reader import iter_full_snapshot, iter_key_groups_handle, read_key_groups_meta
-from repair.snapshot import load_snapshot, read_resolved
 from fixtures import state_model
+from repair.errors import FormatError, RepairError, TruncatedError
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+from repair.formats.flink.full_snapshot import canonical_stream as flink_keygroup_stream
+from repair.formats.flink.full_snapshot.canonical import SNAPPY_STREAM_IDENTIFIER, iter_key_group_entries
+from repair.formats.flink.full_snapshot.canonical_stream import index_key_groups, iter_state_entries
+from repair.formats.flink.handles import RelativeFileHandle
+from repair.formats.flink.in_rocksdb.keyed_rows import ROW_FIELDS
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot, read_resolved
+from repair.readers.full_snapshot import iter_full_snapshot, iter_key_groups_handle, read_key_groups_meta
 from tests.conftest import FIXTURES, fixture_info
 from tests.test_state_reader import _add_row
 

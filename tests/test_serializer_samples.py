@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from repair.formats.flink_serializers import SerializerSnapshot
-from repair.formats.flink_values import FAST_MISSES, decoder_for
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.formats.flink.values import FAST_MISSES, decoder_for
 from tests.java_oracle import compiled, jar_params
 
 _B = "org.apache.flink.api.common.typeutils.base."

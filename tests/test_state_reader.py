@@ -10,26 +10,26 @@ from functools import lru_cache
 
 import pytest
 
-from repair import storage as st
-from repair.errors import FormatError, RepairError
-from repair.formats.flink_backend_meta import KEYED_STATE_TYPE, StateMetaInfo
-from repair.formats.flink_serializers import SerializerSnapshot
-from repair.formats.flink_values import TtlValue, UnsupportedSerializerError, decoder_for, read_string_value
-from repair.formats.flink_keyed_rows import KeyedStateDecoder
-from repair.formats.random_access import BytesSource
-from repair.formats.rocksdb_lsm import LsmStats, resolve_lsm, resolve_versions
-from repair.formats.sst import InternalEntry, RangeTombstone, open_table
-from repair.formats.sst_block import InternalKey, ValueType
-from repair.formats.sst_writer import TableOptions, build_table
-from repair.formats.binary import ByteReader
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops.raw_timers_reader import iter_raw_timers_handle
-from repair.ops.state_reader import read_incremental_handle
-from repair.snapshot import load_snapshot
 from fixtures import state_model
+from repair.errors import FormatError, RepairError
+from repair.formats.bytes.binary import ByteReader
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.backend_meta import KEYED_STATE_TYPE, StateMetaInfo
+from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.formats.flink.values import TtlValue, UnsupportedSerializerError, decoder_for, read_string_value
+from repair.formats.rocksdb.lsm import LsmStats, resolve_lsm, resolve_versions
+from repair.formats.rocksdb.table.block import InternalKey, ValueType
+from repair.formats.rocksdb.table.sst import InternalEntry, RangeTombstone, open_table
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
+from repair.readers.raw_timers import iter_raw_timers_handle
+from repair.readers.rocksdb import read_incremental_handle
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, expected_shape, fixture_info, namespaced
 from tests.flink_bytes import string_value
+from tests.sst_writer import TableOptions, build_table
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: The event-time timer states of the fixture job: its process functions' and its window operators'.
@@ -263,9 +263,9 @@ def test_unknown_value_serializer_keeps_raw_bytes():
 
 
 def test_keys_outside_the_handle_key_group_range_are_dropped_and_counted():
-    from repair.formats.flink_backend_meta import KeyedBackendMeta
-    from repair.formats.flink_handles import KeyGroupRange
-    from repair.ops.state_reader import read_keyed_instance
+    from repair.formats.flink.backend_meta import KeyedBackendMeta
+    from repair.formats.flink.handles import KeyGroupRange
+    from repair.readers.rocksdb import read_keyed_instance
 
     meta = KeyedBackendMeta(6, False, LONG, 1, [_state("balance", "VALUE", LONG, VOID_NS)])
     mine = b"\x05" + struct.pack(">q", 1) + b"\x00"

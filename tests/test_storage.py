@@ -1,4 +1,4 @@
-"""Tests of repair.storage on local disks and on a real S3-compatible server (moto, loopback only)."""
+"""Tests of repair.io.storage on local disks and on a real S3-compatible server (moto, loopback only)."""
 
 from __future__ import annotations
 
@@ -14,8 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from repair.errors import StorageError
-from repair.formats.random_access import RandomAccess, read_exactly
-from repair.storage import (
+from repair.formats.bytes.random_access import RandomAccess, read_exactly
+from repair.io.storage import (
     FileInfo,
     Storage,
     StorageOptions,
@@ -583,7 +583,7 @@ def test_default_storage_from_environment(s3, bucket, monkeypatch):
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     storage = default_storage()
     assert storage.options.s3_endpoint == s3.endpoint
-    from repair import storage as storage_module
+    from repair.io import storage as storage_module
 
     assert storage_module.read_bytes(f"s3a://{bucket}/flink/chk-1/shared/a.sst") == b"A" * 100
     assert storage_module.exists(f"s3a://{bucket}/flink/chk-1")

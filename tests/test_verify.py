@@ -12,8 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from repair.cli import main
-from repair.ops.verify import verify
+from repair.cli.app import main
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.manifest import read_manifest, replay
+from repair.formats.rocksdb.table.sst import open_table
+from repair.ops.verify.engine import verify
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info, logs_state_changes
 from tests.rocksdb_testlib import (
@@ -24,9 +27,6 @@ from tests.rocksdb_testlib import (
     sst_dump,
     sst_dump_properties,
 )
-from repair.formats.manifest import read_manifest, replay
-from repair.formats.random_access import BytesSource
-from repair.formats.sst import open_table
 
 EXTERNAL = "flink-1.20-p3-external-xxhash-lz4"
 
@@ -119,7 +119,7 @@ def test_process_pool_gives_the_same_report(tmp_path):
 
 
 def test_each_physical_file_is_read_once(monkeypatch):
-    from repair.ops import file_checks
+    from repair.ops.verify import file_checks
 
     seen = []
     original = file_checks.check_file
@@ -128,7 +128,7 @@ def test_each_physical_file_is_read_once(monkeypatch):
         seen.append(task.key)
         return original(task, storage)
 
-    monkeypatch.setattr("repair.ops.verify.check_file", counting)
+    monkeypatch.setattr("repair.ops.verify.engine.check_file", counting)
     result = verify(str(damage.checkpoint_root(FIXTURES / EXTERNAL)), workers=1)
     assert len(seen) == len(set(seen))
     # Five checkpoints share most SSTs: far fewer reads than references.
@@ -269,10 +269,10 @@ def _heap_root(tmp_path: Path, name: str) -> Path:
 
 def _newest_keyed_delegate(root: Path):
     """(snapshot, first keyed subtask's KeyGroupsHandle) of the newest checkpoint under ``root``."""
-    from repair import storage as st
-    from repair.formats.flink_handles import KeyGroupsHandle
-    from repair.layout import discover
-    from repair.snapshot import load_snapshot
+    from repair.formats.flink.handles import KeyGroupsHandle
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.snapshot import load_snapshot
 
     storage = st.default_storage()
     layout = discover(str(root), storage)
@@ -302,7 +302,7 @@ def test_a_flipped_byte_in_an_external_heap_snapshot_is_found(tmp_path, capsys):
 
 def test_a_bad_record_count_in_an_inline_heap_snapshot_is_found(tmp_path):
     """Key groups inline in ``_metadata`` (Flink 1.20, heap backend): a record count the bytes cannot hold."""
-    from repair.formats.flink_metadata import decode_metadata, encode_metadata
+    from repair.formats.flink.metadata import decode_metadata, encode_metadata
 
     root = _heap_root(tmp_path, "flink-1.20-heap")
     snapshot, handle = _newest_keyed_delegate(root)
@@ -326,8 +326,8 @@ def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monke
     written after it), the bytes may be fine; the warning names the states not checked."""
     import dataclasses
 
-    from repair.formats.flink_serializers import SerializerSnapshot
-    from repair.ops import savepoint_reader
+    from repair.formats.flink.serializers import SerializerSnapshot
+    from repair.readers import full_snapshot as savepoint_reader
 
     real = savepoint_reader.decode_keyed_backend_meta
     hidden = set()

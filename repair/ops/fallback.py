@@ -1,6 +1,6 @@
 """``repair fallback``: the newest retained checkpoint that will restore, why newer ones will not, and how.
 
-Builds on :mod:`repair.ops.verify`: every retained checkpoint of a job root is verified (each physical
+Builds on :mod:`repair.ops.verify.engine`: every retained checkpoint of a job root is verified (each physical
 file once, so the cost grows with unique bytes, not checkpoints x bytes). A checkpoint is valid when
 no error finding references it. Incremental checkpoints share SST files, so one bad shared file breaks
 every checkpoint that references it; the result says so explicitly.
@@ -16,11 +16,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repair import storage as st
 from repair.errors import UsageError
-from repair.layout import normalize_uri
-from repair.ops.rebuild import REPAIRABLE
-from repair.ops.verify import Finding, SnapshotSummary, verify, verify_newest_first
+from repair.io import storage as st
+from repair.io.layout import normalize_uri
+from repair.ops.rebuild.checkpoint import REPAIRABLE
+from repair.ops.verify.engine import Finding, SnapshotSummary, verify, verify_newest_first
 
 
 @dataclass

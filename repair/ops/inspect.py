@@ -8,21 +8,21 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repair import storage as st
 from repair.errors import RepairError
-from repair.formats.flink_backend_meta import decode_keyed_backend_meta
-from repair.formats.flink_handles import (
+from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+from repair.formats.flink.handles import (
     ChangelogBackendHandle,
     IncrementalKeyedHandle,
     KeyGroupsHandle,
     OperatorStateHandle,
     SegmentFileHandle,
 )
-from repair.keygroups import operator_id_for_uid
-from repair.layout import discover
-from repair.ops.changelog_reader import changelog_pieces, changelog_states
-from repair.ops.raw_timers_reader import raw_timer_states, read_raw_timer_services, timers_or_reason
-from repair.snapshot import LoadedSnapshot, load_snapshot, read_resolved
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import LoadedSnapshot, load_snapshot, read_resolved
+from repair.readers.changelog import changelog_pieces, changelog_states
+from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 
 
 @dataclass

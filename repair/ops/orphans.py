@@ -5,7 +5,7 @@ a failed checkpoint, a cancelled upload or a restart in NO_CLAIM mode leaves fil
 will ever delete. This operation lists every file below ``<root>/shared/`` and ``<root>/taskowned/``
 (file-merging physical files live in ``shared/job_..._op_.../`` and ``taskowned/<tm>/``) and every file
 referenced by a retained checkpoint (each ``chk-N`` with a ``_metadata``, handles resolved with the
-snapshot's :class:`~repair.layout.PathResolver`, a file-merging segment referencing its physical
+snapshot's :class:`~repair.io.layout.PathResolver`, a file-merging segment referencing its physical
 file). The files nobody references are the orphans.
 
 Flink uploads a checkpoint's files before it writes its ``_metadata``: an orphan at least as new as
@@ -21,12 +21,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repair import storage as st
 from repair.errors import UsageError
-from repair.layout import Layout, discover
+from repair.io import storage as st
+
 # Maps ``file:/x``, ``file:///x`` and relative local paths to one absolute form, URIs to themselves.
-from repair.layout import normalize_uri
-from repair.snapshot import load_snapshot
+from repair.io.layout import Layout, discover, normalize_uri
+from repair.io.snapshot import load_snapshot
 
 #: Directories below a job root that hold state files shared between checkpoints or owned by TaskManagers.
 STATE_DIRS = ("shared", "taskowned")

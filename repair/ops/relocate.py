@@ -2,7 +2,7 @@
 
 ``_metadata`` records the absolute path of every shared file where Flink wrote it. A checkpoint copied
 to another directory, host, bucket or scheme therefore cannot be restored: Flink opens the old paths.
-``relocate`` resolves every file where it is now (see :mod:`repair.layout`), checks that each exists
+``relocate`` resolves every file where it is now (see :mod:`repair.io.layout`), checks that each exists
 with the size ``_metadata`` records, and writes a new job root ``NEW_ROOT`` holding
 ``<chk-N or savepoint name>/_metadata`` whose paths point to:
 
@@ -20,12 +20,12 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field, replace
 
-from repair import storage as st
 from repair.errors import RepairError, UsageError
-from repair.formats.flink_handles import FileHandle, RelativeFileHandle, SegmentFileHandle
-from repair.formats.flink_metadata import decode_metadata, encode_metadata
-from repair.layout import discover, normalize_uri, split_recorded_path
-from repair.snapshot import LoadedSnapshot, load_snapshot
+from repair.formats.flink.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
+from repair.formats.flink.metadata import decode_metadata, encode_metadata
+from repair.io import storage as st
+from repair.io.layout import discover, normalize_uri, split_recorded_path
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
 
 
 @dataclass

@@ -1,0 +1,237 @@
+"""The ``repair`` command line: parses arguments, calls an operation, renders its result.
+
+No format or storage logic lives here; see ``repair.ops`` for the operations.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import List, Optional
+
+import typer
+
+from repair import __version__
+from repair.cli.output import print_error, print_json
+from repair.errors import RepairError, UsageError
+
+app = typer.Typer(
+    name="repair",
+    help=(
+        "Emergency toolkit for Apache Flink RocksDB checkpoints: inspect, verify, repair and export "
+        "retained checkpoints and savepoints without a JVM. Inputs are only ever read."
+    ),
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"repair (flink-checkpoint-repair) {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _root(
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+    ),
+) -> None:
+    """Emergency toolkit for Apache Flink RocksDB checkpoints."""
+
+
+def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
+    """Print ``result`` as its documented JSON document or through ``render``; then exit with ``exit_code``."""
+    if json_output:
+        print_json(result.to_json())
+    else:
+        render(result)
+    raise typer.Exit(exit_code)
+
+
+@app.command()
+def inspect(
+    path: str = typer.Argument(..., help="Job checkpoint root, chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", help="In a job root: inspect chk-N instead of the newest."),
+    uid: Optional[List[str]] = typer.Option(None, "--uid", help="Show only the operator with this uid (hashed as Flink does; works for checkpoints that store only ids). Repeatable."),
+    subtasks: bool = typer.Option(False, "--subtasks", help="Also list every subtask: key groups, handle, states, files."),
+    files: bool = typer.Option(False, "--files", help="Also list every file and inline stream."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """Show what a checkpoint or savepoint holds: operators, subtasks, key groups, states and files."""
+    from repair.cli.render import render_inspect
+    from repair.ops.inspect import inspect as run_inspect
+
+    result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
+    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks))
+
+
+@app.command()
+def verify(
+    path: str = typer.Argument(..., help="Job checkpoint root (all retained checkpoints), chk-N directory, savepoint, _metadata file, RocksDB directory, or one SST or MANIFEST file (local path or URI)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification (default: one per core when there is enough data)."),
+    checksums_only: bool = typer.Option(False, "--checksums-only", help="Check SST block checksums without decompressing blocks, like sst_dump --verify_checksum: about twice as fast, but does not prove that blocks decompress."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON report instead of tables."),
+) -> None:
+    """Verify every SST block checksum, MANIFEST record, file size and reference. Exit 1 when a problem is found."""
+    from repair.cli.output import progress_bar
+    from repair.cli.render import render_verify
+    from repair.ops.verify.engine import verify as run_verify
+
+    with progress_bar("verifying") as on_progress:
+        result = run_verify(path, master=master, workers=workers, on_progress=on_progress, decompress=not checksums_only)
+    _show(result, json_output, render_verify, exit_code=0 if result.ok else 1)
+
+
+@app.command()
+def fallback(
+    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
+    lineage: Optional[int] = typer.Option(None, "--lineage", help="When the root holds checkpoints of several jobs or deployments: choose within this lineage."),
+    check_all: bool = typer.Option(False, "--all", help="Verify every retained checkpoint, not only down to the newest valid one."),
+    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """Find the newest retained checkpoint that is entirely valid and say how to restore it. Exit 1 when none is."""
+    from repair.cli.output import progress_bar
+    from repair.cli.render import render_fallback
+    from repair.ops.fallback import fallback as run_fallback
+
+    with progress_bar("verifying") as on_progress:
+        result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
+    _show(result, json_output, render_fallback, exit_code=0 if result.chosen is not None else 1)
+
+
+@app.command()
+def orphans(
+    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/, shared/ and taskowned/ (local path or URI)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """List the files in shared/ and taskowned/ that no retained checkpoint references. Read-only: deletes nothing."""
+    from repair.cli.render import render_orphans
+    from repair.ops.orphans import orphans as run_orphans
+
+    result = run_orphans(root)
+    _show(result, json_output, render_orphans)
+
+
+@app.command()
+def relocate(
+    checkpoint: str = typer.Argument(..., help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    to: str = typer.Option(..., "--to", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
+    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root (a self-contained checkpoint)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Write a new _metadata whose paths point to where the files of a moved checkpoint are now. Exit 1 if files are missing."""
+    from repair.cli.render import render_relocate
+    from repair.ops.relocate import relocate as run_relocate
+
+    result = run_relocate(checkpoint, to, copy=copy)
+    _show(result, json_output, render_relocate, exit_code=0 if result.ok else 1)
+
+
+@app.command("rebuild-manifest")
+def rebuild_manifest(
+    checkpoint: str = typer.Argument(..., help="The checkpoint (chk-N directory or _metadata file), or a bare RocksDB directory (a TaskManager's db/), whose MANIFEST or CURRENT is missing or broken."),
+    out: str = typer.Option(..., "--out", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs. For a RocksDB directory: the new DB directory."),
+    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root."),
+    drop_missing: bool = typer.Option(
+        False, "--drop-missing",
+        help="Rebuild without SSTs that are missing or corrupt for good, reporting the state, key groups and key range each held (their data is lost; exit 1).",
+    ),
+    manifest_format: Optional[str] = typer.Option(
+        None, "--format", help="RocksDB directory only: write the MANIFEST for frocksdb6 (Flink <= 1.20) or frocksdb8 (Flink 2.x) instead of the format the evidence points to.",
+    ),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing lost data."""
+    from repair.cli.render import render_rebuild, render_rebuild_db
+    from repair.ops.rebuild.checkpoint import rebuild_manifest as run_rebuild
+    from repair.ops.rebuild.db import is_rocksdb_dir, rebuild_db
+
+    if is_rocksdb_dir(checkpoint):
+        if copy:
+            raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
+        result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
+        _show(result, json_output, render_rebuild_db, exit_code=0 if result.ok else 1)
+        return
+    if manifest_format is not None:
+        raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
+    result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing)
+    _show(result, json_output, render_rebuild, exit_code=0 if result.ok else 1)
+
+
+@app.command()
+def diagnose(
+    file: Optional[str] = typer.Argument(None, help="A JobManager/TaskManager log or a saved stack trace; '-' or nothing reads standard input."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """From a Flink log or stack trace to the incident, its runbook, the evidence and the next repair command. Exit 1 when no known incident is found."""
+    from repair.cli.render import render_diagnose
+    from repair.io.textinput import read_text
+    from repair.ops.diagnose.incidents import diagnose as run_diagnose
+
+    text, source = read_text(file)
+    result = run_diagnose(text, source=source)
+    _show(result, json_output, render_diagnose, exit_code=0 if result.known else 1)
+
+
+@app.command()
+def doctor(
+    config: Optional[str] = typer.Argument(None, help="flink-conf.yaml, config.yaml, a FlinkDeployment or -D key=value lines; '-' or nothing reads standard input."),
+    flink: Optional[str] = typer.Option(None, "--flink", help="Flink version the configuration is for (1.15, 1.20, 2.1): judge key names for it."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Lint a Flink configuration for the hazards behind checkpoint incidents. Exit 1 when a finding is an error."""
+    from repair.cli.render import render_doctor
+    from repair.io.textinput import read_text
+    from repair.ops.doctor.lint import doctor as run_doctor
+
+    text, source = read_text(config)
+    result = run_doctor(text, flink_version=flink, source=source)
+    _show(result, json_output, render_doctor, exit_code=0 if result.ok else 1)
+
+
+@app.command()
+def export(
+    checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    out: str = typer.Option(..., "--out", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
+    operator: Optional[List[str]] = typer.Option(None, "--operator", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
+    state: Optional[List[str]] = typer.Option(None, "--state", help="Export only the state with this name. Repeatable."),
+    master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
+    engine: str = typer.Option("auto", "--engine", help="Who resolves RocksDB's LSM trees: rocksdb (RocksDB itself via rocksdict, on a scratch copy; fast), python (this toolkit's merge; reads without MANIFEST or OPTIONS), auto (rocksdb where RocksDB can open the instance as _metadata describes it, else python)."),
+    compression: str = typer.Option("snappy", "--compression", help="Parquet codec: snappy, zstd (smaller, slower), lz4 or none (least CPU, largest files)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
+) -> None:
+    """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
+    from repair.cli.render import render_export
+    from repair.ops.export.job import export as run_export
+    result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
+                        engine=engine, compression=compression)
+    _show(result, json_output, render_export)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console-script entry point: run the app; typed errors become one line and their exit code.
+
+    Usage errors are reported by typer (usage text, exit code 2); a :class:`RepairError` from an
+    operation is printed as one line, never as a traceback.
+    """
+    try:
+        app(args=argv, prog_name="repair", standalone_mode=True)
+    except RepairError as error:
+        print_error(str(error))
+        return error.exit_code
+    except SystemExit as done:
+        return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except KeyboardInterrupt:
+        print_error("interrupted")
+        return 130
+    return 0
+
+
+def run() -> None:
+    sys.exit(main())

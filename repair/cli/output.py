@@ -1,0 +1,67 @@
+"""One output layer for every command: a rich table for people, JSON for scripts."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import contextmanager
+from functools import lru_cache
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # rich is imported on first use: `--json` runs and scripts do not pay for it
+    from rich.console import Console
+
+
+@lru_cache(maxsize=None)
+def _console(stderr: bool) -> "Console":
+    from rich.console import Console
+
+    if stderr:
+        return Console(stderr=True, highlight=False, soft_wrap=True)
+    # Piped output is not cut at 80 columns: tables keep one line per row for grep and less.
+    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+
+
+def stdout() -> "Console":
+    return _console(False)
+
+
+@contextmanager
+def progress_bar(description: str):
+    """Yields ``on_progress(done, total)`` for long work; draws a bar on stderr only for a terminal."""
+    stderr = _console(True)
+    if not stderr.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+
+    with Progress(
+        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
+        console=stderr, transient=True,
+    ) as progress:
+        task = progress.add_task(description, total=None)
+
+        def on_progress(done: int, total: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield on_progress
+
+
+def print_error(message: str) -> None:
+    """A one-line error on stderr (no traceback)."""
+    _console(True).print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+
+
+def print_json(document: Any) -> None:
+    """A JSON document on stdout, exactly as documented in docs/ for each command."""
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=_json_default))
+    sys.stdout.write("\n")
+    sys.stdout.flush()
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    if hasattr(value, "to_json"):
+        return value.to_json()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")

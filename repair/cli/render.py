@@ -1,0 +1,505 @@
+"""Human output of each command's result: concise rich tables. ``--json`` output is ``to_json()``."""
+
+from __future__ import annotations
+
+from rich.markup import escape
+from rich.table import Table
+
+from repair.cli.output import stdout
+from repair.io.storage import parent
+
+
+def human_bytes(n: int) -> str:
+    size = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if size < 1024 or unit == "TiB":
+            return f"{size:.0f} {unit}" if unit == "B" else f"{size:.1f} {unit}"
+        size /= 1024
+    return f"{n} B"
+
+
+def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = False) -> None:
+    console = stdout()
+    kind = result.kind if not result.savepoint_format else f"{result.kind} ({result.savepoint_format})"
+    console.print(f"[bold]{kind} {result.checkpoint_id}[/]  metadata v{result.metadata_version}  {human_bytes(result.metadata_bytes)}")
+    console.print(f"  {result.metadata_path}")
+    if len(result.retained_checkpoints) > 1:
+        console.print(f"  retained here: {', '.join(map(str, result.retained_checkpoints))}")
+    for recorded, actual in result.relocated_from.items():
+        console.print(f"  [yellow]relocated:[/] written at {recorded}, read at {actual}")
+    for uid in result.unmatched_uids:
+        console.print(f"  [yellow]no operator with uid {uid!r}[/]")
+
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "id", "par/max", "key groups", "states", "files", "inline", "external"):
+        table.add_column(column, justify="right" if column in ("inline", "external") else "left", overflow="fold")
+    problems = []
+    for op in result.operators:
+        label = op.label + (" (--uid)" if op.uid_from_argument else "")
+        states = _unique_states(op)
+        ranges = [s.key_group_range for s in op.subtasks if s.key_group_range]
+        key_groups = f"{min(r[0] for r in ranges)}-{max(r[1] for r in ranges)}" if ranges else ""
+        files = [f for s in op.subtasks for f in s.files]
+        external = [f for f in files if not f.inline]
+        inline = [f for f in files if f.inline]
+        if op.fully_finished:
+            states_text = "finished"
+        else:
+            states_text = ", ".join(f"{name} ({kind})" for name, kind in states) or "no state"
+        table.add_row(
+            label,
+            op.id[:8],
+            f"{op.parallelism}/{op.max_parallelism}",
+            key_groups,
+            states_text,
+            f"{len(external)} + {len(inline)} inline",
+            human_bytes(sum(f.size for f in inline)),
+            human_bytes(sum(f.size for f in external)),
+        )
+        for sub in op.subtasks:
+            problems += [f"{op.label}[{sub.index}]: {p}" for p in sub.problems]
+    console.print()
+    console.print(table)
+    console.print(
+        f"total: {len(result.operators)} operators, inline {human_bytes(result.inline_bytes)}, "
+        f"external {human_bytes(result.external_bytes)}"
+    )
+    for problem in problems:
+        console.print(f"[red]{problem}[/]")
+    if show_subtasks:
+        _render_subtasks(result)
+    if show_files:
+        _render_files(result)
+
+
+def _unique_states(op) -> list[tuple[str, str]]:
+    seen: dict[str, str] = {}
+    for sub in op.subtasks:
+        for state in sub.states:
+            seen.setdefault(state.name, state.kind)
+    return list(seen.items())
+
+
+def _render_subtasks(result) -> None:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "subtask", "key groups", "handle", "states", "files", "bytes"):
+        table.add_column(column, overflow="fold")
+    for op in result.operators:
+        for sub in op.subtasks:
+            kg = f"{sub.key_group_range[0]}-{sub.key_group_range[1]}" if sub.key_group_range else ""
+            table.add_row(
+                op.label,
+                str(sub.index),
+                kg,
+                "finished" if sub.finished else (sub.handle or ""),
+                str(len(sub.states)),
+                str(len(sub.files)),
+                human_bytes(sum(f.size for f in sub.files)),
+            )
+    stdout().print()
+    stdout().print(table)
+
+
+def _render_files(result) -> None:
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "subtask", "role", "local name", "size", "location"):
+        table.add_column(column, justify="right" if column == "size" else "left", overflow="fold")
+    for op in result.operators:
+        for sub in op.subtasks:
+            for f in sub.files:
+                where = "inline" if f.inline else (f.path + (" (relocated)" if f.relocated else ""))
+                table.add_row(op.label, str(sub.index), f.role, f.local_name or "", str(f.size), where)
+    stdout().print()
+    stdout().print(table)
+
+
+def render_verify(result) -> None:
+    console = stdout()
+    checked = result.to_json()["checked"]
+    status = "[bold green]OK[/]" if result.ok else f"[bold red]{sum(1 for _ in _groups(result))} problem(s)[/]"
+    console.print(
+        f"verified {checked['checkpoints']} snapshot(s), {checked['files']} files, {human_bytes(checked['bytes'])}, "
+        f"{checked['blocks']} blocks: {status}"
+    )
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("snapshot", "id", "kind", "status"):
+        table.add_column(column)
+    for snap in result.snapshots:
+        table.add_row(snap.name, "" if snap.checkpoint_id is None else str(snap.checkpoint_id), snap.kind,
+                      "[green]ok[/]" if snap.ok else "[red]broken[/]")
+    console.print(table)
+    root = result.path
+    for severity, first, snapshots in _groups(result):
+        colour = "red" if severity == "error" else "yellow"
+        line = first.describe(root)
+        line = line[len(first.reference.snapshot) + 1 :] if line.startswith(first.reference.snapshot + " ") else line
+        console.print(f"[{colour}]{severity.upper():7}[/] {line}", markup=True, highlight=False)
+        console.print(f"         in {', '.join(snapshots)}")
+
+
+def _groups(result):
+    """Findings of one physical problem, with the snapshots that reference it."""
+    groups: dict = {}
+    for finding in result.findings:
+        entry = groups.setdefault(finding.group_key(), (finding.severity, finding, []))
+        if finding.reference.snapshot not in entry[2]:
+            entry[2].append(finding.reference.snapshot)
+    return list(groups.values())
+
+
+def render_fallback(result) -> None:
+    console = stdout()
+    if result.chosen is not None:
+        console.print(f"[bold green]{result.message}[/]: {result.chosen.path}")
+    else:
+        console.print(f"[bold red]{result.message}[/]")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("checkpoint", "id", "lineage", "status", "first culprit"):
+        table.add_column(column, overflow="fold")
+    for verdict in result.checkpoints:
+        chosen = result.chosen is not None and verdict is result.chosen
+        status = "[bold green]chosen[/]" if chosen else (
+            "not checked" if verdict.valid is None else "[green]valid[/]" if verdict.valid else "[red]broken[/]"
+        )
+        first = verdict.culprits[0] if verdict.culprits else None
+        culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
+        table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id), str(verdict.lineage), status, culprit)
+    console.print(table)
+    if result.damaged:
+        console.print("\n[bold]why[/]")
+        for damage in result.damaged:
+            console.print(f"  {damage.explain()}", highlight=False)
+    if len(result.lineages) > 1:
+        console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)")
+        for lineage in result.lineages:
+            console.print(f"  {lineage.index}: {', '.join(lineage.checkpoints)}  ({lineage.reason})")
+    if result.lost:
+        console.print("\n[bold]cannot be restored from the newest checkpoint[/]")
+        for line in result.lost:
+            console.print(f"  {line}")
+    if result.restore is not None:
+        console.print("\n[bold]how to restore[/]")
+        for command in result.restore.commands:
+            console.print(f"  {command}", highlight=False, markup=False)
+        console.print("  or in the Flink configuration:")
+        for line in result.restore.config:
+            console.print(f"    {line}", highlight=False, markup=False)
+        for note in result.restore.notes:
+            console.print(f"  {note}")
+
+
+def render_orphans(result) -> None:
+    """Orphans of a job root: one row per file, then totals; says how to delete, never deletes."""
+    import time
+
+    from rich.markup import escape
+
+    console = stdout()
+    totals = result.to_json()["totals"]
+    orphaned = totals["orphans"]
+    console.print(
+        f"[bold]{orphaned['files']} orphan file(s), {human_bytes(orphaned['bytes'])}[/] in shared/ and taskowned/ "
+        f"(of {totals['shared_and_taskowned']['files']} files)"
+    )
+    console.print(f"  retained: {', '.join(f'chk-{n}' for n in result.retained_checkpoints)}")
+    if result.incomplete_checkpoints:
+        console.print(f"  [yellow]without _metadata[/] (in progress, failed or half deleted): {', '.join(result.incomplete_checkpoints)}")
+    now = time.time()
+    if result.orphans:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        for column in ("orphan", "size", "age", "note"):
+            table.add_column(column, justify="right" if column in ("size", "age") else "left", overflow="fold")
+        for orphan in result.orphans:
+            age = "?" if orphan.mtime is None else _human_age(now - orphan.mtime)
+            table.add_row(escape(orphan.relative_path), human_bytes(orphan.size), age, _orphan_note(orphan))
+        console.print()
+        console.print(table)
+    referenced, retained = totals["referenced"], totals["retained_checkpoints"]
+    console.print(
+        f"total: orphans {orphaned['files']} files, {human_bytes(orphaned['bytes'])}; "
+        f"referenced {referenced['files']} files, {human_bytes(referenced['bytes'])}; "
+        f"retained checkpoints {retained['checkpoints']}, {retained['files']} files, {human_bytes(retained['bytes'])}"
+    )
+    if referenced["missing"]:
+        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which")
+    if result.orphans:
+        console.print(
+            "Nothing was deleted. Delete orphans only with the job stopped, or only those older than the oldest "
+            "retained _metadata, never while a checkpoint is in progress (docs/commands/orphans.md)."
+        )
+
+
+def _orphan_note(orphan) -> str:
+    if orphan.could_be_needed_by is not None:
+        return f"[yellow]newer than the newest _metadata: may belong to {orphan.could_be_needed_by}[/]"
+    if orphan.older_than_retained:
+        return "older than every retained checkpoint"
+    return "subsumed or failed checkpoint (delete only with the job stopped)"
+
+
+def _human_age(seconds: float) -> str:
+    """``42 s``, ``17 min``, ``5 h``, ``3 d`` (negative ages, from clock skew, read ``0 s``)."""
+    seconds = max(seconds, 0)
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{seconds // size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
+def render_relocate(result) -> None:
+    console = stdout()
+    if not result.ok:
+        console.print(f"[bold red]not relocated: {len(result.missing)} file(s) missing or short; nothing was written[/]")
+        for missing in result.missing:
+            console.print(f"  {missing.source}: {missing.found}, _metadata records {missing.expected_size} bytes (recorded as {missing.recorded})")
+        return
+    copied = [f for f in result.files if f.copied]
+    console.print(f"[bold green]wrote {result.new_metadata}[/]")
+    console.print(
+        f"  {len(result.files)} files checked; {len(copied)} copied ({human_bytes(sum(f.size for f in copied))}); "
+        f"{len(result.files) - len(copied)} referenced where they are"
+    )
+    console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")
+
+
+def _render_unrepairable(result, headline: str) -> bool:
+    """The problems that kept a rebuild from writing anything, and the hint; False when there are none."""
+    if not result.unrepairable:
+        return False
+    console = stdout()
+    console.print(f"[bold red]{headline}[/]")
+    for line in result.unrepairable:
+        console.print(f"  {line}", highlight=False, markup=False)
+    if result.hint:
+        console.print(f"[yellow]{escape(result.hint)}[/]")
+    return True
+
+
+def render_rebuild(result) -> None:
+    console = stdout()
+    if _render_unrepairable(result, "not rebuilt: these problems are not in a MANIFEST or CURRENT; nothing was written"):
+        return
+    if not result.rebuilt:
+        console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]")
+    for inst in result.rebuilt:
+        levels = sorted(set(inst.levels.values()))
+        dropped = f", {len(inst.dropped)} dropped" if inst.dropped else ""
+        console.print(
+            f"rebuilt {inst.manifest_name} for {_short_operator(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} on levels "
+            f"{', '.join(map(str, levels)) or '-'}, {len(inst.column_families)} column families  "
+            f"(because: {'; '.join(inst.reasons)})"
+            + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
+            highlight=False, markup=False,
+        )
+    if result.lost:
+        _render_lost(result.lost)
+    if result.written is not None:
+        render_relocate(result.written)
+        if result.output_verified is not None:
+            status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
+            console.print(f"  repair verify of the new checkpoint: {status}")
+        if result.lost and result.written.ok:
+            console.print("  [yellow]restoring it loses the state above (exit code 1: written with losses)[/]")
+
+
+def _render_lost(lost) -> None:
+    """The table of SSTs a ``--drop-missing`` rebuild left out, and what dropping each does."""
+    console = stdout()
+    console.print()
+    console.print(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]")
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"):
+        table.add_column(column, justify="right" if column == "entries" else "left", overflow="fold")
+    for item in lost:
+        groups = "-".join(map(str, item.key_groups)) if item.key_groups else "unknown"
+        keys = f"{_boundary(item.smallest)} .. {_boundary(item.largest)}" if item.smallest else "unknown"
+        seqnos = f"{item.smallest_seqno}-{item.largest_seqno}" if item.smallest_seqno is not None else "?"
+        why = item.reason + (f" at offset {item.offset}" if item.offset is not None else "")
+        table.add_row(
+            escape(f"{_short_operator(item.operator)}[{item.subtask}]"), escape(item.local_name), escape(why),
+            escape(item.column_family or "unknown"), groups, escape(keys), seqnos, "?" if item.entries is None else str(item.entries),
+        )
+    console.print(table)
+    for item in lost:
+        where = f"{_short_operator(item.operator)}[{item.subtask}] {item.local_name}"
+        if item.range_unknown:
+            console.print(f"  {escape(where)}: key range unknown: {escape(item.range_unknown)}", highlight=False)
+        for warning in item.warnings():
+            console.print(f"  [yellow]{escape(where)}: {escape(warning)}[/]", highlight=False)
+
+
+def _boundary(boundary) -> str:
+    """A range end as the Flink key when decoded, else its raw user key in hex."""
+    import json
+
+    from repair.formats.flink.in_rocksdb.key_range import plain
+
+    if boundary.key is not None:
+        return json.dumps(plain(boundary.key), ensure_ascii=False)
+    return "0x" + boundary.user_key.hex()
+
+
+def _short_operator(operator: str) -> str:
+    """An operator known only by its 32-hex-digit id is shown by the first 8 digits, as verify does."""
+    if len(operator) == 32 and all(c in "0123456789abcdef" for c in operator):
+        return operator[:8]
+    return operator
+
+
+def render_rebuild_db(result) -> None:
+    """``repair rebuild-manifest DB_DIR``: what the new DB holds, where each decision came from, what was left out."""
+    console = stdout()
+    if _render_unrepairable(result, "not rebuilt: nothing was written"):
+        return
+    files = sum(len(cf.files) for cf in result.column_families)
+    console.print(f"[bold green]rebuilt {escape(result.new_db or '')}[/]: {result.manifest_name} with {files} SSTs in "
+                  f"{len(result.column_families)} column families, MANIFEST format {result.format}", highlight=False)
+    for line in result.format_evidence:
+        console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+    old = result.old_manifest
+    state = old.state + (f" ({old.name})" if old.name else "") + (f": {old.detail}" if old.detail else "")
+    console.print(f"  CURRENT: {escape(result.current or '-')}; old MANIFEST: {escape(state)}", highlight=False)
+    options = result.options
+    if options.action == "kept":
+        note = " without its wal_dir" if options.removed_wal_dir else ""
+        note += f", sections added for {', '.join(options.appended)}" if options.appended else ""
+        console.print(f"  OPTIONS: kept {escape(options.name)}{escape(note)}", highlight=False)
+    else:
+        console.print(f"  OPTIONS: wrote {escape(options.name)} from the SST properties ({escape(options.why or '')})", highlight=False)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("id", "column family", "id from", "SSTs", "levels", "WAL entries"):
+        table.add_column(column, justify="right" if column in ("id", "SSTs", "WAL entries") else "left", overflow="fold")
+    for cf in result.column_families:
+        levels = ", ".join(map(str, sorted(set(cf.files.values())))) or "-"
+        table.add_row(str(cf.id), escape(cf.name), escape(cf.id_source), str(len(cf.files)), levels, str(cf.wal_entries or ""))
+    console.print(table)
+    for wal in result.wals:
+        verb = "copied" if wal.included else "left out"
+        console.print(f"  WAL {escape(wal.name)}: {verb}: {escape(wal.why)}", highlight=False)
+    for skipped in result.skipped:
+        console.print(f"  [dim]not copied: {escape(skipped.name)}: {escape(skipped.why)}[/]", highlight=False)
+    if result.lost:
+        console.print(f"[bold yellow]DATA LOST: {len(result.lost)} item(s) left out (--drop-missing):[/]")
+        for item in result.lost:
+            where = f" (column family {item.column_family}, level {item.level}, seqnos {item.seqnos[0]}-{item.seqnos[1]}, from {item.source})" \
+                if item.column_family else ""
+            console.print(f"  {escape(item.name)}: {item.reason}: {escape(item.message)}{escape(where)}", highlight=False)
+    for warning in result.warnings:
+        console.print(f"  [yellow]{escape(warning)}[/]", highlight=False)
+    console.print(f"  {result.written_files} files written ({human_bytes(result.written_bytes)})")
+    if result.output_verified is not None:
+        status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
+        console.print(f"  repair verify of the new DB: {status}")
+    if result.lost:
+        console.print("  [yellow]it holds less than the original: exit code 1 (written with losses)[/]")
+
+
+def render_diagnose(result) -> None:
+    console = stdout()
+    if not result.incidents:
+        console.print(f"[bold yellow]{result.message}[/] in {result.source}")
+        for line in result.unrecognised:
+            console.print(f"  {line}", markup=False)
+        console.print("See docs/runbooks/ for the incident classes repair knows.")
+        return
+    console.print(f"[bold]{result.message}[/]")
+    for incident in result.incidents:
+        e = incident.evidence
+        colour = "cyan" if incident.kind == "question" else "red"
+        times = f" ({incident.count}x)" if incident.count > 1 else ""
+        console.print()
+        console.print(f"[bold {colour}]{incident.cause_id}[/]{times}: {incident.cause}", highlight=False)
+        facts = []
+        if e["operator"] or e["operator_id"]:
+            facts.append(f"operator {e['operator'] or ''} {(e['operator_id'] or '')[:8]}".rstrip())
+        if e["subtasks"]:
+            of = f" of {e['parallelism']}" if e["parallelism"] else ""
+            facts.append(f"subtask{'s' if len(e['subtasks']) > 1 else ''} {', '.join(map(str, e['subtasks']))}{of}")
+        if e["job_id"]:
+            facts.append(f"job {e['job_id']}")
+        if e["checkpoint_ids"]:
+            facts.append(f"checkpoint {', '.join(map(str, e['checkpoint_ids']))}")
+        if e["phase"]:
+            facts.append(f"during {e['phase']}")
+        if facts:
+            console.print(f"  {'; '.join(facts)}", markup=False, highlight=False)
+        if e["files"]:
+            console.print(f"  files: {', '.join(e['files'])}", markup=False, highlight=False)
+        if e["checkpoint_root"]:
+            console.print(f"  checkpoint root: {e['checkpoint_root']}", markup=False, highlight=False)
+        console.print(f"  runbook: {incident.runbook}", markup=False, highlight=False)
+        console.print(f"  next:    [bold]{escape(incident.next_command)}[/]", highlight=False)
+        for command in incident.also:
+            console.print(f"  also:    {command}", markup=False, highlight=False)
+
+
+def render_doctor(result) -> None:
+    console = stdout()
+    counts = result.counts()
+    version = f" (Flink {result.flink_version})" if result.flink_version else ""
+    status = "[bold green]no errors[/]" if result.ok else f"[bold red]{counts['error']} error(s)[/]"
+    console.print(f"{result.source}: {len(result.config)} keys, {result.format}{version}: {status}, "
+                  f"{counts['warning']} warning(s), {counts['info']} note(s)", highlight=False)
+    colours = {"error": "red", "warning": "yellow", "info": "cyan"}
+    for finding in result.findings:
+        value = "" if finding.value is None else f" = {finding.value}"
+        console.print(f"[{colours[finding.severity]}]{finding.severity.upper():7}[/] "
+                      f"{escape(finding.key)}{escape(value)}", highlight=False)
+        console.print(f"        {finding.why}", markup=False, highlight=False)
+        console.print(f"        fix: {finding.fix}", markup=False, highlight=False)
+        if finding.runbook:
+            console.print(f"        runbook: {finding.runbook}", markup=False, highlight=False)
+
+
+def _value_type(state) -> str:
+    """The value column's type, e.g. ``int64``, ``json (Kryo com.x.Y)``, ``+ttl`` for TTL states."""
+    if state.kind == "priority-queue":
+        return "timers"
+    value = state.columns.columns["value"]
+    text = f"json ({value.describes})" if value.is_json else value.type_name
+    return text + (" +ttl" if state.columns.ttl else "")
+
+
+def render_export(result) -> None:
+    console = stdout()
+    snapshot = result.snapshot if not result.savepoint_format else f"{result.snapshot} ({result.savepoint_format})"
+    console.print(
+        f"[bold green]exported {result.rows} rows[/] of {result.kind} {result.checkpoint_id} ({escape(snapshot)}) "
+        f"to {escape(result.out)}: {result.files} Parquet files",
+        highlight=False,
+    )
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "state", "kind", "rows", "subtasks", "value", "notes"):
+        table.add_column(column, justify="right" if column in ("rows", "subtasks") else "left", overflow="fold")
+    for op in result.operators:
+        for state in op.states:
+            notes = []
+            if state.raw_fallback:
+                notes.append(f"raw bytes only: {', '.join(state.raw_fallback)} ({state.rows_with_errors} rows)")
+            if state.outside_key_groups:
+                notes.append(f"{state.outside_key_groups} keys outside key groups dropped")
+            if state.not_representable:
+                notes.append("not representable: " + ", ".join(f"{c} x{n}" for c, n in state.not_representable.items()))
+            if state.changelog and state.changelog["changes"]:
+                notes.append(f"{state.changelog['changes']} logged changes applied")
+            table.add_row(
+                escape(op.label if op.label != op.operator_id else op.operator_id[:8]), escape(state.state), state.kind,
+                str(state.rows), str(len(state.rows_per_subtask)), _value_type(state), "; ".join(notes),
+            )
+    if result.operators:
+        console.print(table)
+    if result.skipped:
+        groups: dict[tuple[str, str, str], list] = {}
+        for skipped in result.skipped:  # subtasks skipped for the same reason: one line
+            groups.setdefault((skipped.operator, skipped.what, skipped.reason), []).append(skipped)
+        console.print(f"[yellow]skipped (not exported): {len(result.skipped)}[/]")
+        for (operator, what, reason), items in groups.items():
+            label = operator[:8] if len(operator) == 32 else operator
+            console.print(f"  {escape(label)}: {what} x{len(items)} ({escape(reason)})", highlight=False)
+    merged = [(op, subtask, engine["reason"]) for op in result.operators for subtask, engine in sorted(op.engines.items())
+              if engine.get("engine") == "python" and engine.get("reason")]
+    if merged:  # --engine auto fell back: say where and why (a damaged instance, usually)
+        console.print(f"[yellow]read by the toolkit's own LSM merge, as RocksDB could not serve them: {len(merged)} subtask(s)[/]")
+        for op, subtask, reason in merged:
+            label = op.label if op.label != op.operator_id else op.operator_id[:8]
+            console.print(f"  {escape(label)}[{subtask}]: {escape(reason)}", highlight=False)

@@ -1,0 +1,228 @@
+"""Known incident classes as data: the error lines that identify each, its runbook and the next command.
+
+Pure: no I/O. :mod:`repair.ops.diagnose.incidents` matches these rules against a normalized log and extracts the
+evidence (:data:`EVIDENCE_PATTERNS`) that the commands are filled from.
+
+A rule's ``patterns`` are regular expressions matched case-insensitively against the log after
+:func:`normalize` (all whitespace runs, line breaks included, collapsed to one space). Each match is one
+occurrence; occurrences with the same cause and the same identity (job, operator, subtask, file) are
+one incident.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+RUNBOOKS = "docs/runbooks"
+
+
+@dataclass(frozen=True)
+class Rule:
+    cause_id: str
+    cause: str
+    runbook: str
+    #: regexes; a ``(regex, phase)`` pair says which phase a match of that regex implies
+    patterns: tuple
+    #: next command per phase ("restore", "checkpoint" or None when the phase is unknown)
+    commands: dict
+    kind: str = "incident"  # or "question": a recognised question, not a failure
+    #: whether the phase (checkpoint or restore) the trace shows is worth reporting
+    phased: bool = True
+
+    def command_for(self, phase: str | None) -> str:
+        return self.commands.get(phase) or self.commands[None]
+
+
+def _runbook(name: str) -> str:
+    return f"{RUNBOOKS}/{name}.md"
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "manifest-missing",
+        "a RocksDB MANIFEST (or CURRENT) file is missing: something deleted files in the RocksDB local "
+        "directory (tmp cleaner, YARN/Kubernetes cleaning the container dir) or a checkpoint file is gone",
+        _runbook("manifest-missing"),
+        (
+            # a path inside a RocksDB instance dir (.../db/MANIFEST-n): the TaskManager's local dir lost it
+            (r"(?<!\S)(?P<file>\S*/db/(?:MANIFEST-\d+|CURRENT))\s*:\s*No such file or directory", "checkpoint"),
+            r"(?<![^\s/])(?P<file>(?:\S*/)?(?:MANIFEST-\d+|CURRENT))\s*:\s*No such file or directory",
+            r"CURRENT file points to a non-existent MANIFEST",
+        ),
+        {
+            None: "repair fallback <checkpoint-root>",
+            "restore": "repair rebuild-manifest <checkpoint> --out <new-root>",
+            "checkpoint": "repair doctor <flink-conf.yaml>",
+        },
+    ),
+    Rule(
+        "checkpoint-file-missing",
+        "a file the checkpoint references (an SST, MANIFEST, CURRENT or OPTIONS upload in shared/ or chk-N/) "
+        "is missing from checkpoint storage: deleted by hand, by a lifecycle rule or by another deployment",
+        _runbook("manifest-missing"),
+        (
+            r"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>\S*/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{36})\b",
+            r"File (?P<file>\S*/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{36}) does not exist",
+        ),
+        {
+            None: "repair fallback <checkpoint-root>",
+            "verify": "repair verify <checkpoint-root>",
+            "rebuild": "repair rebuild-manifest <checkpoint> --out <new-root>",
+        },
+    ),
+    Rule(
+        "restore-download-failed",
+        "restoring a RocksDB instance failed while downloading its checkpoint files, and Flink reported "
+        "another download thread's error (its registry closed) instead of the first one: the file that "
+        "failed, most often one missing from checkpoint storage, is not named in the log",
+        _runbook("manifest-missing"),
+        (
+            # RocksDBStateDownloader downloads in parallel; the first failure closes the registry, and the
+            # exception that surfaces may be a later thread's. Bounded: a stack trace of frames in between.
+            r"Could not restore keyed state backend for \S+ .{0,6000}?Cannot register Closeable, registry is already closed",
+        ),
+        {None: "repair verify <checkpoint-root>"},
+        phased=False,
+    ),
+    Rule(
+        "hard-link-not-supported",
+        "the RocksDB local directory is on a filesystem without hard links (network or shared filesystem, "
+        "often the checkpoint filesystem itself): RocksDB cannot create its native checkpoint",
+        _runbook("hard-links-not-supported"),
+        (r"while link file to (?P<file>\S+?)\s*:\s*(?P<source>\S+?)\s*:\s*(?:Operation )?not supported",),
+        {None: "repair doctor <flink-conf.yaml>"},
+    ),
+    Rule(
+        "checksum-mismatch",
+        "an SST or MANIFEST has bytes that do not match their checksum: a file not synced to disk before "
+        "a machine crash, or corrupted in storage or in a task-local recovery copy",
+        _runbook("checksum-mismatch"),
+        (r"(?:block )?checksum mismatch(?: in (?P<file>\S+))?",),
+        {None: "repair fallback <checkpoint-root>"},
+    ),
+    Rule(
+        "bad-sst",
+        "an SST file is truncated, zero-filled or not an SST (bad table magic number / file too short)",
+        _runbook("bad-table-magic"),
+        (
+            r"Bad table magic number(?:: expected \d+, found \d+)?(?: in (?P<file>\S+))?",
+            r"file is too short(?: \(\d+ bytes\))? to be an sstable(?:\s*:?\s*(?P<file>\S+\.sst))?",
+        ),
+        {None: "repair fallback <checkpoint-root>"},
+    ),
+    Rule(
+        "metadata-already-exists",
+        "another job already wrote this checkpoint's _metadata: two deployments share one checkpoint "
+        "directory and job id (a fixed job id, no per-deployment directory)",
+        _runbook("metadata-already-exists"),
+        (r"Target file (?P<file>\S+?/_metadata) already exists", r"(?P<file>\S*/chk-\d+/_metadata) already exists"),
+        {None: "repair fallback <checkpoint-root>"},
+    ),
+    Rule(
+        "tolerable-failure-threshold",
+        "more checkpoints failed in a row than execution.checkpointing.tolerable-failed-checkpoints allows "
+        "(default 0), so the job failed over; the checkpoint failures themselves are the cause",
+        _runbook("tolerable-failure-threshold"),
+        (r"Exceeded checkpoint tolerable failure threshold",),
+        {None: "repair doctor <flink-conf.yaml>"},
+        phased=False,
+    ),
+    Rule(
+        "kafka-offset-commit",
+        "the Kafka source could not commit offsets to the broker on checkpoint completion; Flink restores "
+        "from the offsets in its checkpoint, so state is not affected",
+        _runbook("kafka-offset-commit"),
+        (
+            r"Failed to commit consumer offsets for checkpoint (?P<checkpoint>\d+)",
+            r"Failed to commit offsets for checkpoint (?P<checkpoint>\d+)",
+        ),
+        {None: "repair inspect <checkpoint-root>"},
+        phased=False,
+    ),
+    Rule(
+        "small-state-inline",
+        "a question about small state: RocksDB keeps all keyed state (whatever its size); only checkpoint "
+        "files below the inline threshold are stored inside _metadata",
+        _runbook("small-state-inline"),
+        (
+            r"(?<!Loading configuration property: )(?P<key>state\.backend\.fs\.memory-threshold|"
+            r"state\.storage\.fs\.memory-threshold|execution\.checkpointing\.data-inline-threshold)"
+            r"(?=.{0,200}?(?:rocksdb|\?))",
+        ),
+        {None: "repair inspect <checkpoint> --files"},
+        kind="question",
+        phased=False,
+    ),
+)
+
+#: Markers of the phase a failure happened in, searched around an occurrence (the nearest one wins).
+PHASE_MARKERS = {
+    "restore": r"restoreFromLocalState|RocksDB\.open|Could not restore|RestoreOperation|restoreState|"
+    r"Exception while creating StreamOperatorStateContext|BackendBuildingException",
+    "checkpoint": r"createCheckpoint|takeDBNativeCheckpoint|snapshotState|Could not complete snapshot|"
+    r"Could not materialize checkpoint|triggerCheckpoint|performCheckpoint|Failure to finalize checkpoint|"
+    r"finalizeCheckpoint",
+}
+
+#: ``job_<job>_op_<operator>_<hash>__<subtask>_<parallelism>__uuid_<uuid>``: a RocksDB instance dir.
+ROCKSDB_DIR = re.compile(
+    r"job_(?P<job_id>[0-9a-f]{32})_op_(?P<operator>.+?)_(?P<operator_id>[0-9a-f]{32})__"
+    r"(?P<subtask>\d+)_(?P<parallelism>\d+)__uuid_(?P<uuid>[0-9a-f-]{36})",
+    re.IGNORECASE,
+)
+
+#: Other places a trace names the operator and subtask, most specific first.
+TASK_NAMES = tuple(
+    re.compile(p, re.IGNORECASE)
+    for p in (
+        r"keyed state backend for (?P<operator>[^\s(]+?)_(?P<operator_id>[0-9a-f]{32})_\((?P<subtask>\d+)/(?P<parallelism>\d+)\)",
+        r"for operator (?P<operator>[^()]{1,120}?) \((?P<subtask>\d+)/(?P<parallelism>\d+)\)",
+        # a task name with its attempt number, as the TaskManager logs it: "per-user (2/4)#0", maybe followed
+        # by the attempt id "(<graph>_<job vertex>_<subtask>_<attempt>)": the vertex id is the id of the
+        # chain's first operator, which a keyed operator is (keyBy starts a chain)
+        r"(?<![\w\-.>\[\]])(?P<operator>\w[\w\-.>\[\]]*(?: \w[\w\-.>\[\]]*){0,3}) \((?P<subtask>\d+)/(?P<parallelism>\d+)\)#\d+"
+        r"(?: \([0-9a-f]{32}_(?P<operator_id>[0-9a-f]{32})_\d+_\d+\))?",
+    )
+)
+
+JOB_ID = (
+    re.compile(r"for job (?P<job_id>[0-9a-f]{32})\b", re.IGNORECASE),
+    re.compile(r"/(?P<job_id>[0-9a-f]{32})/(?:chk-\d+|shared|taskowned)\b", re.IGNORECASE),
+    re.compile(r"\bjob_(?P<job_id>[0-9a-f]{32})_", re.IGNORECASE),
+)
+
+CHECKPOINT_ID = (
+    re.compile(r"checkpoint (?P<checkpoint>\d+) for job", re.IGNORECASE),
+    re.compile(r"snapshot (?P<checkpoint>\d+) for operator", re.IGNORECASE),
+    re.compile(r"for checkpoint (?P<checkpoint>\d+)", re.IGNORECASE),
+    re.compile(r"/chk-(?P<checkpoint>\d+)(?:\.tmp)?/", re.IGNORECASE),
+)
+
+#: A job checkpoint root named by a path below it; group ``sub`` is ``chk-N``, ``shared`` or ``taskowned``.
+CHECKPOINT_PATH = re.compile(
+    r"(?P<root>(?:[a-z][a-z0-9+]*:)?/[^\s:'\"]*?/[0-9a-f]{32})/(?P<sub>chk-\d+|shared|taskowned)\b",
+    re.IGNORECASE,
+)
+
+#: Characters pasted logs carry that the patterns must not see: odd spaces, curly quotes, dashes.
+ODD_CHARACTERS = {
+    0xA0: " ", 0x202F: " ", 0x2007: " ", 0x200B: "", 0xFEFF: "",
+    0x2018: "'", 0x2019: "'", 0x201C: '"', 0x201D: '"', 0x2013: "-", 0x2014: "-",
+}
+
+
+def normalize(text: str) -> str:
+    """One line of text: odd spaces made plain, quotes dropped, every whitespace run one space, wrapped
+    paths joined (``.../chk-1`` + line break + ``/_metadata`` is one path again)."""
+    text = text.translate(ODD_CHARACTERS).replace("\u00c2 ", " ").replace("\u00c2", "")
+    text = re.sub(r"[\"'`]", "", text)  # quotes around paths in pasted text; never part of what we match
+    text = re.sub(r"\s+", " ", text)
+    # a line break inside a path: the piece before already holds a '/' and the next starts with '/'
+    return re.sub(r"(/[^\s/]*[\w-]) (?=/[\w.-])", r"\1", text)
+
+
+def local_path(uri: str) -> str:
+    """``file:/x`` and ``file:///x`` as ``/x``; other URIs unchanged."""
+    match = re.match(r"file:/+(.*)", uri)
+    return "/" + match.group(1) if match else uri

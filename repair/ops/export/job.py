@@ -1,0 +1,466 @@
+"""``repair export``: the keyed state of a checkpoint or native savepoint as Hive-partitioned Parquet.
+
+The driver plans, the tasks write, the driver publishes:
+
+1. **Plan** (driver): for every subtask handle a :mod:`~repair.ops.export.sources` source reads
+   (incremental RocksDB handles, full snapshots, changelog subtasks, operator state, raw timers) read
+   its meta data only (a changelog subtask: its changelog, replayed), and decide
+   the Arrow type of every decoded column of every state from the serializer snapshots
+   (:mod:`repair.formats.flink.arrow`). Subtasks that disagree (a state not re-registered since its
+   serializer changed) make that column JSON text. So every part of a state has the same schema, known
+   before any data is read. Handles no source reads are listed under ``skipped``.
+2. **Write** (one task per subtask handle, in this process, a process pool or on Spark executors:
+   :func:`run_tasks`): the task streams the handle's states (:class:`~repair.readers.rocksdb.StateStream`;
+   for RocksDB a k-way merge over the SSTs per column family) and writes one Parquet part per state in
+   record batches (:func:`write_state_part`) into the output's staging directory
+   (:meth:`DirectoryPublisher.share`), on whatever storage the output is. It returns only counts.
+   Every planned state gets a part in every task, empty if the subtask holds no row of it.
+3. **Publish** (driver): adopt the parts the tasks report, delete anything else a failed attempt left,
+   write ``_export.json`` last and rename the whole into place (object stores: ``_export.json`` is the
+   commit file). On an error nothing is published and the staging directory is removed.
+
+Layout::
+
+    OUT/operator=<uid | name | operator id>/state=<state name, %-encoded>/part-<subtask:05d>.parquet
+    OUT/_export.json
+
+Partition values are percent-encoded (``urllib.parse.quote(name, safe="")``: ``/`` -> ``%2F``, ``%`` ->
+``%25``, ``:`` -> ``%3A`` ...), as Hive and Spark escape partition values; pyarrow's Hive partitioning
+decodes them. Every output name goes through :func:`repair.io.storage.resolve_within`.
+
+Columns: see :data:`repair.ops.export.parts.COLUMNS`. Not read yet (listed under ``skipped``): raw
+operator state and raw keyed state other than timers (RocksDB with timers on the heap writes them
+there: :mod:`repair.readers.raw_timers`), and changelog states whose changes cannot be applied
+(:mod:`repair.readers.changelog_state`).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import urllib.parse
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from repair.errors import FormatError, UsageError
+from repair.formats.flink.arrow import StateColumns, merge_state_columns
+from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.rocksdb.lsm import LsmStats
+from repair.io import storage as st
+from repair.io.layout import SnapshotRef, discover
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.export.parts import COLUMNS, COMPRESSION, COMPRESSIONS, PartStats, check_kind, write_state_part
+from repair.ops.export.sources import SLOTS, SOURCES, not_exported, source_for
+from repair.ops.runner import default_workers, run_tasks
+from repair.readers.rocksdb import ENGINES
+
+__all__ = ["COLUMNS", "COMMIT_FILE", "export", "export_subtask", "partition_value"]
+
+COMMIT_FILE = "_export.json"
+FORMAT_VERSION = 3
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass
+class ExportedState:
+    state: str
+    kind: str
+    #: Directory of the state's files, relative to the output (``operator=.../state=...``).
+    path: str
+    #: The decision per decoded column (Arrow type and the serializer it came from).
+    columns: StateColumns
+    #: What it was read from: the :data:`~repair.ops.export.sources.SOURCES` name (``incremental-keyed``,
+    #: ``full-snapshot-keyed``, ``raw-keyed-timers``, ``operator``).
+    source: str = ""
+    rows_per_subtask: dict[int, int] = field(default_factory=dict)
+    #: Decoded columns left null in some rows while their raw bytes are there (see ``error``).
+    raw_fallback: list[str] = field(default_factory=list)
+    rows_with_errors: int = 0
+    #: Decoded values a column's type cannot hold exactly (written as null, with ``error``), per column.
+    not_representable: dict[str, int] = field(default_factory=dict)
+    #: Live keys dropped because they are outside their subtask's key-group range (rescaling leftovers).
+    outside_key_groups: int = 0
+    #: How the RocksDB entries of the state were accounted for, over all subtasks (None when the state
+    #: was not read from RocksDB: full snapshots, operator state).
+    lsm: dict[str, int | None] | None = None
+    #: Read from changelog subtasks: the logged changes applied over all subtasks (``changes``, the
+    #: ``scopes`` they touched, and ``outside_key_groups``: changes of other subtasks' key groups, not
+    #: applied); None for every other source.
+    changelog: dict[str, int] | None = None
+    bytes: int = 0
+    #: RocksDB entry batches decoded column-wise and row by row (the fast and the exact path).
+    columnar_batches: int = 0
+    row_batches: int = 0
+
+    @property
+    def rows(self) -> int:
+        return sum(self.rows_per_subtask.values())
+
+    def add(self, subtask: int, part: PartStats) -> None:
+        self.rows_per_subtask[subtask] = part.rows
+        self.rows_with_errors += part.rows_with_errors
+        self.raw_fallback = sorted(set(self.raw_fallback) | set(part.raw_fallback))
+        for name, count in part.not_representable.items():
+            self.not_representable[name] = self.not_representable.get(name, 0) + count
+        self.outside_key_groups += part.outside_key_groups
+        if part.lsm is not None:
+            self.lsm = _add_counts(self.lsm, part.lsm)
+        if part.changelog is not None:
+            self.changelog = {name: (self.changelog or {}).get(name, 0) + count for name, count in part.changelog.items()}
+        self.bytes += part.bytes
+        self.columnar_batches += part.columnar_batches
+        self.row_batches += part.row_batches
+
+    def to_json(self) -> dict:
+        return {
+            "state": self.state, "kind": self.kind, "source": self.source, "path": self.path, "rows": self.rows,
+            "subtasks": {str(k): v for k, v in sorted(self.rows_per_subtask.items())},
+            "ttl": self.columns.ttl, "columns": self.columns.to_json(),
+            "rows_with_errors": self.rows_with_errors, "raw_fallback": self.raw_fallback,
+            "not_representable": dict(sorted(self.not_representable.items())),
+            "outside_key_groups": self.outside_key_groups, "lsm": self.lsm, "changelog": self.changelog, "bytes": self.bytes,
+            "batches": {"columnar": self.columnar_batches, "rows": self.row_batches},
+        }
+
+
+def _add_counts(total: dict[str, int | None] | None, part: dict[str, int | None]) -> dict[str, int | None]:
+    """Counts summed key by key; a count one side does not know (None) is unknown in the sum."""
+    if total is None:
+        return dict(part)
+    return {name: None if total.get(name) is None or part.get(name) is None else total[name] + part[name]
+            for name in LsmStats.__dataclass_fields__}
+
+
+@dataclass
+class ExportedOperator:
+    label: str
+    operator_id: str
+    uid: str | None
+    name: str | None
+    partition: str
+    subtasks: list[int] = field(default_factory=list)
+    states: list[ExportedState] = field(default_factory=list)
+    #: Per subtask with RocksDB state: the engine that resolved its LSM tree, and why not rocksdb.
+    engines: dict[int, dict[str, str | None]] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {
+            "operator": self.label, "operator_id": self.operator_id, "uid": self.uid, "name": self.name,
+            "path": self.partition, "subtasks": self.subtasks, "states": [s.to_json() for s in self.states],
+            "engines": {str(k): v for k, v in sorted(self.engines.items())},
+        }
+
+
+@dataclass
+class Skipped:
+    operator: str
+    operator_id: str
+    subtask: int | None
+    what: str  # operator-state | raw-operator-state | raw-keyed-state | keyed-state (one state) | a handle type
+    reason: str
+
+    def to_json(self) -> dict:
+        return dataclasses.asdict(self)
+
+
+@dataclass
+class ExportResult:
+    source: str
+    metadata: str
+    snapshot: str
+    kind: str
+    savepoint_format: str | None
+    checkpoint_id: int
+    out: str
+    operators: list[ExportedOperator] = field(default_factory=list)
+    skipped: list[Skipped] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def rows(self) -> int:
+        return sum(s.rows for op in self.operators for s in op.states)
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok, "format_version": FORMAT_VERSION, "source": self.source, "metadata": self.metadata,
+            "snapshot": self.snapshot, "kind": self.kind, "savepoint_format": self.savepoint_format,
+            "checkpoint_id": self.checkpoint_id, "out": self.out, "rows": self.rows, "files": self.files,
+            "operators": [op.to_json() for op in self.operators], "skipped": [s.to_json() for s in self.skipped],
+        }
+
+
+# -- tasks ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StatePlan:
+    """One state to write: its name, kind, directory (relative to the output) and column decisions."""
+
+    name: str
+    kind: str
+    path: str
+    columns: StateColumns
+
+    def part(self, subtask: int) -> str:
+        return f"{self.path}/part-{subtask:05d}.parquet"
+
+
+@dataclass(frozen=True)
+class ExportTask:
+    """One subtask's handle to export; small and picklable (it re-loads the snapshot where it runs)."""
+
+    ref: SnapshotRef
+    root: str | None
+    operator_id: str
+    subtask: int
+    storage: st.Storage
+    #: The :data:`~repair.ops.export.sources.SOURCES` entry reading the handle.
+    source: str
+    #: Where the task writes its parts (the output's staging directory).
+    staging: str
+    states: tuple[StatePlan, ...]
+    engine: str = "auto"
+    compression: str = COMPRESSION
+
+
+@dataclass
+class SubtaskExport:
+    """What one task wrote: the part of every planned state."""
+
+    operator_id: str
+    subtask: int
+    parts: dict[str, PartStats]
+    #: ``{"engine": ..., "reason": ...}`` of the LSM engine (None: no RocksDB state read).
+    engine: dict[str, str | None] | None = None
+
+
+def export_subtask(task: ExportTask) -> SubtaskExport:
+    """Stream one subtask's states into Parquet parts below ``task.staging`` (runs in a worker or Spark
+    executor); returns the counts."""
+    source = SOURCES[task.source]
+    snapshot = load_snapshot(task.ref, task.root, task.storage)
+    op = snapshot.metadata.operator(task.operator_id)
+    sub = next((s for s in op.subtasks if s.index == task.subtask), None) if op is not None else None
+    if sub is None or not source.applies(getattr(sub, source.slot)):
+        raise FormatError(f"{source.name} subtask", 0, f"{task.operator_id}[{task.subtask}]", "absent after re-loading")
+    plans = {plan.name: plan for plan in task.states}
+    parts: dict[str, PartStats] = {}
+    engine = None
+    for stream in source.streams(snapshot, task.storage, op, sub, set(plans), engine=task.engine):
+        plan = plans[stream.name]
+        check_kind(stream, plan.kind)
+        if stream.engine is not None:
+            engine = {"engine": stream.engine, "reason": stream.engine_reason}
+        parts[plan.name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, stream,
+                                            compression=task.compression)
+    for name, plan in plans.items():  # states this subtask holds no entry of: an empty part
+        if name not in parts:
+            parts[name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, None,
+                                           compression=task.compression)
+    return SubtaskExport(task.operator_id, task.subtask, parts, engine)
+
+
+# -- the operation -------------------------------------------------------------------------------
+
+
+def partition_value(name: str) -> str:
+    """A checkpoint-provided name as a path-safe Hive partition value (percent-encoded)."""
+    return urllib.parse.quote(name, safe="")
+
+
+def export(
+    checkpoint: str,
+    out: str,
+    *,
+    operators: Iterable[str] | None = None,
+    states: Iterable[str] | None = None,
+    master: str | None = None,
+    workers: int | None = None,
+    storage: st.Storage | None = None,
+    engine: str = "auto",
+    compression: str = COMPRESSION,
+) -> ExportResult:
+    """Export the keyed state of ``checkpoint`` (for a job root: its newest checkpoint) to ``out``.
+
+    ``operators`` (uids, operator ids or names) and ``states`` (state names) filter; a filter value that
+    matches nothing is a :class:`UsageError` and nothing is written. ``out`` must not exist (or be empty).
+    ``engine`` resolves RocksDB's LSM trees (:data:`~repair.readers.rocksdb.ENGINES`); ``compression``
+    is the Parquet codec (:data:`~repair.ops.export.parts.COMPRESSIONS`).
+    """
+    if engine not in ENGINES:
+        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+    if compression not in COMPRESSIONS:
+        raise UsageError(f"--compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+    storage = storage or st.default_storage()
+    operators = list(operators or []) or None
+    states = list(states or []) or None
+    if storage.exists(out) and storage.list_dir(out):
+        raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
+    layout = discover(checkpoint, storage)
+    ref = layout.snapshots[-1]
+    for source in {layout.root or ref.directory, ref.directory}:
+        if _inside(out, source):
+            raise UsageError(f"--out {out} is inside the input {source}; inputs are never written to")
+    snapshot = load_snapshot(ref, layout.root, storage)
+    result = ExportResult(
+        source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
+        savepoint_format=snapshot.savepoint_format, checkpoint_id=snapshot.metadata.checkpoint_id, out=out,
+    )
+    planner = _Planner(snapshot, layout.root, storage, result)
+    planner.select_operators(operators)
+    plans = planner.plan_states(states)
+    if workers is None:
+        workers = min(default_workers(), len(planner.subtasks)) if len(planner.subtasks) > 2 else 1
+
+    with storage.publish_dir(out, commit_file=COMMIT_FILE) as publisher:
+        staging = publisher.share()
+        tasks = [
+            ExportTask(ref, layout.root, op.operator_id, subtask, storage, source, staging, plans[(op.operator_id, source)],
+                       engine, compression)
+            for op, subtask, source in planner.subtasks if plans[(op.operator_id, source)]
+        ]
+        outputs = run_tasks(export_subtask, tasks, workers=workers, master=master)
+        entries: dict[tuple[str, str], ExportedState] = {}
+        for op in planner.operators:
+            planned = ((p, source) for (op_id, source), ps in plans.items() if op_id == op.operator_id for p in ps)
+            for plan, source in sorted(planned, key=lambda item: item[0].name):
+                entries[(op.operator_id, plan.name)] = entry = ExportedState(plan.name, plan.kind, plan.path, plan.columns, source)
+                op.states.append(entry)
+        by_id = {op.operator_id: op for op in planner.operators}
+        for output in outputs:
+            if output.engine is not None:
+                by_id[output.operator_id].engines[output.subtask] = output.engine
+            publisher.adopt(part.file for part in output.parts.values())
+            for name, part in output.parts.items():
+                entries[(output.operator_id, name)].add(output.subtask, part)
+                result.files += 1
+        result.operators = [op for op in planner.operators if op.states]
+        publisher.write(COMMIT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False).encode() + b"\n")
+    return result
+
+
+def _inside(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it (local paths compared after resolving links)."""
+    def norm(p: str) -> str:
+        return os.path.realpath(p) if "://" not in p and not p.startswith("file:") else p.rstrip("/")
+
+    path, directory = norm(path), norm(directory)
+    return path == directory or path.startswith(directory.rstrip("/") + "/")
+
+
+class _Planner:
+    """Which subtasks and states to export, and the column types of every state (driver side)."""
+
+    def __init__(self, snapshot: LoadedSnapshot, root: str | None, storage: st.Storage, result: ExportResult):
+        self.snapshot, self.root, self.storage, self.result = snapshot, root, storage, result
+        self.operators: list[ExportedOperator] = []
+        #: ``(operator, subtask index, source name)`` of every handle to export, in operator and subtask order.
+        self.subtasks: list[tuple[ExportedOperator, int, str]] = []
+
+    def select_operators(self, operators: list[str] | None) -> None:
+        wanted = None
+        if operators is not None:
+            wanted = {value: {value, value.lower(), operator_id_for_uid(value)} for value in operators}
+        matched: set[str] = set()
+        chosen = []
+        for op in self.snapshot.metadata.operators:
+            if wanted is not None:
+                hits = [v for v, ids in wanted.items() if op.operator_id in ids or v in (op.operator_uid, op.operator_name)]
+                if not hits:
+                    continue
+                matched.update(hits)
+            chosen.append(op)
+        if wanted is not None:
+            missing = [v for v in wanted if v not in matched]
+            if missing:
+                available = ", ".join(op.operator_uid or op.operator_id for op in self.snapshot.metadata.operators)
+                raise UsageError(f"no operator {', '.join(map(repr, missing))} in {self.snapshot.ref.metadata_uri} (operators: {available})")
+        labels = Counter(op.operator_uid or op.operator_name or op.operator_id for op in chosen)
+        for op in chosen:
+            label = op.operator_uid or op.operator_name or op.operator_id
+            if labels[label] > 1:  # two operators of the same name (and no uid): their ids tell them apart
+                label = op.operator_id
+            entry = ExportedOperator(label, op.operator_id, op.operator_uid, op.operator_name, f"operator={partition_value(label)}")
+            self._subtasks(op, entry)
+            if entry.subtasks:
+                self.operators.append(entry)
+
+    def _subtasks(self, op, entry: ExportedOperator) -> None:
+        for sub in op.subtasks:
+            if sub.finished:
+                continue
+            for slot in SLOTS:
+                handle = getattr(sub, slot)
+                if handle is None:
+                    continue
+                source = source_for(slot, handle)
+                declined = source.declines(self.snapshot, self.storage, handle) if source is not None else None
+                if source is None or declined:
+                    what, reason = not_exported(slot, handle)
+                    self.result.skipped.append(Skipped(entry.label, op.operator_id, sub.index, what, declined or reason))
+                    continue
+                if sub.index not in entry.subtasks:
+                    entry.subtasks.append(sub.index)
+                self.subtasks.append((entry, sub.index, source.name))
+
+    def plan_states(self, states: list[str] | None) -> dict[tuple[str, str], tuple[StatePlan, ...]]:
+        """The states to write per ``(operator id, source)``, from every subtask's meta data, with their
+        column types (one decision per state for all its subtasks)."""
+        found: dict[tuple[str, str], dict[str, tuple[str, list[StateColumns]]]] = {}
+        unexportable: dict[tuple[str, str], list[tuple[int, str]]] = {}  # (operator id, state) -> [(subtask, reason)]
+        for entry, index, source in self.subtasks:
+            op = self.snapshot.metadata.operator(entry.operator_id)
+            sub = next(s for s in op.subtasks if s.index == index)
+            by_name = found.setdefault((entry.operator_id, source), {})
+            planned = SOURCES[source].plan(self.snapshot, self.storage, op, sub)
+            for name, reason in planned.unexportable.items():
+                if states is None or name in states:
+                    unexportable.setdefault((entry.operator_id, name), []).append((index, reason))
+            for state, columns in planned.states:
+                if states is not None and state.name not in states:
+                    continue
+                kind, decisions = by_name.setdefault(state.name, (state.kind, []))
+                if kind != state.kind:
+                    raise FormatError(f"state {state.name!r} of {entry.label}", 0, f"a {kind} state in every subtask",
+                                      f"a {state.kind} state in subtask {index}")
+                decisions.append(columns)
+        names: dict[tuple[str, str], str] = {}
+        for (op_id, source), by_name in found.items():
+            for name in by_name:
+                other = names.setdefault((op_id, name), source)
+                if other != source:  # both would write operator=.../state=<name>/part-<subtask>.parquet
+                    raise FormatError(f"state {name!r} of operator {op_id}", 0, "one state per name", f"{other} and {source} state")
+        self._skip_unexportable(found, unexportable)
+        if states is not None:
+            missing = [s for s in states if not any(s in by_name for by_name in found.values())
+                       and not any(name == s for _, name in unexportable)]
+            if missing:
+                raise UsageError(f"no state named {', '.join(map(repr, missing))} in the exported operators")
+        partitions = {op.operator_id: op.partition for op in self.operators}
+        return {
+            (op_id, source): tuple(
+                StatePlan(name, kind, f"{partitions[op_id]}/state={partition_value(name)}", merge_state_columns(decisions))
+                for name, (kind, decisions) in sorted(by_name.items())
+            )
+            for (op_id, source), by_name in found.items()
+        }
+
+    def _skip_unexportable(self, found: dict[tuple[str, str], dict], unexportable: dict[tuple[str, str], list[tuple[int, str]]]) -> None:
+        """A state some subtask cannot export is exported for none (a partial state would look whole):
+        it is listed under ``skipped``, once per subtask that could not, with the reason."""
+        labels = {op.operator_id: op.label for op in self.operators}
+        for (op_id, name), reasons in sorted(unexportable.items()):
+            for by_name in (by_name for (found_op, _), by_name in found.items() if found_op == op_id):
+                by_name.pop(name, None)
+            for index, reason in reasons:
+                self.result.skipped.append(Skipped(labels[op_id], op_id, index, "keyed-state",
+                                                   f"state {name!r} (not exported for any subtask): {reason}"))
+

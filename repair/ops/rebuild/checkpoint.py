@@ -1,0 +1,240 @@
+"""``repair rebuild-manifest``: a new checkpoint whose broken MANIFESTs are rebuilt from the SSTs.
+
+``MANIFEST-000006: No such file or directory``, a corrupt MANIFEST or CURRENT, or a MANIFEST that
+does not match the checkpoint's SST list: RocksDB will not open, although every SST may be intact.
+For each keyed subtask (RocksDB instance) with such a problem, a new MANIFEST and CURRENT are built
+from the SSTs (:mod:`repair.formats.rocksdb.manifest_builder`): column families from the SST properties and
+the backend meta data, key ranges and sequence numbers from the data, levels that FRocksDB 6.20
+(Flink <= 1.20) and 8.10 (Flink 2.x) accept. They are stored inline in a new ``_metadata`` (same
+format version), whose shared state points at the original SSTs (or copies with ``copy``), written
+to a new root like ``repair relocate`` does. The input is never modified.
+
+Instances whose SSTs are themselves missing or corrupt cannot be rebuilt this way; the result says
+which, and nothing is written. Unless ``drop_missing``: then missing, truncated, corrupt or unreadable
+SSTs are left out of their instance's rebuilt MANIFEST (and of the new ``_metadata``), and
+:attr:`RebuildResult.lost` says per dropped file which state, key groups and key range were lost and
+which remaining files may bring older values back (:mod:`repair.ops.rebuild.losses`). Such a result
+is written but not ``ok``: data was lost.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from repair.errors import RepairError
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+from repair.formats.flink.handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, LocalFile
+from repair.formats.rocksdb.files import file_number
+from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
+from repair.io import storage as st
+from repair.io.snapshot import LoadedSnapshot, read_resolved
+from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason
+from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
+from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
+from repair.ops.verify.engine import Finding, verify
+
+#: Finding kinds that a rebuilt MANIFEST and CURRENT repair (when they concern MANIFEST or CURRENT).
+REPAIRABLE = {
+    "manifest_missing", "current_missing", "bad_current", "manifest_references_missing_sst", "sst_size_mismatch",
+    "sst_not_in_manifest",
+}
+
+
+@dataclass
+class RebuiltInstance:
+    operator: str
+    subtask: int
+    manifest_name: str
+    sst_files: int
+    column_families: list[str]
+    levels: dict[str, int]  # local SST name -> level
+    reasons: list[str]  # the findings that made it necessary
+    dropped: list[str] = field(default_factory=list)  # local SST names left out (--drop-missing)
+    #: What the rebuild read of each remaining SST (not in the JSON document).
+    summaries: list = field(default_factory=list, repr=False)
+    #: Name of the OPTIONS file written from the SSTs because the instance had none (or a broken one).
+    options_written: str | None = None
+
+    def to_json(self) -> dict:
+        return {
+            "operator": self.operator, "subtask": self.subtask, "manifest": self.manifest_name,
+            "sst_files": self.sst_files, "column_families": self.column_families, "levels": self.levels,
+            "reasons": self.reasons, "dropped": self.dropped, "options_written": self.options_written,
+        }
+
+
+@dataclass
+class RebuildResult:
+    source: str
+    rebuilt: list[RebuiltInstance] = field(default_factory=list)
+    unrepairable: list[str] = field(default_factory=list)  # problems a MANIFEST rebuild cannot fix
+    written: RelocateResult | None = None
+    output_verified: bool | None = None
+    #: SSTs left out of the rebuilt MANIFESTs (``drop_missing``) and what they held.
+    lost: list[LostFile] = field(default_factory=list)
+    #: What to do about ``unrepairable`` SSTs (``--drop-missing`` and its cost), when that applies.
+    hint: str | None = None
+
+    @property
+    def written_clean(self) -> bool:
+        return not self.unrepairable and self.written is not None and self.written.ok and bool(self.output_verified)
+
+    @property
+    def ok(self) -> bool:
+        """Rebuilt, written and clean, and nothing was lost."""
+        return self.written_clean and not self.lost
+
+    @property
+    def status(self) -> str:
+        """``rebuilt``, ``rebuilt_with_losses``, ``not_clean`` (written, but verify finds problems) or ``not_rebuilt``."""
+        if self.written_clean:
+            return "rebuilt_with_losses" if self.lost else "rebuilt"
+        return "not_clean" if self.written is not None and self.written.new_metadata else "not_rebuilt"
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "status": self.status,
+            "source": self.source,
+            "new_metadata": self.written.new_metadata if self.written else None,
+            "rebuilt": [r.to_json() for r in self.rebuilt],
+            "lost": [item.to_json() for item in self.lost],
+            "unrepairable": self.unrepairable,
+            "hint": self.hint,
+            "output_verified": self.output_verified,
+            "files": self.written.to_json() if self.written else None,
+        }
+
+
+def rebuild_manifest(
+    path: str, out: str, *, copy: bool = False, drop_missing: bool = False, storage: st.Storage | None = None,
+) -> RebuildResult:
+    """Rebuild the broken MANIFESTs of the checkpoint at ``path`` into a new checkpoint under ``out``.
+
+    ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held.
+    """
+    storage = storage or st.default_storage()
+    snapshot = load_single_snapshot(path, storage, "rebuild-manifest")
+    report = verify(path, storage=storage)
+    result = RebuildResult(snapshot.ref.metadata_uri)
+    broken, dropped = _classify(report.findings, drop_missing, result)
+    if result.unrepairable:
+        return result
+    format_ = "frocksdb8" if snapshot.metadata.version >= 5 else "frocksdb6"
+    for op in snapshot.metadata.operators:
+        label = op.operator_uid or op.operator_name or op.operator_id
+        for sub in op.subtasks:
+            drops = dropped.get((label, sub.index), {})
+            findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]
+            handle = sub.managed_keyed_state
+            if isinstance(handle, ChangelogBackendHandle):
+                handle = next((h for h in handle.materialized if h is not None), None)
+            if not findings or not isinstance(handle, IncrementalKeyedHandle):
+                continue
+            lost = describe_lost_files(snapshot, op, sub.index, handle, drops, storage) if drops else []
+            instance = _rebuild_instance(snapshot, handle, label, sub.index, findings, format_, storage, drop=set(drops))
+            add_overlaps(lost, instance.summaries, instance.levels)
+            result.rebuilt.append(instance)
+            result.lost.extend(lost)
+    result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)
+    if result.written.ok:
+        result.output_verified = verify(result.written.new_metadata, storage=storage).ok
+    return result
+
+
+def _classify(
+    findings: list[Finding], drop_missing: bool, result: RebuildResult,
+) -> tuple[dict[tuple[str, int], list[Finding]], dict[tuple[str, int], dict[str, list[Finding]]]]:
+    """Split verify's findings into MANIFEST problems and dropped SSTs, per instance; the rest become unrepairable."""
+    broken: dict[tuple[str, int], list[Finding]] = {}
+    ssts: dict[tuple[str, int, str], list[Finding]] = {}
+    for finding in findings:
+        ref = finding.reference
+        if finding.severity != "error" and finding.kind != "sst_not_in_manifest":
+            continue
+        if _is_manifest_problem(finding):
+            broken.setdefault((ref.operator, ref.subtask), []).append(finding)
+        elif finding.severity == "error" and is_sst_file_finding(finding):
+            ssts.setdefault((ref.operator, ref.subtask, ref.local_name), []).append(finding)
+        elif finding.severity == "error":
+            result.unrepairable.append(finding.describe())
+    dropped: dict[tuple[str, int], dict[str, list[Finding]]] = {}
+    droppable = 0
+    for (operator, subtask, name), problems in ssts.items():
+        reason = loss_reason(problems)
+        if reason is not None and drop_missing:
+            dropped.setdefault((operator, subtask), {})[name] = problems
+            continue
+        droppable += reason is not None
+        suffix = " [--drop-missing can rebuild without it]" if reason is not None else ""
+        result.unrepairable.extend(f.describe() + suffix for f in problems)
+    if droppable:
+        result.hint = (
+            f"{droppable} SST file(s) are missing or corrupt. Restore an older checkpoint if one is sound "
+            "(repair fallback). Otherwise --drop-missing rebuilds without them: the state they hold is lost (reported per file: "
+            "state, key groups, key range), and keys they last updated may come back with older values from other files."
+        )
+    return broken, dropped
+
+
+def _is_manifest_problem(finding: Finding) -> bool:
+    name = finding.reference.local_name or ""
+    return finding.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-") or is_options_name(name)
+
+
+def _rebuild_instance(
+    snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, label: str, subtask: int,
+    findings: list[Finding], format_: str, storage: st.Storage, drop: set[str] = frozenset(),
+) -> RebuiltInstance:
+    """Replace ``handle``'s MANIFEST and CURRENT by ones built from its SSTs, leaving out (and unlisting) ``drop``."""
+    handle.shared = [e for e in handle.shared if e.local_path not in drop]
+    handle.private = [e for e in handle.private if e.local_path not in drop]
+    ssts = []
+    for entry in handle.sst_files:
+        resolved = snapshot.resolver.resolve(entry.handle)
+        try:
+            if resolved.inline is not None:
+                ssts.append(describe_sst(BytesSource(resolved.inline), entry.local_path))
+            else:
+                with storage.open_input(resolved.uri) as source:
+                    ssts.append(describe_sst(source, entry.local_path))
+        except RepairError as error:
+            raise error.in_source(resolved.uri or f"{label}[{subtask}] {entry.local_path}") from None
+    # Every state of the backend becomes a column family, even without files (Flink opens them by name).
+    state_names = []
+    if handle.meta is not None:
+        meta = decode_keyed_backend_meta(read_resolved(storage, snapshot.resolver.resolve(handle.meta)))
+        state_names = [state.name for state in meta.states]
+    known = {s.column_family_name for s in ssts} | {"default"}
+    used_ids = {s.column_family_id for s in ssts} | {0}
+    extra = []
+    next_id = max(used_ids) + 1
+    for name in state_names:
+        if name not in known:
+            extra.append((next_id, name))
+            known.add(name)
+            next_id += 1
+    broken_options = {f.reference.local_name for f in findings if is_options_name(f.reference.local_name or "")}
+    kept = [e for e in handle.private if not (e.local_path == "CURRENT" or e.local_path.startswith("MANIFEST-")
+                                              or e.local_path in broken_options)]
+    existing = [n for n in (file_number(e.local_path) for e in kept) if n is not None]
+    options_number = options_number_if_missing([e.local_path for e in kept], existing + [s.number for s in ssts])
+    rebuilt = build_manifest(ssts, [(0, "default"), *extra], format=format_,
+                             existing_numbers=existing + ([options_number] if options_number else []))
+    prefix = f"repair-rebuild-manifest/{uuid.uuid4()}"
+    handle.private = [
+        *kept,
+        LocalFile(rebuilt.manifest_name, ByteStreamHandle(f"{prefix}/{rebuilt.manifest_name}", rebuilt.manifest)),
+        LocalFile("CURRENT", ByteStreamHandle(f"{prefix}/CURRENT", rebuilt.current)),
+    ]
+    options_name = options_file_name(options_number) if options_number else None
+    if options_name:  # the instance has no usable OPTIONS file: one written from its SSTs
+        options = instance_options(snapshot, handle, rebuilt.column_families, format_, storage)
+        handle.private.append(LocalFile(options_name, ByteStreamHandle(f"{prefix}/{options_name}", options)))
+    levels = {s.local_name: rebuilt.levels[s.column_family_id].levels[s.number] for s in ssts}
+    return RebuiltInstance(
+        label, subtask, rebuilt.manifest_name, len(ssts), [name for _, name in rebuilt.column_families], levels,
+        sorted({f"{f.reference.local_name or ''} {f.kind}".strip() for f in findings}), sorted(drop), ssts, options_name,
+    )

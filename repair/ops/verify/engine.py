@@ -1,0 +1,625 @@
+"""``repair verify``: prove every SST, MANIFEST and reference of a checkpoint sound, or say what is not.
+
+What is checked, for each retained checkpoint or savepoint under the given path:
+
+- ``_metadata`` decodes;
+- every referenced file exists and has the size ``_metadata`` records;
+- every SST (external or inline) has a valid footer, and every block passes its checksum and
+  decompresses; every MANIFEST record passes its CRC and decodes; CURRENT and OPTIONS parse; the keyed
+  backend meta data decodes;
+- per RocksDB instance (keyed subtask): CURRENT names a MANIFEST the checkpoint holds, and the
+  MANIFEST's live files are exactly the checkpoint's SSTs, with the same sizes;
+- with the changelog state backend, the materialized part as above, and every changelog (DSTL) file
+  the checkpoint uses: every change set framed, every change's operation and every state's meta data
+  decoded, and each offset the checkpoint records is where a change set starts.
+
+Each physical file is read once however many checkpoints reference it (:mod:`file_checks`); its
+problems are then reported for every reference. The same checks work on a bare RocksDB directory (a
+TaskManager's working or local-recovery ``db/`` dir) and on single SST or MANIFEST files.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
+
+from repair.errors import RepairError, StorageError
+from repair.formats.flink.changelog.dstl import StateChange, decode_change
+from repair.formats.flink.handles import (
+    ChangelogBackendHandle,
+    ChangelogStreamHandle,
+    IncrementalKeyedHandle,
+    InMemoryChangelogHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+)
+from repair.formats.rocksdb.files import FileKind, parse_file_name, table_file_name
+from repair.io import storage as st
+from repair.io.layout import METADATA, discover
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.runner import default_workers, run_tasks
+from repair.ops.verify.changelog_check import check_subtask_changelog
+from repair.ops.verify.file_checks import FileResult, FileTask, check_file, kind_for_local_name
+
+#: Below this many external bytes, a process pool costs more than it saves.
+POOL_THRESHOLD_BYTES = 64 << 20
+
+
+@dataclass
+class Reference:
+    """Who references a file: which snapshot, operator, subtask, and under which local name."""
+
+    snapshot: str  # chk-N, a savepoint directory name, or a RocksDB directory name
+    checkpoint: int | None
+    operator: str | None = None
+    subtask: int | None = None
+    parallelism: int | None = None
+    local_name: str | None = None
+    role: str | None = None
+    key_groups: tuple[int, int] | None = None
+
+    @property
+    def where(self) -> str:
+        """``chk-12 per-user[1/2] 000042.sst``: the prefix of a finding's message.
+
+        The subtask is ``[index/parallelism]`` with the 0-based index of ``--json``'s ``subtask``;
+        an operator known only by its id is shown by the id's first 8 hex characters.
+        """
+        parts = [self.snapshot]
+        if self.operator is not None:
+            parts.append(self.operator_label + (f"[{self.subtask}/{self.parallelism}]" if self.subtask is not None else ""))
+        if self.local_name:
+            parts.append(self.local_name)
+        return " ".join(parts)
+
+    @property
+    def operator_label(self) -> str | None:
+        op = self.operator
+        if op is not None and len(op) == 32 and all(c in "0123456789abcdef" for c in op):
+            return op[:8]
+        return op
+
+
+@dataclass
+class Finding:
+    severity: str  # error | warning
+    kind: str
+    message: str
+    reference: Reference
+    path: str | None = None
+    offset: int | None = None
+    expected: Any = None
+    found: Any = None
+    #: The RocksDB column family (= Flink state) of an SST, when its MANIFEST says so.
+    column_family: str | None = None
+
+    def describe(self, root: str | None = None) -> str:
+        """One line an on-call engineer can act on; ``path`` is shown relative to ``root``."""
+        return f"{self.reference.where}{self._location(root)}: {self.message}"
+
+    def _location(self, root: str | None) -> str:
+        if not self.path:
+            return ""
+        path = self.path
+        if root and path.startswith(root.rstrip("/") + "/"):
+            path = path[len(root.rstrip("/")) + 1 :]
+        return f" ({path})"
+
+    def to_json(self) -> dict:
+        ref = self.reference
+        return {
+            "severity": self.severity,
+            "kind": self.kind,
+            "checkpoint": ref.checkpoint,
+            "snapshot": ref.snapshot,
+            "operator": ref.operator,
+            "subtask": ref.subtask,
+            "local_name": ref.local_name,
+            "path": self.path,
+            "offset": self.offset,
+            "expected": _plain(self.expected),
+            "found": _plain(self.found),
+            "message": self.describe(),
+            "column_family": self.column_family,
+            "key_group_range": list(ref.key_groups) if ref.key_groups else None,
+        }
+
+    def group_key(self) -> tuple:
+        """Findings of one physical problem share this key (one per referencing checkpoint)."""
+        ref = self.reference
+        return (self.kind, self.path, self.offset, self.message, ref.operator, ref.subtask, ref.local_name)
+
+
+def _plain(value: Any) -> Any:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return str(value)
+
+
+@dataclass
+class SnapshotSummary:
+    name: str
+    checkpoint_id: int | None
+    kind: str  # checkpoint | savepoint | rocksdb-dir | file
+    path: str
+    ok: bool = True
+    #: N of the ``chk-N`` directory (None for savepoints, RocksDB dirs and files).
+    number: int | None = None
+    metadata_version: int | None = None
+    operator_ids: list[str] = field(default_factory=list)
+    #: Job ids that the absolute paths in ``_metadata`` name (which job wrote the files).
+    recorded_job_ids: list[str] = field(default_factory=list)
+    #: Modification time of ``_metadata`` (seconds since the epoch), when the store reports one.
+    written_at: float | None = None
+    #: Recorded job roots -> where they are read now, when the snapshot was copied or moved.
+    relocated_from: dict[str, str] = field(default_factory=dict)
+    #: False when verification stopped before this snapshot (``verify_newest_first``); ``ok`` then
+    #: reflects only the problems found in files it shares with checked snapshots.
+    checked: bool = True
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "checkpoint_id": self.checkpoint_id, "kind": self.kind, "path": self.path, "ok": self.ok,
+                "checked": self.checked}
+
+
+@dataclass
+class VerifyResult:
+    path: str
+    layout: str
+    snapshots: list[SnapshotSummary]
+    findings: list[Finding]
+    files: int = 0
+    bytes: int = 0
+    blocks: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return not any(f.severity == "error" for f in self.findings)
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok,
+            "path": self.path,
+            "layout": self.layout,
+            "checked": {
+                "checkpoints": sum(1 for s in self.snapshots if s.kind in ("checkpoint", "savepoint")),
+                "files": self.files,
+                "bytes": self.bytes,
+                "blocks": self.blocks,
+            },
+            "snapshots": [s.to_json() for s in self.snapshots],
+            "findings": [f.to_json() for f in self.findings],
+        }
+
+
+# -- planning ------------------------------------------------------------------------------------
+
+
+@dataclass
+class _Instance:
+    """One RocksDB instance to cross-check, by local name: its SSTs (shared by incremental checkpoints,
+    private in full ones) and its other files (MANIFEST, CURRENT, OPTIONS)."""
+
+    reference: Reference
+    ssts: dict[str, FileTask] = field(default_factory=dict)
+    others: dict[str, FileTask] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    tasks: dict[tuple, FileTask] = field(default_factory=dict)
+    references: dict[tuple, list[Reference]] = field(default_factory=dict)
+    instances: list[_Instance] = field(default_factory=list)
+    #: ``(task key, offset, reference)`` of every change set a checkpoint uses in a changelog file.
+    change_sets: list[tuple[tuple, int, Reference]] = field(default_factory=list)
+    #: Subtasks whose changelog is replayed once their snapshot is checked: ``(snapshot, handle, reference)``.
+    changelogs: list[tuple[LoadedSnapshot, ChangelogBackendHandle, Reference]] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    snapshots: list[SnapshotSummary] = field(default_factory=list)
+    decompress: bool = True
+
+    def add(self, task: FileTask, reference: Reference) -> FileTask:
+        if not self.decompress and task.kind == "sst":
+            task = replace(task, decompress=False)
+        key = task.key
+        self.tasks.setdefault(key, task)
+        self.references.setdefault(key, []).append(reference)
+        return task
+
+
+def verify(
+    path: str,
+    *,
+    storage: st.Storage | None = None,
+    workers: int | None = None,
+    master: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    decompress: bool = True,
+) -> VerifyResult:
+    """Verify everything under ``path``; see the module docstring. Raises only for unusable input.
+
+    ``decompress=False`` checks SST block checksums without decompressing blocks (as
+    ``sst_dump --verify_checksum`` does): faster, but it does not prove that every block decompresses.
+    """
+    storage = storage or st.default_storage()
+    plan = _Plan(decompress=decompress)
+    layout = _plan_path(path, storage, plan)
+    results = _execute(plan, storage, workers, master, on_progress)
+    _replay_changelogs(plan, storage, None)
+    return _assemble(path, layout, plan, results)
+
+
+def verify_newest_first(
+    path: str,
+    *,
+    storage: st.Storage | None = None,
+    workers: int | None = None,
+    master: str | None = None,
+    on_progress: Callable[[int, int], None] | None = None,
+    enough: Callable[[VerifyResult], bool] | None = None,
+    decompress: bool = True,
+) -> VerifyResult:
+    """Verify the retained checkpoints of a job root newest first, until ``enough(report)`` is true.
+
+    The default ``enough`` stops at the first valid checkpoint. Each file is still read at most once;
+    checkpoints after the stop are not checked (``SnapshotSummary.checked`` is False), except that
+    problems already found in files they share are reported for them too. Anything that is not a job
+    root is verified whole.
+    """
+    storage = storage or st.default_storage()
+    plan = _Plan(decompress=decompress)
+    layout = _plan_path(path, storage, plan)
+    if layout != "job-root":
+        results = _execute(plan, storage, workers, master, on_progress)
+        _replay_changelogs(plan, storage, None)
+        return _assemble(path, layout, plan, results)
+    results: dict[tuple, FileResult] = {}
+    checked: set[str] = set()
+    report = None
+    for summary in sorted(plan.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True):
+        keys = [k for k, refs in plan.references.items() if k not in results and any(r.snapshot == summary.name for r in refs)]
+        results.update(_execute(plan, storage, workers, master, on_progress, keys))
+        _replay_changelogs(plan, storage, summary.name)
+        checked.add(summary.name)
+        report = _assemble(path, layout, plan, results, checked)
+        if enough(report) if enough is not None else summary.ok:
+            break
+    return report
+
+
+def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
+    info = storage.stat(path)
+    if info is None:
+        raise StorageError("no such file or directory", source=path)
+    if not info.is_dir and st.basename(path) != METADATA:
+        _plan_single_file(path, info.size, plan)
+        return "file"
+    if is_rocksdb_dir(path, storage):
+        _plan_rocksdb_dir(path, storage, plan)
+        return "rocksdb-dir"
+    layout = discover(path, storage)
+    for ref in layout.snapshots:
+        try:
+            snapshot = load_snapshot(ref, layout.root, storage)
+        except RepairError as error:
+            name = ref.name
+            kind = "checkpoint" if ref.number is not None else "savepoint"
+            plan.snapshots.append(SnapshotSummary(name, ref.number, kind, ref.directory, ok=False, number=ref.number))
+            plan.findings.append(
+                Finding(
+                    "error", "metadata_undecodable", error.message, Reference(name, ref.number, local_name=METADATA),
+                    path=ref.metadata_uri, offset=getattr(error, "offset", None),
+                    expected=getattr(error, "expected", None), found=getattr(error, "found", None),
+                )
+            )
+            continue
+        _plan_snapshot(snapshot, plan)
+        summary = plan.snapshots[-1]
+        summary.recorded_job_ids = sorted(snapshot.resolver.recorded_job_ids)
+        summary.relocated_from = dict(snapshot.resolver.moves)
+        info = storage.stat(ref.metadata_uri)
+        summary.written_at = info.mtime if info else None
+    return layout.kind
+
+
+def is_rocksdb_dir(path: str, storage: st.Storage | None = None) -> bool:
+    """Whether ``path`` is a directory that looks like a RocksDB DB (not a checkpoint or job root)."""
+    storage = storage or st.default_storage()
+    info = storage.stat(path)
+    if info is None or not info.is_dir:
+        return False
+    names = {st.basename(e.path) for e in storage.list_dir(path)}
+    if METADATA in names or any(n.startswith("chk-") for n in names):
+        return False
+    return "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names)
+
+
+def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
+    name = snapshot.ref.name
+    checkpoint = snapshot.metadata.checkpoint_id
+    plan.snapshots.append(
+        SnapshotSummary(
+            name, checkpoint, snapshot.kind, snapshot.ref.directory, number=snapshot.ref.number,
+            metadata_version=snapshot.metadata.version,
+            operator_ids=[op.operator_id for op in snapshot.metadata.operators],
+        )
+    )
+    resolver = snapshot.resolver
+
+    def add(handle, reference: Reference, kind: str, **details) -> FileTask | None:
+        try:
+            resolved = resolver.resolve(handle)
+        except RepairError as error:
+            plan.findings.append(Finding("error", "unresolvable_path", error.message, reference))
+            return None
+        if resolved is None:
+            return None
+        task = FileTask(
+            kind, resolved.size, uri=resolved.uri, start=resolved.start, inline=resolved.inline,
+            whole_file=type(handle).__name__ != "SegmentFileHandle", **details,
+        )
+        return plan.add(task, reference)
+
+    for op in snapshot.metadata.operators:
+        label = op.operator_uid or op.operator_name or op.operator_id
+        for sub in op.subtasks:
+            if sub.finished:
+                continue
+
+            keyed_range = _key_group_range(sub.managed_keyed_state)
+
+            def ref(local_name=None, role=None):
+                return Reference(name, checkpoint, label, sub.index, op.parallelism, local_name, role, keyed_range)
+
+            for slot in ("managed_operator_state", "raw_operator_state"):
+                handle = getattr(sub, slot)
+                if isinstance(handle, OperatorStateHandle):
+                    add(handle.delegate, ref(role="operator-state"), "data")
+            keyed = sub.managed_keyed_state
+            materialized = [keyed]
+            if isinstance(keyed, ChangelogBackendHandle):
+                materialized = [h for h in keyed.materialized if h is not None]
+                _plan_changelog(keyed, ref, add, plan)
+                plan.changelogs.append((snapshot, keyed, ref(role="changelog")))
+            for keyed in materialized:
+                if isinstance(keyed, IncrementalKeyedHandle):
+                    add(keyed.meta, ref(role="meta"), "backend-meta")
+                    instance = _Instance(ref(role="instance"))
+                    for role, entries in (("shared", keyed.shared), ("private", keyed.private)):
+                        for entry in entries:
+                            task = add(entry.handle, ref(entry.local_path, role), kind_for_local_name(entry.local_path, role))
+                            if task is not None:
+                                (instance.ssts if entry.local_path.endswith(".sst") else instance.others)[entry.local_path] = task
+                    plan.instances.append(instance)
+                elif isinstance(keyed, KeyGroupsHandle):
+                    add(keyed.delegate, ref(role="key-groups"), "key-groups", key_groups=(keyed.key_groups.start, keyed.key_groups.count),
+                        offsets=tuple(keyed.offsets), max_parallelism=op.max_parallelism)
+            raw = sub.raw_keyed_state
+            if isinstance(raw, KeyGroupsHandle):
+                add(raw.delegate, ref(role="raw-keyed"), "raw-keyed", key_groups=(raw.key_groups.start, raw.key_groups.count),
+                    offsets=tuple(raw.offsets), max_parallelism=op.max_parallelism)
+
+
+def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference], add, plan: _Plan) -> None:
+    """The changelog files of one subtask's non-materialized state, and the changes kept inline."""
+    for handle in keyed.non_materialized:
+        if isinstance(handle, ChangelogStreamHandle):
+            for piece in handle.handles:
+                reference = ref(role="changelog")
+                task = add(piece.handle, reference, "changelog")
+                if task is not None:
+                    plan.change_sets.append((task.key, piece.position, reference))
+        elif isinstance(handle, InMemoryChangelogHandle):
+            for change in handle.changes:
+                try:
+                    decode_change(StateChange(change.key_group, change.data, 0))
+                except RepairError as error:
+                    plan.findings.append(Finding("error", "bad_changelog", f"a change kept in _metadata: {error}", ref(role="changelog")))
+
+
+def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | None) -> None:
+    """Decode every data change of the planned subtasks' changelogs (of one snapshot, or all)."""
+    todo = [entry for entry in plan.changelogs if snapshot_name is None or entry[2].snapshot == snapshot_name]
+    checks = [check_subtask_changelog(snapshot, storage, keyed) for snapshot, keyed, _ in todo]
+    # Every subtask of an operator has the same key serializer; not every one records it.
+    key_serializers = {(ref.snapshot, ref.operator): check.key_serializer
+                       for (_, _, ref), check in zip(todo, checks) if check.key_serializer is not None}
+    for i, ((snapshot, keyed, reference), check) in enumerate(zip(todo, checks)):
+        borrowed = key_serializers.get((reference.snapshot, reference.operator))
+        if check.lacked_key_serializer and borrowed is not None:
+            checks[i] = check_subtask_changelog(snapshot, storage, keyed, borrowed)
+    for (snapshot, keyed, reference), check in zip(todo, checks):
+        if check.error is not None:
+            error = check.error
+            plan.findings.append(Finding("error", "bad_changelog", f"replaying the changelog: {error}", reference,
+                                         path=error.source, offset=getattr(error, "offset", None),
+                                         expected=getattr(error, "expected", None), found=getattr(error, "found", None)))
+        if check.unchecked:
+            names = ", ".join(repr(name) for name in check.unchecked)
+            first = next(iter(check.unchecked.values()))
+            plan.findings.append(Finding("warning", "not_fully_checked", f"changes of states not decoded: {names}; {first}", reference))
+
+
+def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[Finding]:
+    """Each offset a checkpoint records in a readable changelog file must start a change set there."""
+    findings = []
+    for key, position, reference in plan.change_sets:
+        result = results.get(key)
+        if result is None or result.change_sets is None or any(p.severity == "error" for p in result.problems):
+            continue
+        if position not in result.change_sets:
+            findings.append(Finding(
+                "error", "bad_changelog",
+                f"_metadata points at offset {position} of this changelog file, where no change set starts: "
+                "Flink would read other bytes as changes",
+                reference, path=result.task.uri, offset=position,
+                expected="one of the change set offsets " + ", ".join(map(str, result.change_sets[:8])) + (" ..." if len(result.change_sets) > 8 else ""),
+                found=position,
+            ))
+    return findings
+
+
+def _key_group_range(handle) -> tuple[int, int] | None:
+    key_groups = getattr(handle, "key_groups", None)
+    return (key_groups.start, key_groups.end) if key_groups is not None else None
+
+
+def _plan_rocksdb_dir(path: str, storage: st.Storage, plan: _Plan) -> None:
+    name = st.basename(path.rstrip("/")) or path
+    plan.snapshots.append(SnapshotSummary(name, None, "rocksdb-dir", path))
+    instance = _Instance(Reference(name, None, role="instance"))
+    for entry in storage.list_dir(path):
+        if entry.is_dir:
+            continue
+        local = st.basename(entry.path)
+        parsed = parse_file_name(local)
+        if parsed is None or parsed.kind not in (FileKind.TABLE, FileKind.MANIFEST, FileKind.CURRENT, FileKind.OPTIONS):
+            continue
+        task = plan.add(FileTask(kind_for_local_name(local, "file"), entry.size, uri=entry.path), Reference(name, None, local_name=local))
+        (instance.ssts if parsed.kind == FileKind.TABLE else instance.others)[local] = task
+    plan.instances.append(instance)
+
+
+def _plan_single_file(path: str, size: int, plan: _Plan) -> None:
+    name = st.basename(path)
+    kind = kind_for_local_name(name, "file")
+    if kind == "data":
+        kind = "manifest" if name.startswith("MANIFEST") else "sst"  # anything else is tried as an SST
+    plan.snapshots.append(SnapshotSummary(name, None, "file", path))
+    plan.add(FileTask(kind, size, uri=path), Reference(name, None, local_name=name))
+
+
+# -- execution -----------------------------------------------------------------------------------
+
+
+def _execute(
+    plan: _Plan, storage: st.Storage, workers: int | None, master: str | None, on_progress, keys: list[tuple] | None = None
+) -> dict[tuple, FileResult]:
+    """Check the tasks of ``plan`` (only those of ``keys`` when given); results by task key."""
+    tasks = list(plan.tasks.values()) if keys is None else [plan.tasks[k] for k in keys]
+    inline = [t for t in tasks if t.inline is not None]
+    external = sorted((t for t in tasks if t.inline is None), key=lambda t: -t.size)  # big files first
+    total = sum(t.size for t in tasks)
+    done = [0]
+
+    def progressed(task: FileTask, _result) -> None:
+        done[0] += task.size
+        if on_progress:
+            on_progress(done[0], total)
+
+    if workers is None:
+        workers = default_workers() if sum(t.size for t in external) >= POOL_THRESHOLD_BYTES else 1
+    check = functools.partial(check_file, storage=storage)
+    results = run_tasks(check, inline, on_done=progressed)
+    results += run_tasks(check, external, workers=workers, master=master, on_done=progressed)
+    return {result.task.key: result for result in results}
+
+
+# -- assembly ------------------------------------------------------------------------------------
+
+
+def _assemble(
+    path: str, layout: str, plan: _Plan, results: dict[tuple, FileResult], checked: set[str] | None = None
+) -> VerifyResult:
+    """Findings for every reference of every checked file, plus cross-checks of the checked snapshots."""
+    findings = list(plan.findings)
+    column_families = _sst_column_families(plan, results)
+    for key, result in results.items():
+        task = result.task
+        for problem in result.problems:
+            for reference in plan.references[key]:
+                cf = column_families.get((reference.snapshot, reference.operator, reference.subtask, reference.local_name))
+                findings.append(
+                    Finding(problem.severity, problem.kind, problem.message, reference, path=task.uri,
+                            offset=problem.offset, expected=problem.expected, found=problem.found, column_family=cf)
+                )
+    for instance in plan.instances:
+        if checked is None or instance.reference.snapshot in checked:
+            findings.extend(_cross_check(instance, results))
+    findings.extend(_check_change_sets(plan, results))
+    failed = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == "error"}
+    for summary in plan.snapshots:
+        summary.ok = summary.ok and (summary.name, summary.checkpoint_id) not in failed
+        summary.checked = checked is None or summary.name in checked
+    order = {s.name: i for i, s in enumerate(plan.snapshots)}
+    findings.sort(key=lambda f: (order.get(f.reference.snapshot, 0), f.reference.operator or "", f.reference.subtask or 0, f.reference.local_name or ""))
+    return VerifyResult(
+        path, layout, plan.snapshots, findings,
+        files=sum(1 for r in results.values() if r.task.inline is None),
+        bytes=sum(r.bytes_checked for r in results.values()),
+        blocks=sum(r.blocks_checked for r in results.values()),
+    )
+
+
+def _sst_column_families(plan: _Plan, results: dict[tuple, FileResult]) -> dict[tuple, str]:
+    """``(snapshot, operator, subtask, local name) -> column family`` of every SST a readable MANIFEST lists."""
+    names: dict[tuple, str] = {}
+    for instance in plan.instances:
+        ref = instance.reference
+        for manifest_name, task in instance.others.items():
+            result = results.get(task.key) if manifest_name.startswith("MANIFEST-") else None
+            summary = result.manifest if result is not None else None
+            for number, (_size, cf_name, _level) in (summary.live.items() if summary else ()):
+                names[(ref.snapshot, ref.operator, ref.subtask, table_file_name(number))] = cf_name
+    return names
+
+
+def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[Finding]:
+    """CURRENT -> MANIFEST -> SSTs of one RocksDB instance, as RocksDB checks them when it opens."""
+    base = instance.reference
+    findings: list[Finding] = []
+
+    def finding(kind: str, message: str, local_name: str | None = None, severity: str = "error", task: FileTask | None = None, **extra) -> None:
+        reference = Reference(
+            base.snapshot, base.checkpoint, base.operator, base.subtask, base.parallelism, local_name, "instance", base.key_groups
+        )
+        findings.append(Finding(severity, kind, message, reference, path=task.uri if task else None, **extra))
+
+    manifests = sorted(n for n in instance.others if n.startswith("MANIFEST-"))
+    current_task = instance.others.get("CURRENT")
+    target = None
+    if current_task is None:
+        finding("current_missing", "no CURRENT file: RocksDB cannot find its MANIFEST", "CURRENT", expected="CURRENT", found="none")
+    else:
+        target = results[current_task.key].current_target
+        if target is not None and target not in instance.others:
+            finding(
+                "manifest_missing",
+                f"CURRENT names {target}, which is not here: RocksDB fails with '{target}: No such file or directory'",
+                target, task=current_task, expected=target, found=", ".join(manifests) or "no MANIFEST",
+            )
+            return findings
+    if not manifests:
+        if current_task is not None and target is None:
+            finding("manifest_missing", "no MANIFEST file", expected="MANIFEST-<number>", found="none")
+        return findings
+    manifest_name = target or manifests[-1]
+    manifest_task = instance.others[manifest_name]
+    summary = results[manifest_task.key].manifest
+    if summary is None:
+        return findings  # the MANIFEST itself is missing or unreadable: reported as a file problem
+    for number, (size, cf_name, level) in sorted(summary.live.items()):
+        name = table_file_name(number)
+        sst = instance.ssts.get(name)
+        if sst is None:
+            finding(
+                "manifest_references_missing_sst",
+                f"{manifest_name} lists {name} (column family {cf_name!r}, level {level}, {size} bytes), which is not here",
+                name, task=manifest_task, expected=f"{name} of {size} bytes", found="no such file",
+            )
+        elif sst.size != size:
+            finding(
+                "sst_size_mismatch",
+                f"{manifest_name} records {size} bytes for {name}, the file has {sst.size}",
+                name, task=sst, expected=size, found=sst.size,
+            )
+    live_names = {table_file_name(n) for n in summary.live}
+    for name in sorted(set(instance.ssts) - live_names):
+        finding(
+            "sst_not_in_manifest", f"{name} is not a live file of {manifest_name}; RocksDB ignores it",
+            name, severity="warning", task=instance.ssts[name],
+        )
+    return findings

@@ -1,0 +1,327 @@
+"""Verification of one physical file (or inline byte stream): the unit of work of ``repair verify``.
+
+A :class:`FileTask` names the bytes (a URI and byte range, or inline bytes) and what they should be
+(an SST, a MANIFEST, CURRENT, OPTIONS, Flink's keyed backend meta data, a full snapshot's key-group
+stream, or just bytes of a known size). :func:`check_file` reads them once and returns a :class:`FileResult`: the problems found,
+how much was checked, and what later cross-checks need (a MANIFEST's live files, CURRENT's target).
+
+Tasks and results are plain picklable dataclasses: they run the same in this process, in a process
+pool or in a Spark task.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from repair.errors import RepairError
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.files import decode_current, parse_options
+from repair.formats.rocksdb.manifest import iter_version_edits, replay
+from repair.formats.rocksdb.table.sst import verify_table
+from repair.io import storage as st
+
+#: What a file is expected to be, from its local RocksDB name or its role in a handle.
+KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "changelog", "data")
+
+#: Files checked by reading them whole are bounded (MANIFEST, CURRENT, OPTIONS, meta data).
+MAX_WHOLE_FILE = 1 << 30
+
+
+@dataclass(frozen=True)
+class FileTask:
+    kind: str
+    size: int  # bytes the referencing handle records
+    uri: str | None = None
+    start: int = 0  # byte offset inside ``uri`` (file-merging segments)
+    inline: bytes | None = None
+    #: True when ``uri`` holds exactly these bytes (not a segment of a larger file).
+    whole_file: bool = True
+    #: SSTs: decompress every compressed block (False: checksums only, like ``sst_dump --verify_checksum``).
+    decompress: bool = True
+    #: Key-group streams (full snapshots, raw keyed state): the handle's ``(first key group, count)``, its
+    #: offsets and the max parallelism.
+    key_groups: tuple[int, int] | None = None
+    offsets: tuple[int, ...] | None = None
+    max_parallelism: int | None = None
+
+    @property
+    def key(self) -> tuple:
+        """Identity of the physical bytes: each is verified once however many references it has."""
+        if self.inline is not None:
+            return ("inline", self.kind, self.inline)
+        return ("file", self.kind, self.uri, self.start, self.size)
+
+
+@dataclass
+class Problem:
+    """One problem in one file; the caller adds which checkpoints and subtasks reference the file."""
+
+    kind: str
+    message: str
+    offset: int | None = None
+    expected: Any = None
+    found: Any = None
+    severity: str = "error"
+
+
+@dataclass
+class ManifestSummary:
+    """What a MANIFEST says is live: ``{file number: (size, column family name, level)}``."""
+
+    live: dict[int, tuple[int, str, int]] = field(default_factory=dict)
+    column_families: list[str] = field(default_factory=list)
+
+
+@dataclass
+class FileResult:
+    task: FileTask
+    problems: list[Problem] = field(default_factory=list)
+    exists: bool = True
+    bytes_checked: int = 0
+    blocks_checked: int = 0
+    manifest: ManifestSummary | None = None
+    current_target: str | None = None
+    #: Changelog (DSTL) files: where each change set starts in the stream, for the handles' offsets.
+    change_sets: tuple[int, ...] | None = None
+
+
+def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
+    """Read ``task``'s bytes once and check them; problems become findings, never exceptions."""
+    result = FileResult(task)
+    try:
+        if task.inline is not None:
+            source = BytesSource(task.inline)
+        else:
+            source = _open_checked(task, storage or st.default_storage(), result)
+            if source is None:
+                return result
+        try:
+            _CHECKS[task.kind](source, result)
+        finally:
+            close = getattr(source, "close", None)
+            if close is not None:
+                close()
+    except RepairError as error:
+        result.problems.append(Problem("unreadable", str(error)))
+    return result
+
+
+def _open_checked(task: FileTask, storage: st.Storage, result: FileResult):
+    """Open the file, checking that it exists and holds the recorded bytes; None when it cannot be read."""
+    info = storage.stat(task.uri)
+    if info is None or info.is_dir:
+        result.exists = False
+        what = "a directory instead of a file" if info is not None else "file is missing"
+        if task.kind == "manifest" and info is None:
+            what += ": RocksDB fails to open with 'MANIFEST-...: No such file or directory'"
+        result.problems.append(Problem("missing_file", what, expected=f"{task.size} bytes", found="nothing"))
+        return None
+    end = task.start + task.size
+    if task.kind == "changelog":
+        pass  # the size recorded counts the change stream's bytes (see _check_changelog)
+    elif (task.whole_file and info.size != task.size) or info.size < end:
+        expected = f"{task.size} bytes" if task.whole_file else f"at least {end} bytes"
+        kind = "truncated_file" if info.size < end else "size_mismatch"
+        result.problems.append(
+            Problem(kind, f"file has {info.size} bytes, _metadata records {task.size}", expected=expected, found=f"{info.size} bytes")
+        )
+        if info.size < end:
+            return None
+    source = storage.open_input(task.uri)
+    if task.start or not task.whole_file:
+        return _Segment(source, task.start, task.size)
+    return source
+
+
+class _Segment:
+    """Bytes ``[start, start + size)`` of a file-merging physical file, as a RandomAccess."""
+
+    def __init__(self, source, start: int, size: int):
+        self._source, self._start, self.size = source, start, size
+        self.preferred_read_size = getattr(source, "preferred_read_size", None)
+
+    def read(self, offset: int, length: int) -> bytes:
+        length = max(min(length, self.size - offset), 0)
+        return self._source.read(self._start + offset, length)
+
+    def close(self) -> None:
+        self._source.close()
+
+
+def _whole(source, result: FileResult) -> bytes:
+    if source.size > MAX_WHOLE_FILE:
+        raise RepairError(f"file of {source.size} bytes is larger than the limit of {MAX_WHOLE_FILE} for this kind")
+    data = source.read(0, source.size)
+    result.bytes_checked += len(data)
+    return data
+
+
+def _check_sst(source, result: FileResult) -> None:
+    report = verify_table(source, decompress=result.task.decompress)
+    result.bytes_checked += report.bytes_checked
+    result.blocks_checked += report.blocks_checked
+    for finding in report.findings:
+        result.problems.append(Problem(finding.kind, finding.message, finding.offset, finding.expected, finding.found))
+
+
+def _check_manifest(source, result: FileResult) -> None:
+    findings: list = []
+    edits = list(iter_version_edits(source, strict=False, findings=findings))
+    result.bytes_checked += source.size
+    for finding in findings:
+        result.problems.append(Problem(f"manifest_{finding.kind}", finding.message, finding.offset))
+    version = replay(edits)
+    for finding in version.findings:
+        result.problems.append(Problem(f"manifest_{finding.kind}", finding.message, finding.offset))
+    if not edits:
+        result.problems.append(Problem("manifest_empty", "MANIFEST holds no version edit", 0, "at least one record", "none"))
+    summary = ManifestSummary()
+    for cf, meta in version.live_files():
+        summary.live[meta.number] = (meta.file_size, cf.name, meta.level)
+    summary.column_families = [cf.name for _, cf in sorted(version.column_families.items())]
+    result.manifest = summary
+
+
+def _check_current(source, result: FileResult) -> None:
+    data = _whole(source, result)
+    try:
+        result.current_target = decode_current(data)
+    except RepairError as error:
+        result.problems.append(Problem("bad_current", str(error), 0, "MANIFEST-<number>\\n", repr(data[:40])))
+
+
+def _check_options(source, result: FileResult) -> None:
+    data = _whole(source, result)
+    try:
+        parse_options(data)
+    except RepairError as error:
+        result.problems.append(Problem("bad_options", str(error), getattr(error, "offset", None)))
+
+
+def _check_backend_meta(source, result: FileResult) -> None:
+    from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+
+    data = _whole(source, result)
+    try:
+        decode_keyed_backend_meta(data)
+    except RepairError as error:
+        result.problems.append(Problem("bad_backend_meta", str(error), getattr(error, "offset", None)))
+
+
+def _check_key_groups(source, result: FileResult) -> None:
+    """A full snapshot (canonical savepoint, heap-backend checkpoint): its meta data, the framing of every
+    key group and every record decoded. Records of a serializer this toolkit cannot decode are framed
+    in canonical snapshots (checked); in the heap layout they hide the rest of their key group: their
+    state, and the states written after it there, are not checked (one warning, not an error: the bytes
+    may well be sound), the other states are."""
+    from repair.formats.flink.handles import KeyGroupRange
+    from repair.formats.flink.values import UnsupportedSerializerError
+    from repair.readers.full_snapshot import iter_full_snapshot, read_head_meta
+
+    task = result.task
+    unchecked: list[tuple[str, UnsupportedSerializerError]] = []
+    try:
+        meta = read_head_meta(source, list(task.offsets))
+        for stream in iter_full_snapshot(source, meta, KeyGroupRange(*task.key_groups), list(task.offsets), task.max_parallelism):
+            try:
+                for _ in stream.rows:
+                    pass
+            except UnsupportedSerializerError as error:
+                unchecked.append((stream.name, error))
+    except RepairError as error:
+        result.problems.append(Problem("bad_key_groups", str(error), getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+    if unchecked:
+        names = ", ".join(repr(name) for name, _ in unchecked)
+        first = unchecked[0][1]
+        result.problems.append(Problem("not_fully_checked", f"states not checked: {names}; {first}", first.offset, severity="warning"))
+    result.bytes_checked += source.size
+    result.blocks_checked += sum(1 for offset in task.offsets if offset > 0)
+
+
+def _check_raw_keyed(source, result: FileResult) -> None:
+    """Raw keyed state: when it holds timers (RocksDB with timers on the heap), every key group's timer
+    services and every timer decoded; other raw state is the operator's own bytes (size checked only).
+    Timers of a key or namespace serializer this toolkit cannot decode cannot be told apart: a warning."""
+    from repair.formats.flink.handles import KeyGroupRange
+    from repair.formats.flink.values import UnsupportedSerializerError
+    from repair.readers.raw_timers import first_key_group_services, iter_raw_timers, raw_key_group_blocks
+
+    task = result.task
+    key_groups = KeyGroupRange(*task.key_groups)
+    try:
+        blocks = raw_key_group_blocks(key_groups, list(task.offsets), source.size)
+        services = first_key_group_services(source, blocks)
+        for stream in iter_raw_timers(source, key_groups, list(task.offsets), services or []):
+            for _ in stream.rows:
+                pass
+        result.blocks_checked += len(blocks) if services is not None else 0
+    except UnsupportedSerializerError as error:
+        result.problems.append(Problem("not_fully_checked", f"timers not checked: {error}", error.offset, severity="warning"))
+    except RepairError as error:
+        result.problems.append(Problem("bad_raw_timers", str(error), getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+    result.bytes_checked += source.size
+
+
+def _check_changelog(source, result: FileResult) -> None:
+    """A changelog (DSTL) file: every change set framed, every change's operation, every state's meta
+    data decoded (TTL configuration and default value included). Which change sets the checkpoint uses
+    is checked against :attr:`FileResult.change_sets` by the caller."""
+    from repair.formats.flink.changelog.dstl import changelog_stream, decode_change, iter_change_sets
+
+    data = _whole(source, result)
+    starts: list[int] = []
+    try:
+        stream = changelog_stream(data)
+        if len(stream) != result.task.size:
+            # Flink records the stream's length (after the flag byte, uncompressed) as the handle's size.
+            kind = "truncated_file" if len(stream) < result.task.size else "size_mismatch"
+            result.problems.append(Problem(kind, f"the change stream has {len(stream)} bytes, _metadata records {result.task.size}",
+                                           expected=f"{result.task.size} bytes", found=f"{len(stream)} bytes"))
+        for offset, changes in iter_change_sets(stream):
+            starts.append(offset)
+            for change in changes:
+                decode_change(change)
+    except RepairError as error:
+        compressed = data[:1] == b"\x01"
+        where = " (offsets count bytes of the decompressed stream after the flag byte)" if compressed else " (offsets count bytes after the flag byte)"
+        result.problems.append(Problem("bad_changelog", str(error) + where, getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+    result.change_sets = tuple(starts)
+    result.blocks_checked += len(starts)
+
+
+def _check_data(source, result: FileResult) -> None:
+    """Bytes of a known size only (operator state, full snapshots): existence and size were checked."""
+    result.bytes_checked += source.size
+
+
+_CHECKS = {
+    "sst": _check_sst,
+    "manifest": _check_manifest,
+    "current": _check_current,
+    "options": _check_options,
+    "backend-meta": _check_backend_meta,
+    "key-groups": _check_key_groups,
+    "raw-keyed": _check_raw_keyed,
+    "changelog": _check_changelog,
+    "data": _check_data,
+}
+
+
+def kind_for_local_name(local_name: str | None, role: str) -> str:
+    """What the bytes behind a local RocksDB file name (or handle role) should be."""
+    if role == "meta":
+        return "backend-meta"
+    name = local_name or ""
+    if name.endswith(".sst"):
+        return "sst"
+    if name.startswith("MANIFEST-"):
+        return "manifest"
+    if name == "CURRENT":
+        return "current"
+    if name.startswith("OPTIONS-"):
+        return "options"
+    return "data"
