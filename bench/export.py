@@ -177,8 +177,8 @@ def materialise_instances(checkpoint: str, scratch: Path) -> tuple[str, list[Ins
     from repair.formats.flink.handles import IncrementalKeyedHandle
     from repair.io import storage as st
     from repair.io.layout import discover
+    from repair.io.resolved import open_resolved
     from repair.io.snapshot import load_snapshot
-    from repair.readers.rocksdb import open_resolved
 
     storage = st.default_storage()
     layout = discover(checkpoint, storage)
@@ -377,7 +377,6 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
     the decoding of every row, the whole export of the subtask; then the same under cProfile."""
     import cProfile
     import pstats
-    from contextlib import ExitStack
 
     import repair.ops.export.job as export_module
     from repair.formats.flink.arrow import keyed_state_columns

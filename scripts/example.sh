@@ -3,7 +3,7 @@
 # checkpoints that real Flink 1.20 wrote into fixtures/flink-1.20-default. Shows what they hold, then
 # verifies all of them and says which one to restore and how.
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
-ensure_venv
+ensure_venv all
 cd "$REPO"
 ROOT="fixtures/flink-1.20-default/checkpoints/6ec13444f9e820ae37839598353ab359"
 # Checkpoints of Flink < 2.0 store operator ids only; --uid hashes the uids as Flink does.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import struct
 from pathlib import Path
@@ -15,6 +16,23 @@ from repair.formats.flink.handles import ChangelogBackendHandle
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
+
+#: Skip reasons of tests that need a tool the machine lacks start with this.
+MISSING_TOOL = "missing tool:"
+#: Set by scripts/test.sh, which installs every tool: a test that would skip for a missing tool fails.
+REQUIRE_TOOLS = os.environ.get("REPAIR_REQUIRE_TOOLS") == "1"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    """With REPAIR_REQUIRE_TOOLS=1, a skip for a missing tool (sst_dump, ldb, librocksdb, Java, the
+    Flink jars, moto) is a failure: CI must not pass by not running what it was meant to run."""
+    outcome = yield
+    report = outcome.get_result()
+    if REQUIRE_TOOLS and report.skipped and MISSING_TOOL in str(report.longrepr):
+        report.outcome = "failed"
+        report.longrepr = f"{report.longrepr}: REPAIR_REQUIRE_TOOLS=1 makes a missing tool a failure"
+
 
 #: Every committed fixture (a directory with fixture.json), by name.
 FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json"))
@@ -147,7 +165,7 @@ def s3():
     try:
         server = s3_server.start_s3_server()
     except ImportError as error:
-        pytest.skip(f"moto[server] is not installed: {error}")
+        pytest.skip(f"missing tool: moto[server] is not installed: {error}")
     yield server
     server.stop()
 

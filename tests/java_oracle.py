@@ -30,7 +30,7 @@ def jar_params() -> list:
     jars = [jar for jar in flink_jars() if jar.is_file()]
     if not jars:
         where = os.environ.get("FLINK_DIST_JAR") or f"{FLINK_CACHE}/flink-*/lib/flink-dist-*.jar"
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no flink-dist jar at {where} (set FLINK_DIST_JAR)"))]
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"missing tool: no flink-dist jar at {where} (set FLINK_DIST_JAR)"))]
     return [pytest.param(jar, id=jar.stem) for jar in jars]
 
 
@@ -38,7 +38,7 @@ def compiled(name: str, jar: Path, classes: Path):
     """A function running ``tests/java/<name>.java``, compiled against ``jar`` into ``classes``: it
     takes the program's stdin and returns its stdout."""
     if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip(f"javac/java not on PATH: cannot run {name}")
+        pytest.skip(f"missing tool: javac/java not on PATH, cannot run {name}")
     subprocess.run(["javac", "-nowarn", "-cp", str(jar), "-d", str(classes), str(JAVA_SOURCES / f"{name}.java")],
                    check=True, capture_output=True, timeout=120)
 

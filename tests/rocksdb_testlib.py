@@ -21,8 +21,8 @@ import pytest
 
 SST_DUMP = shutil.which("sst_dump")
 LDB = shutil.which("ldb")
-needs_sst_dump = pytest.mark.skipif(SST_DUMP is None, reason="sst_dump not installed (apt-get install rocksdb-tools)")
-needs_ldb = pytest.mark.skipif(LDB is None, reason="ldb not installed (apt-get install rocksdb-tools)")
+needs_sst_dump = pytest.mark.skipif(SST_DUMP is None, reason="missing tool: sst_dump (apt-get install rocksdb-tools)")
+needs_ldb = pytest.mark.skipif(LDB is None, reason="missing tool: ldb (apt-get install rocksdb-tools)")
 
 
 class FileSource:
@@ -135,7 +135,7 @@ def _load_librocksdb():
 
 
 LIBROCKSDB = _load_librocksdb()
-needs_librocksdb = pytest.mark.skipif(LIBROCKSDB is None, reason="Debian librocksdb not installed (apt-get install rocksdb-tools)")
+needs_librocksdb = pytest.mark.skipif(LIBROCKSDB is None, reason="missing tool: Debian librocksdb (apt-get install rocksdb-tools)")
 
 _P = ctypes.c_void_p
 _ERR = ctypes.POINTER(ctypes.c_char_p)

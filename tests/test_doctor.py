@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 
 from repair.errors import UsageError
+from repair.ops.doctor.config import parse_config
 from repair.ops.doctor.flink_keys import OPTIONS
-from repair.ops.doctor.lint import doctor, parse_config
+from repair.ops.doctor.lint import doctor
 
 CONFIGS = Path(__file__).parent / "data" / "configs"
 REPO = Path(__file__).resolve().parent.parent

@@ -16,8 +16,9 @@ from repair.formats.flink.values import FAST_MISSES, decoder_for
 from repair.formats.rocksdb.lsm import LsmStats, iter_column_family, tables_by_column_family
 from repair.io import storage as st
 from repair.io.layout import discover
+from repair.io.resolved import open_resolved
 from repair.io.snapshot import load_snapshot
-from repair.readers.rocksdb import _open_tables, open_resolved, read_handle_meta
+from repair.readers.rocksdb import _open_tables, read_handle_meta
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 from tests.flink_bytes import nullable, row, string_value
 

@@ -30,7 +30,8 @@ from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.flink.values import UnsupportedSerializerError
 from repair.io import storage as st
 from repair.io.layout import discover
-from repair.io.snapshot import load_snapshot, read_resolved
+from repair.io.resolved import read_resolved
+from repair.io.snapshot import load_snapshot
 from repair.readers.full_snapshot import iter_full_snapshot
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, fixture_spec, logs_state_changes
 from tests.test_savepoint_reader import _canonical_dir, _snappy_framed, damaged_after, full_snapshot_state

@@ -34,7 +34,8 @@ from repair.formats.rocksdb.manifest_builder import (
 from repair.formats.rocksdb.table.block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType, decode_internal_key
 from repair.io import storage as st
 from repair.io.layout import discover
-from repair.io.snapshot import load_snapshot, read_resolved
+from repair.io.resolved import read_resolved
+from repair.io.snapshot import load_snapshot
 from tests.rocksdb_testlib import ldb, ldb_live_files, ldb_manifest_dump, needs_ldb
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

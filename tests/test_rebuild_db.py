@@ -27,7 +27,8 @@ from repair.formats.rocksdb.files import decode_current, parse_options
 from repair.formats.rocksdb.manifest import ColumnFamilyVersion, read_manifest, replay
 from repair.formats.rocksdb.table.sst import open_table
 from repair.formats.rocksdb.wal import summarize_wal
-from repair.ops.rebuild.db import is_rocksdb_dir, rebuild_db
+from repair.io.layout import is_rocksdb_dir
+from repair.ops.rebuild.db import rebuild_db
 from repair.ops.rebuild.db_evidence import OldManifest, assign_column_family_ids
 from tests.rocksdb_testlib import ldb, make_rocksdict_db, needs_ldb
 

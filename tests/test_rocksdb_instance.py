@@ -28,9 +28,10 @@ from repair.formats.rocksdb.lsm import LsmStats, iter_column_family, tables_by_c
 from repair.formats.rocksdb.table.block import ValueType
 from repair.io import storage as st
 from repair.io.layout import discover
-from repair.io.snapshot import LoadedSnapshot, load_snapshot, read_resolved
+from repair.io.resolved import open_resolved, read_resolved
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers import rocksdb_instance
-from repair.readers.rocksdb import _open_tables, open_resolved
+from repair.readers.rocksdb import _open_tables
 from repair.readers.rocksdb_instance import InstanceUnavailable, open_rocksdb_instance
 from tests import damage
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES

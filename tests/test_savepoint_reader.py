@@ -33,7 +33,8 @@ from repair.formats.flink.in_rocksdb.keyed_rows import ROW_FIELDS
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import discover
-from repair.io.snapshot import load_snapshot, read_resolved
+from repair.io.resolved import read_resolved
+from repair.io.snapshot import load_snapshot
 from repair.readers.full_snapshot import iter_full_snapshot, iter_key_groups_handle, read_key_groups_meta
 from tests.conftest import FIXTURES, fixture_info
 from tests.test_state_reader import _add_row

@@ -148,8 +148,9 @@ def rebuild_manifest(
 ) -> None:
     """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing lost data."""
     from repair.cli.render import render_rebuild, render_rebuild_db
+    from repair.io.layout import is_rocksdb_dir
     from repair.ops.rebuild.checkpoint import rebuild_manifest as run_rebuild
-    from repair.ops.rebuild.db import is_rocksdb_dir, rebuild_db
+    from repair.ops.rebuild.db import rebuild_db
 
     if is_rocksdb_dir(checkpoint):
         if copy:

@@ -49,7 +49,9 @@ def progress_bar(description: str):
 
 def print_error(message: str) -> None:
     """A one-line error on stderr (no traceback)."""
-    _console(True).print(f"[bold red]error:[/] {message}", markup=True, highlight=False)
+    from rich.markup import escape  # a message is text: "[spark]" in it is no markup tag
+
+    _console(True).print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
 def print_json(document: Any) -> None:

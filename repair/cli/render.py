@@ -6,6 +6,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from repair.cli.output import stdout
+from repair.formats.flink.keygroups import operator_label
 from repair.io.storage import parent
 
 
@@ -285,7 +286,7 @@ def render_rebuild(result) -> None:
         levels = sorted(set(inst.levels.values()))
         dropped = f", {len(inst.dropped)} dropped" if inst.dropped else ""
         console.print(
-            f"rebuilt {inst.manifest_name} for {_short_operator(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} on levels "
+            f"rebuilt {inst.manifest_name} for {operator_label(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} on levels "
             f"{', '.join(map(str, levels)) or '-'}, {len(inst.column_families)} column families  "
             f"(because: {'; '.join(inst.reasons)})"
             + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
@@ -316,12 +317,12 @@ def _render_lost(lost) -> None:
         seqnos = f"{item.smallest_seqno}-{item.largest_seqno}" if item.smallest_seqno is not None else "?"
         why = item.reason + (f" at offset {item.offset}" if item.offset is not None else "")
         table.add_row(
-            escape(f"{_short_operator(item.operator)}[{item.subtask}]"), escape(item.local_name), escape(why),
+            escape(f"{operator_label(item.operator)}[{item.subtask}]"), escape(item.local_name), escape(why),
             escape(item.column_family or "unknown"), groups, escape(keys), seqnos, "?" if item.entries is None else str(item.entries),
         )
     console.print(table)
     for item in lost:
-        where = f"{_short_operator(item.operator)}[{item.subtask}] {item.local_name}"
+        where = f"{operator_label(item.operator)}[{item.subtask}] {item.local_name}"
         if item.range_unknown:
             console.print(f"  {escape(where)}: key range unknown: {escape(item.range_unknown)}", highlight=False)
         for warning in item.warnings():
@@ -339,11 +340,6 @@ def _boundary(boundary) -> str:
     return "0x" + boundary.user_key.hex()
 
 
-def _short_operator(operator: str) -> str:
-    """An operator known only by its 32-hex-digit id is shown by the first 8 digits, as verify does."""
-    if len(operator) == 32 and all(c in "0123456789abcdef" for c in operator):
-        return operator[:8]
-    return operator
 
 
 def render_rebuild_db(result) -> None:
@@ -483,7 +479,7 @@ def render_export(result) -> None:
             if state.changelog and state.changelog["changes"]:
                 notes.append(f"{state.changelog['changes']} logged changes applied")
             table.add_row(
-                escape(op.label if op.label != op.operator_id else op.operator_id[:8]), escape(state.state), state.kind,
+                escape(operator_label(op.label)), escape(state.state), state.kind,
                 str(state.rows), str(len(state.rows_per_subtask)), _value_type(state), "; ".join(notes),
             )
     if result.operators:
@@ -494,12 +490,12 @@ def render_export(result) -> None:
             groups.setdefault((skipped.operator, skipped.what, skipped.reason), []).append(skipped)
         console.print(f"[yellow]skipped (not exported): {len(result.skipped)}[/]")
         for (operator, what, reason), items in groups.items():
-            label = operator[:8] if len(operator) == 32 else operator
+            label = operator_label(operator)
             console.print(f"  {escape(label)}: {what} x{len(items)} ({escape(reason)})", highlight=False)
     merged = [(op, subtask, engine["reason"]) for op in result.operators for subtask, engine in sorted(op.engines.items())
               if engine.get("engine") == "python" and engine.get("reason")]
     if merged:  # --engine auto fell back: say where and why (a damaged instance, usually)
         console.print(f"[yellow]read by the toolkit's own LSM merge, as RocksDB could not serve them: {len(merged)} subtask(s)[/]")
         for op, subtask, reason in merged:
-            label = op.label if op.label != op.operator_id else op.operator_id[:8]
+            label = operator_label(op.label)
             console.print(f"  {escape(label)}[{subtask}]: {escape(reason)}", highlight=False)

@@ -232,3 +232,15 @@ def normalize_uri(uri: str) -> str:
 
 def _same_place(a: str, b: str) -> bool:
     return normalize_uri(a).rstrip("/") == normalize_uri(b).rstrip("/")
+
+
+def is_rocksdb_dir(path: str, storage: st.Storage | None = None) -> bool:
+    """Whether ``path`` is a directory that looks like a RocksDB DB (not a checkpoint or job root)."""
+    storage = storage or st.default_storage()
+    info = storage.stat(path)
+    if info is None or not info.is_dir:
+        return False
+    names = {st.basename(e.path) for e in storage.list_dir(path)}
+    if METADATA in names or any(n.startswith("chk-") for n in names):
+        return False
+    return "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names)

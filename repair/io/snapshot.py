@@ -1,22 +1,20 @@
 """Load one snapshot (checkpoint or savepoint) from storage: its decoded ``_metadata`` and resolver.
 
-Every operation starts here. Errors name the ``_metadata`` URI; reads of state files go through
-:func:`read_resolved`, which bounds sizes before reading.
+Every operation starts here. Errors name the ``_metadata`` URI; the bytes its handles point to are read
+through :mod:`repair.io.resolved`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from repair.errors import RepairError, StorageError
+from repair.errors import RepairError
 from repair.formats.flink.metadata import CheckpointMetadata, decode_metadata
 from repair.io import storage as st
-from repair.io.layout import PathResolver, ResolvedFile, SnapshotRef
+from repair.io.layout import PathResolver, SnapshotRef
 
 #: ``_metadata`` files larger than this are refused (Flink's own are kilobytes to a few hundred MB).
 MAX_METADATA_BYTES = 2 << 30
-#: Files read whole into memory (meta data streams, MANIFEST, CURRENT, OPTIONS) are bounded by this.
-MAX_SMALL_FILE_BYTES = 256 << 20
 
 
 @dataclass
@@ -47,25 +45,3 @@ def load_snapshot(ref: SnapshotRef, root: str | None, storage: st.Storage) -> Lo
     except RepairError as error:
         raise error.in_source(ref.metadata_uri) from None
     return LoadedSnapshot(ref, metadata, PathResolver(ref, root, storage), len(data))
-
-
-def read_resolved(
-    storage: st.Storage, resolved: ResolvedFile, *, length: int | None = None, max_size: int = MAX_SMALL_FILE_BYTES
-) -> bytes:
-    """The bytes of a resolved handle (inline, a whole file, or a file-merging segment).
-
-    ``length`` reads only that many leading bytes (e.g. the meta data at the head of a full snapshot).
-    """
-    wanted = resolved.size if length is None else min(length, resolved.size)
-    if resolved.inline is not None:
-        return resolved.inline[:wanted]
-    if wanted > max_size:
-        raise StorageError(f"state file of {wanted} bytes is larger than the limit of {max_size}", source=resolved.uri)
-    with storage.open_input(resolved.uri) as file:
-        data = file.read(resolved.start, wanted)
-    if len(data) != wanted:
-        raise StorageError(
-            f"expected {resolved.size} bytes at offset {resolved.start} as _metadata records, found {len(data)}",
-            source=resolved.uri,
-        )
-    return data

@@ -36,20 +36,28 @@ directory without its commit file as incomplete, exactly as Flink does.
 from __future__ import annotations
 
 import functools
-import ipaddress
 import os
-import re
 import secrets
 import threading
-import urllib.parse
-from dataclasses import dataclass, field
-from typing import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.fs as pafs
 
 from repair.errors import RepairError, StorageError
 from repair.formats.bytes.random_access import RandomAccess
+from repair.io.options import StorageOptions, parse_endpoint
+from repair.io.uris import (
+    Location,
+    basename,
+    is_within,
+    join,
+    parent,
+    parse_location,
+    refuse_output_inside,
+    resolve_within,
+)
 
 __all__ = [
     "DEFAULT_CHUNK_SIZE",
@@ -64,6 +72,7 @@ __all__ = [
     "basename",
     "default_storage",
     "exists",
+    "is_within",
     "iter_chunks",
     "join",
     "list_dir",
@@ -71,6 +80,7 @@ __all__ = [
     "parent",
     "parse_location",
     "read_bytes",
+    "refuse_output_inside",
     "resolve_within",
     "stat",
 ]
@@ -84,21 +94,6 @@ LOCAL_READ_SIZE = 1024 * 1024
 #: Default bound of :meth:`Storage.read_bytes`.
 DEFAULT_MAX_READ_BYTES = 512 * 1024 * 1024
 
-#: URI scheme -> kind of file system.
-_SCHEME_KINDS = {
-    "file": "local",
-    "s3": "s3",
-    "s3a": "s3",
-    "s3p": "s3",
-    "s3n": "s3",
-    "gs": "gcs",
-    "gcs": "gcs",
-    "hdfs": "hdfs",
-    "abfs": "azure",
-    "abfss": "azure",
-    "wasb": "azure",
-    "wasbs": "azure",
-}
 #: Kinds where a rename is atomic, so files and directories are staged under a temporary name.
 _RENAME_KINDS = frozenset({"local", "hdfs"})
 #: The pyarrow.fs class each kind needs (pyarrow may be built without some of them).
@@ -109,156 +104,7 @@ _FILESYSTEM_CLASSES = {
     "hdfs": "HadoopFileSystem",
     "azure": "AzureFileSystem",
 }
-_URI_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://(?P<authority>[^/]*)(?P<path>.*)$", re.DOTALL)
 _TMP_MARKER = ".tmp-"
-
-
-# -- locations -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Location:
-    """A parsed URI or path.
-
-    ``prefix`` is what precedes the path as written (``"s3a://bucket"``, ``"file:"``, ``""``) and
-    ``path`` the rest, so ``prefix + path`` is the URI as given. ``fs_path`` is the path as the
-    ``pyarrow.fs`` file system of ``kind`` wants it (``bucket/key`` on object stores, absolute on local
-    disks and HDFS).
-    """
-
-    uri: str
-    kind: str
-    scheme: str
-    authority: str
-    prefix: str
-    path: str
-
-    @property
-    def fs_path(self) -> str:
-        if self.kind == "local":
-            return os.path.abspath(self.path or ".")
-        if self.kind == "hdfs":
-            return "/" + self.path.strip("/")
-        root = self.authority if self.kind != "azure" else self.authority.partition("@")[0]
-        key = self.path.strip("/")
-        return f"{root}/{key}" if key else root
-
-
-def _split(uri: str) -> tuple[str, str]:
-    """``(prefix, path)`` of a URI or path, without validating the scheme."""
-    match = _URI_RE.match(uri)
-    if match:
-        return f"{match['scheme']}://{match['authority']}", match["path"]
-    if uri[:5].lower() == "file:":
-        return uri[:5], uri[5:]
-    return "", uri
-
-
-def parse_location(uri: str) -> Location:
-    """Parses ``uri`` (a URI or a local path); raises :class:`StorageError` for unsupported ones."""
-    if not isinstance(uri, str) or not uri:
-        raise StorageError(f"not a path or URI: {uri!r}")
-    if "\0" in uri:
-        raise StorageError("path contains a NUL character", source=repr(uri))
-    prefix, path = _split(uri)
-    match = _URI_RE.match(uri)
-    if match is None:
-        if prefix:  # file:/path
-            return Location(uri, "local", "file", "", prefix, path)
-        scheme_like = re.match(r"^([A-Za-z][A-Za-z0-9+.\-]*):", uri)
-        if scheme_like and len(scheme_like[1]) > 1:
-            raise StorageError(f"unsupported URI {uri!r}: expected scheme://..., a file: URI or a local path", source=uri)
-        return Location(uri, "local", "", "", "", path)
-
-    scheme, authority = match["scheme"].lower(), match["authority"]
-    kind = _SCHEME_KINDS.get(scheme)
-    if kind is None:
-        supported = ", ".join(sorted(_SCHEME_KINDS))
-        raise StorageError(f"unsupported URI scheme {scheme!r} (supported: {supported} and local paths)", source=uri)
-    if kind == "local":
-        if authority not in ("", "localhost"):
-            raise StorageError(f"file URI names host {authority!r}; only local files are supported", source=uri)
-        return Location(uri, kind, scheme, "", prefix, path)
-    if kind in ("s3", "gcs", "azure") and not authority:
-        raise StorageError(f"{scheme}:// URI has no bucket or container", source=uri)
-    if kind == "azure" and "@" not in authority:
-        raise StorageError(f"{scheme}:// URI must look like {scheme}://container@account.<host>/path", source=uri)
-    return Location(uri, kind, scheme, authority, prefix, path)
-
-
-def join(base: str, *parts: str) -> str:
-    """Joins ``parts`` under ``base``, keeping the form of ``base`` (scheme, authority).
-
-    Parts are taken as relative: their leading and trailing ``/`` are ignored, empty parts are
-    skipped, and ``..`` is not interpreted. Use :func:`resolve_within` for names read from a
-    checkpoint.
-    """
-    prefix, path = _split(base)
-    segments = [p.strip("/") for p in parts if p.strip("/")]
-    if not segments:
-        return base
-    trimmed = path.rstrip("/")
-    if trimmed:
-        head = trimmed + "/"
-    elif path.startswith("/") or prefix:
-        head = "/"  # the root of a file system or bucket
-    else:
-        head = ""  # an empty relative base
-    return prefix + head + "/".join(segments)
-
-
-def parent(uri: str) -> str:
-    """The directory holding ``uri``: ``s3://b/x/y`` -> ``s3://b/x``; ``s3://b/x`` -> ``s3://b/``; ``/x`` -> ``/``.
-
-    The root of a bucket or file system is its own parent; a bare relative name has parent ``"."``.
-    """
-    prefix, path = _split(uri)
-    trimmed = path.rstrip("/")
-    if not trimmed:
-        return uri
-    head, sep, _ = trimmed.rpartition("/")
-    if not sep:
-        return prefix + "."
-    return prefix + (head or "/")
-
-
-def basename(uri: str) -> str:
-    """The last segment of ``uri``'s path (``""`` for the root of a bucket or file system)."""
-    return _split(uri)[1].rstrip("/").rpartition("/")[2]
-
-
-def _unsafe_name_reason(name: object) -> str | None:
-    """Why ``name`` may not be joined under a directory, or ``None`` when it is a safe relative name."""
-    if not isinstance(name, str):
-        return "it is not a string"
-    if not name:
-        return "it is empty"
-    if any(ord(c) < 0x20 or c == "\x7f" for c in name):
-        return "it contains control characters"
-    if "\\" in name:
-        return "it contains a backslash"
-    if ":" in name:
-        return "it contains ':' (a drive letter or URI scheme)"
-    if name.startswith("/"):
-        return "it is absolute"
-    if any(segment in ("", ".", "..") for segment in name.split("/")):
-        return "it has an empty, '.' or '..' segment"
-    return None
-
-
-def resolve_within(base: str, name: str) -> str:
-    """Joins ``name``, read from untrusted data (a checkpoint), under ``base``.
-
-    ``name`` may have several ``/``-separated segments but must stay inside ``base``: absolute names,
-    ``..`` or ``.`` segments, empty segments, backslashes, ``:`` (drive letters, URI schemes) and
-    control characters are refused with a :class:`StorageError`.
-    """
-    reason = _unsafe_name_reason(name)
-    if reason:
-        raise StorageError(f"refusing name {name!r} read from the data: {reason}", source=base)
-    joined = join(base, name)
-    base_path = _split(base)[1].rstrip("/")
-    if not _split(joined)[1].startswith(base_path + "/"):  # cannot happen after the checks above
-        raise StorageError(f"refusing name {name!r} read from the data: it escapes the directory", source=base)
-    return joined
 
 
 # -- errors --------------------------------------------------------------------------------------
@@ -297,86 +143,6 @@ class _StorageErrors:
         return False
 
 
-# -- options -------------------------------------------------------------------------------------
-def _is_loopback(host: str) -> bool:
-    if host.lower() == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
-def _truthy(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes", "on")
-
-
-@dataclass(frozen=True)
-class StorageOptions:
-    """Settings of the file systems. Plain values only, so a :class:`Storage` pickles cheaply.
-
-    Credentials left ``None`` are found by the cloud SDKs inside pyarrow in their standard places:
-    for S3 ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and
-    ``~/.aws``, then instance metadata; for GCS ``GOOGLE_APPLICATION_CREDENTIALS``; for Azure the
-    ``DefaultAzureCredential`` chain. Credentials given here travel with a pickled :class:`Storage`.
-    """
-
-    #: S3 endpoint, ``host:port`` or ``http(s)://host:port`` (MinIO, Ceph, localstack, moto, ...).
-    s3_endpoint: str | None = None
-    s3_region: str | None = None
-    s3_access_key: str | None = None
-    s3_secret_key: str | None = field(default=None, repr=False)
-    s3_session_token: str | None = field(default=None, repr=False)
-    s3_anonymous: bool = False
-    #: Allow ``http://`` to an endpoint that is not a loopback address (loopback is always allowed).
-    s3_allow_http: bool = False
-    #: GCS endpoint (an emulator), ``host:port`` or ``http(s)://host:port``.
-    gcs_endpoint: str | None = None
-    gcs_anonymous: bool = False
-    azure_account_key: str | None = field(default=None, repr=False)
-
-    @classmethod
-    def from_env(cls, environ: Mapping[str, str] | None = None) -> "StorageOptions":
-        """Options from the standard environment variables.
-
-        ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``; ``AWS_REGION`` or ``AWS_DEFAULT_REGION``;
-        ``AWS_ALLOW_HTTP`` (``true`` allows plain http to non-loopback endpoints);
-        ``STORAGE_EMULATOR_HOST`` (a GCS emulator, used anonymously). Credentials are left to the
-        SDKs (see the class).
-        """
-        env = os.environ if environ is None else environ
-        gcs_emulator = env.get("STORAGE_EMULATOR_HOST") or None
-        return cls(
-            s3_endpoint=env.get("AWS_ENDPOINT_URL_S3") or env.get("AWS_ENDPOINT_URL") or None,
-            s3_region=env.get("AWS_REGION") or env.get("AWS_DEFAULT_REGION") or None,
-            s3_allow_http=_truthy(env.get("AWS_ALLOW_HTTP")),
-            gcs_endpoint=gcs_emulator,
-            gcs_anonymous=gcs_emulator is not None,
-        )
-
-
-def _endpoint(endpoint: str, *, allow_http: bool, service: str, allow_hint: str) -> tuple[str, str]:
-    """``(host:port, scheme)`` of an endpoint URL; plain http only to loopback unless allowed."""
-    scheme, sep, rest = endpoint.partition("://")
-    if not sep:
-        scheme, rest = "https", endpoint
-    scheme = scheme.lower()
-    host_port = rest.split("/", 1)[0]
-    try:
-        host = urllib.parse.urlsplit(f"//{host_port}").hostname
-    except ValueError:
-        host = None
-    if scheme not in ("http", "https") or not host:
-        raise StorageError(f"{service} endpoint {endpoint!r} is not host:port or http(s)://host:port")
-    if scheme == "http" and not allow_http and not _is_loopback(host):
-        raise StorageError(
-            f"{service} endpoint {endpoint!r} uses plain http to a non-loopback host; "
-            f"use https, or allow it explicitly ({allow_hint})"
-        )
-    return host_port, scheme
-
-
-# -- reading -------------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class FileInfo:
     """What :meth:`Storage.stat` and :meth:`Storage.list_dir` report about one entry."""
@@ -507,7 +273,7 @@ class Storage:
             "region": o.s3_region,
         }
         if o.s3_endpoint:
-            kwargs["endpoint_override"], kwargs["scheme"] = _endpoint(
+            kwargs["endpoint_override"], kwargs["scheme"] = parse_endpoint(
                 o.s3_endpoint,
                 allow_http=o.s3_allow_http,
                 service="S3",
@@ -525,7 +291,7 @@ class Storage:
         o = self.options
         kwargs: dict = {"anonymous": o.gcs_anonymous}
         if o.gcs_endpoint:
-            kwargs["endpoint_override"], kwargs["scheme"] = _endpoint(
+            kwargs["endpoint_override"], kwargs["scheme"] = parse_endpoint(
                 o.gcs_endpoint, allow_http=False, service="GCS", allow_hint="only loopback emulators may use http"
             )
         return fs_class(**kwargs)

@@ -17,10 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from repair.errors import UsageError
+from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
 from repair.io.layout import normalize_uri
 from repair.ops.rebuild.checkpoint import REPAIRABLE
-from repair.ops.verify.engine import Finding, SnapshotSummary, verify, verify_newest_first
+from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
 
 
 @dataclass
@@ -37,7 +38,7 @@ class Culprit:
     key_group_range: tuple[int, int] | None = None
 
     @classmethod
-    def from_finding(cls, finding: Finding) -> "Culprit":
+    def from_finding(cls, finding: CheckpointFinding) -> "Culprit":
         ref = finding.reference
         return cls(finding.kind, finding.message, ref.local_name, finding.path, ref.operator, ref.subtask,
                    finding.column_family, ref.key_groups)
@@ -92,7 +93,7 @@ class SharedDamage:
         c = self.culprit
         who = _and_list(self.checkpoints)
         verb = "references" if len(self.checkpoints) == 1 else "all reference"
-        owner = f" of {_short(c.operator)}[{c.subtask}/{self.parallelism}]" if c.operator is not None else ""
+        owner = f" of {operator_label(c.operator)}[{c.subtask}/{self.parallelism}]" if c.operator is not None else ""
         return f"{who} {verb} {c.local_name or 'a file'}{owner}: {c.message}"
 
     def to_json(self) -> dict:
@@ -244,7 +245,7 @@ def _lineages(snapshots: list[SnapshotSummary]) -> tuple[list[Lineage], dict[str
     return lineages, lineage_of
 
 
-def _damaged_files(errors: list[Finding], order: list[str]) -> list[SharedDamage]:
+def _damaged_files(errors: list[CheckpointFinding], order: list[str]) -> list[SharedDamage]:
     rank = {name: i for i, name in enumerate(order)}
     groups: dict[tuple, SharedDamage] = {}
     for finding in errors:
@@ -274,7 +275,7 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
             lines.append(f"{verdict.name}: {', '.join(sorted(what)) or 'its _metadata'} unreadable")
             continue
         groups = f" key groups {key_groups[0]}-{key_groups[1]}" if key_groups else ""
-        lines.append(f"{_short(operator)} subtask {subtask}{groups}: {', '.join(sorted(what))}")
+        lines.append(f"{operator_label(operator)} subtask {subtask}{groups}: {', '.join(sorted(what))}")
     return lines
 
 
@@ -331,10 +332,6 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary])
     return RestoreAdvice(path, commands, config, notes)
 
 
-def _short(operator: str | None) -> str:
-    if operator and len(operator) == 32 and all(c in "0123456789abcdef" for c in operator):
-        return operator[:8]
-    return operator or ""
 
 
 def _and_list(items: list[str]) -> str:

@@ -20,7 +20,8 @@ from repair.formats.flink.handles import (
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import discover
-from repair.io.snapshot import LoadedSnapshot, load_snapshot, read_resolved
+from repair.io.resolved import read_resolved
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 

@@ -102,19 +102,28 @@ def default_workers() -> int:
 
 
 def spark_session(master: str, app_name: str):
-    """A SparkSession for ``master``; executors run this interpreter (so they can import ``repair``)."""
+    """A SparkSession for ``master`` whose Python workers run this interpreter (so they can import
+    ``repair``), set through Spark's configuration, never through the caller's environment.
+
+    A session the caller already has for the same master is used as it is; one for another master is
+    left running and refused (stopping it would break the caller's work)."""
     try:
         from pyspark.sql import SparkSession
-    except ImportError as error:  # pragma: no cover - pyspark is a dependency
-        raise UsageError(f"--master needs pyspark: {error}") from None
-    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    except ImportError as error:
+        raise UsageError(f"running on Spark needs pyspark (pip install 'flink-checkpoint-repair[spark]'): {error}") from None
     active = SparkSession.getActiveSession()
-    if active is not None and active.sparkContext.master != master:
-        active.stop()  # getOrCreate() would return it, whatever master was asked for
+    if active is not None:
+        if active.sparkContext.master != master:
+            raise UsageError(
+                f"a SparkSession for master {active.sparkContext.master} is already active in this process; "
+                f"use that master, or stop the session before asking for {master}"
+            )
+        return active
     return (
         SparkSession.builder.master(master)
         .appName(app_name)
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
         .getOrCreate()

@@ -34,7 +34,8 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.flink.metadata import OperatorState
 from repair.io import storage as st
-from repair.io.snapshot import MAX_SMALL_FILE_BYTES, LoadedSnapshot
+from repair.io.resolved import MAX_SMALL_FILE_BYTES
+from repair.io.snapshot import LoadedSnapshot
 from repair.readers.full_snapshot import read_key_groups_meta
 from repair.readers.rocksdb import read_handle_meta
 

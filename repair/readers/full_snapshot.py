@@ -25,7 +25,6 @@ Every row carries its block's key group, which lies in the handle's range, so
 
 from __future__ import annotations
 
-import tempfile
 from contextlib import ExitStack
 from typing import Any, Callable, Collection, Iterator
 
@@ -40,8 +39,9 @@ from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
 from repair.formats.flink.keygroups import key_group_prefix_bytes
 from repair.io import storage as st
 from repair.io.layout import ResolvedFile
-from repair.io.snapshot import LoadedSnapshot, read_resolved
-from repair.readers.rocksdb import StateStream, copy_to_scratch, is_remote, open_resolved
+from repair.io.resolved import copy_to_scratch, is_remote, open_resolved, read_resolved, scratch_directory
+from repair.io.snapshot import LoadedSnapshot
+from repair.readers.rocksdb import StateStream
 
 
 def _first_block(offsets: list[int]) -> int | None:
@@ -152,7 +152,7 @@ def open_for_reads(storage: st.Storage, resolved: ResolvedFile, opened: ExitStac
     if not is_remote(resolved):
         source = open_resolved(storage, resolved)
     else:
-        source = copy_to_scratch(storage, resolved, opened.enter_context(tempfile.TemporaryDirectory(prefix="repair-")))
+        source = copy_to_scratch(storage, resolved, opened.enter_context(scratch_directory("snapshot")))
     close = getattr(source, "close", None)
     if close is not None:
         opened.callback(close)

@@ -21,7 +21,8 @@ from repair.errors import RepairError
 from repair.formats.flink.handles import OperatorStateHandle
 from repair.formats.flink.operator_state import OperatorStateFile, OperatorStateInfo
 from repair.io import storage as st
-from repair.io.snapshot import LoadedSnapshot, read_resolved
+from repair.io.resolved import read_resolved
+from repair.io.snapshot import LoadedSnapshot
 from repair.readers.full_snapshot import named_rows
 from repair.readers.rocksdb import StateStream
 

@@ -34,7 +34,8 @@ from repair.formats.flink.full_snapshot.raw_timers import (
 )
 from repair.formats.flink.handles import KeyGroupRange, KeyGroupsHandle
 from repair.io import storage as st
-from repair.io.snapshot import LoadedSnapshot, read_resolved
+from repair.io.resolved import read_resolved
+from repair.io.snapshot import LoadedSnapshot
 from repair.readers.full_snapshot import delegate_name, resolve_delegate, streams_of_delegate
 from repair.readers.rocksdb import StateStream
 

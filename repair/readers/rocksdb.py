@@ -23,25 +23,21 @@ counted in :attr:`StateStream.outside_key_groups`. Corrupt bytes raise; they are
 
 from __future__ import annotations
 
-import os
-import tempfile
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, BinaryIO, Collection, Iterable, Iterator
+from typing import Any, Collection, Iterable, Iterator
 
-from repair.errors import FormatError, RepairError, StorageError
-from repair.formats.bytes.random_access import BytesSource, RandomAccess
+from repair.errors import FormatError, RepairError
+from repair.formats.bytes.random_access import RandomAccess
 from repair.formats.flink.backend_meta import KeyedBackendMeta, StateMetaInfo, decode_keyed_backend_meta
 from repair.formats.flink.handles import IncrementalKeyedHandle, KeyGroupRange
 from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
 from repair.formats.rocksdb.lsm import LsmStats, iter_column_family, tables_by_column_family
 from repair.formats.rocksdb.table.sst import Table, open_table
 from repair.io import storage as st
-from repair.io.layout import ResolvedFile
-from repair.io.snapshot import LoadedSnapshot, read_resolved
-
-if TYPE_CHECKING:
-    from repair.readers.rocksdb_instance import RocksDbInstance
+from repair.io.resolved import copy_to_scratch, is_remote, open_resolved, read_resolved, scratch_directory
+from repair.io.snapshot import LoadedSnapshot
+from repair.readers.rocksdb_instance import InstanceUnavailable, RocksDbInstance, open_rocksdb_instance
 
 
 @dataclass
@@ -260,69 +256,6 @@ def _collect(streams: Iterable[StateStream]) -> KeyedStateResult:
     return result
 
 
-class _Window:
-    """A :class:`RandomAccess` over ``[start, start + size)`` of another source (file-merging segments)."""
-
-    def __init__(self, source: RandomAccess, start: int, size: int):
-        self._source, self._start, self._size = source, start, size
-
-    @property
-    def size(self) -> int:
-        return self._size
-
-    def read(self, offset: int, length: int):
-        length = max(0, min(length, self._size - offset))
-        return self._source.read(self._start + offset, length)
-
-    def close(self) -> None:
-        close = getattr(self._source, "close", None)
-        if close is not None:
-            close()
-
-
-def open_resolved(storage: st.Storage, resolved: ResolvedFile) -> RandomAccess:
-    """Random access to a resolved handle's bytes (in memory if inline)."""
-    if resolved.inline is not None:
-        return BytesSource(resolved.inline)
-    file = storage.open_input(resolved.uri)
-    if resolved.start == 0 and file.size == resolved.size:
-        return file
-    return _Window(file, resolved.start, resolved.size)
-
-
-#: Chunk size of copies to local scratch space.
-SCRATCH_CHUNK = 8 << 20
-
-
-def is_remote(resolved: ResolvedFile) -> bool:
-    """Whether a resolved handle's bytes are on a remote store (S3, GCS, HDFS, Azure)."""
-    return resolved.inline is None and st.parse_location(resolved.uri).kind != "local"
-
-
-def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -> RandomAccess:
-    """A local copy (in directory ``scratch``) of a remote handle's bytes, copied in chunks: SSTs are
-    read one small block at a time, which would be one request per block on an object store."""
-    handle, path = tempfile.mkstemp(suffix=".sst", dir=scratch)
-    with os.fdopen(handle, "wb") as out:
-        write_resolved(storage, resolved, out)
-    return storage.open_input(path)
-
-
-def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -> None:
-    """Write a resolved handle's bytes (inline, a whole file or a file-merging segment) to ``out``, in
-    chunks of :data:`SCRATCH_CHUNK`; a file holding fewer bytes than ``_metadata`` records raises."""
-    if resolved.inline is not None:
-        out.write(resolved.inline)
-        return
-    with storage.open_input(resolved.uri) as file:
-        for offset in range(resolved.start, resolved.start + resolved.size, SCRATCH_CHUNK):
-            wanted = min(SCRATCH_CHUNK, resolved.start + resolved.size - offset)
-            data = file.read(offset, wanted)
-            if len(data) != wanted:
-                raise StorageError(f"expected {wanted} bytes at offset {offset}, found {len(data)}", source=resolved.uri)
-            out.write(data)
-
-
 def read_handle_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle) -> KeyedBackendMeta:
     """The keyed backend meta data (states and serializers) of one incremental handle."""
     meta_file = snapshot.resolver.resolve(handle.meta)
@@ -352,11 +285,6 @@ def iter_incremental_handle(
     with ExitStack() as opened:
         reason = None
         if engine != "python":
-            from repair.readers.rocksdb_instance import (  # it uses this module's helpers
-                InstanceUnavailable,
-                open_rocksdb_instance,
-            )
-
             try:
                 instance = opened.enter_context(open_rocksdb_instance(snapshot, storage, handle))
             except InstanceUnavailable as error:
@@ -374,7 +302,7 @@ def iter_incremental_handle(
                 raise FormatError("shared file handle", handle.offset, "a handle", f"null for {entry.local_path}")
             if is_remote(resolved):
                 if scratch is None:
-                    scratch = opened.enter_context(tempfile.TemporaryDirectory(prefix="repair-sst-"))
+                    scratch = opened.enter_context(scratch_directory("sst"))
                 source = copy_to_scratch(storage, resolved, scratch)
             else:
                 source = open_resolved(storage, resolved)

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import os
 import re
-import tempfile
 import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -39,8 +38,8 @@ from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.rocksdb.files import FileKind, decode_current, parse_file_name, parse_options
 from repair.io import storage as st
 from repair.io.layout import ResolvedFile
-from repair.io.snapshot import MAX_SMALL_FILE_BYTES, LoadedSnapshot
-from repair.readers.rocksdb import is_remote, write_resolved
+from repair.io.resolved import MAX_SMALL_FILE_BYTES, is_remote, scratch_directory, write_resolved
+from repair.io.snapshot import LoadedSnapshot
 
 #: Flink's merge operator on every column family (RocksDB knows it by this name) and its delimiter,
 #: which :data:`repair.formats.rocksdb.lsm.MERGE_DELIMITER` mirrors.
@@ -83,7 +82,7 @@ def open_rocksdb_instance(snapshot: LoadedSnapshot, storage: st.Storage, handle:
     :class:`~repair.errors.StorageError` when an SST cannot be read or a local name would leave the
     directory, :class:`~repair.errors.FormatError` for a null SST handle.
     """
-    with tempfile.TemporaryDirectory(prefix="repair-rocksdb-") as directory:
+    with scratch_directory("rocksdb") as directory:
         try:
             sources = _materialise(snapshot, storage, handle, directory)
             _check_instance_files(directory, sources)

@@ -244,3 +244,11 @@ def operator_id_for_uid(uid: str) -> str:
     and ``toHexString()`` prints lower then upper, so the hex string is the hash bytes in order.
     """
     return murmur3_128(java_utf8(uid), 0).hex()
+
+
+def operator_label(operator: str | None) -> str:
+    """How an operator is shown: its uid or name as it is; an operator known only by its 32-hex-digit
+    id (Flink before 2.0 stores no uid) by the id's first 8 digits, as every command shows it."""
+    if operator and len(operator) == 32 and all(c in "0123456789abcdef" for c in operator):
+        return operator[:8]
+    return operator or ""

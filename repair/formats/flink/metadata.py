@@ -29,13 +29,13 @@ from repair.errors import FormatError, RepairError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import ByteWriter, read_utf
 from repair.formats.bytes.java_serialization import CheckpointProperties, decode_checkpoint_properties
+from repair.formats.flink.handle_decoder import HandleDecoder
+from repair.formats.flink.handle_encoder import HandleEncoder
 from repair.formats.flink.handles import (
     AnyChannelHandle,
     ByteStreamHandle,
     ChangelogLayout,
-    HandleDecoder,
     HandleDialect,
-    HandleEncoder,
     KeyedHandle,
     OperatorStateHandle,
     StreamHandle,

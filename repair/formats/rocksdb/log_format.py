@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from typing import Iterator
 
 from repair.errors import FormatError
+from repair.findings import Problem
 from repair.formats.bytes.random_access import RandomAccess
 from repair.formats.rocksdb.table.checksum import crc32c, mask_crc, unmask_crc
 
@@ -89,19 +90,6 @@ class LogRecord:
 
 
 @dataclass
-class LogFinding:
-    """A problem the lenient reader skipped over (the data it names is dropped)."""
-
-    kind: str
-    offset: int
-    message: str
-    dropped_bytes: int = 0
-
-    def to_json(self) -> dict:
-        return dict(self.__dict__)
-
-
-@dataclass
 class LogReader:
     """Reads the logical records of a log file.
 
@@ -115,12 +103,12 @@ class LogReader:
     source: RandomAccess
     strict: bool = True
     log_number: int | None = None
-    findings: list[LogFinding] = field(default_factory=list)
+    findings: list[Problem] = field(default_factory=list)
 
     def _problem(self, kind: str, offset: int, message: str, dropped: int, *, field_name: str, expected, found) -> None:
         if self.strict:
             raise LogFormatError(kind, field_name, offset, expected, found, detail=message)
-        self.findings.append(LogFinding(kind, offset, message, dropped))
+        self.findings.append(Problem(kind, message, offset, details=(("dropped_bytes", dropped),)))
 
     def physical_records(self) -> Iterator[tuple[int, int, memoryview]]:
         """Yield ``(offset, type, payload)`` of each physical record whose checksum is good."""

@@ -22,9 +22,10 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from repair.errors import FormatError
+from repair.findings import Problem
 from repair.formats.bytes.coding import LittleEndianReader, encode_varint, length_prefixed
 from repair.formats.bytes.random_access import RandomAccess
-from repair.formats.rocksdb.log_format import LogFinding, LogReader, encode_log
+from repair.formats.rocksdb.log_format import LogReader, encode_log
 from repair.formats.rocksdb.table.block import InternalKey, decode_internal_key
 
 SAFE_IGNORE_TAG_MASK = 1 << 13
@@ -588,18 +589,6 @@ def encode_manifest(edits: Iterable[VersionEdit]) -> bytes:
 # -- reading and replay ------------------------------------------------------------------------
 
 
-@dataclass
-class ManifestFinding:
-    """A problem found while reading or replaying a MANIFEST, at the offset of its record."""
-
-    kind: str
-    offset: int
-    message: str
-
-    def to_json(self) -> dict[str, Any]:
-        return dict(self.__dict__)
-
-
 def iter_version_edits(source: RandomAccess, *, strict: bool = True, findings: list | None = None) -> Iterator[VersionEdit]:
     """Decode every VersionEdit of a MANIFEST.
 
@@ -616,14 +605,13 @@ def iter_version_edits(source: RandomAccess, *, strict: bool = True, findings: l
             if strict:
                 raise
             if findings is not None:
-                findings.append(ManifestFinding("bad_version_edit", record.offset, exc.message))
+                findings.append(Problem("bad_version_edit", exc.message, record.offset))
         finally:
             if findings is not None:
                 while reader.findings:
-                    f: LogFinding = reader.findings.pop(0)
-                    findings.append(ManifestFinding(f.kind, f.offset, f.message))
+                    findings.append(reader.findings.pop(0))
     if findings is not None:
-        findings.extend(ManifestFinding(f.kind, f.offset, f.message) for f in reader.findings)
+        findings.extend(reader.findings)
 
 
 def read_manifest(source: RandomAccess) -> list[VersionEdit]:
@@ -670,7 +658,7 @@ class LiveVersion:
     min_log_number_to_keep: int | None = None
     db_id: str | None = None
     edits_applied: int = 0
-    findings: list[ManifestFinding] = field(default_factory=list)
+    findings: list[Problem] = field(default_factory=list)
 
     def live_files(self) -> list[tuple[ColumnFamilyVersion, FileMetaData]]:
         """Every live file with its column family, by column family id, level and number."""
@@ -714,19 +702,19 @@ def replay(edits: Iterable[VersionEdit]) -> LiveVersion:
                 group = []
             continue
         if group:
-            version.findings.append(ManifestFinding("incomplete_atomic_group", group[0].offset,
-                                                    f"atomic group of {len(group)} edits is interrupted by a regular edit; group ignored"))
+            version.findings.append(Problem("incomplete_atomic_group", f"atomic group of {len(group)} edits is interrupted by a regular edit; group ignored",
+                                                    group[0].offset))
             group = []
         _apply(version, edit)
     if group:
-        version.findings.append(ManifestFinding("incomplete_atomic_group", group[0].offset,
-                                                f"MANIFEST ends inside an atomic group ({len(group)} edits); group ignored"))
+        version.findings.append(Problem("incomplete_atomic_group", f"MANIFEST ends inside an atomic group ({len(group)} edits); group ignored",
+                                                group[0].offset))
     return version
 
 
 def _apply(version: LiveVersion, edit: VersionEdit) -> None:
     def problem(kind: str, message: str) -> None:
-        version.findings.append(ManifestFinding(kind, edit.offset, f"VersionEdit at offset {edit.offset}: {message}"))
+        version.findings.append(Problem(kind, f"VersionEdit at offset {edit.offset}: {message}", edit.offset))
 
     version.edits_applied += 1
     for name in ("prev_log_number", "next_file_number", "last_sequence", "min_log_number_to_keep", "db_id"):

@@ -11,13 +11,12 @@ from __future__ import annotations
 
 import os
 import re
-import shlex
 from dataclasses import dataclass
 
-import yaml
-
 from repair.errors import UsageError
+from repair.findings import Severity
 from repair.io.textinput import STDIN, read_text
+from repair.ops.doctor.config import parse_config
 from repair.ops.doctor.flink_keys import DEFAULT_INLINE_THRESHOLD, DEFAULT_NUM_RETAINED, OPTIONS, Version, parse_version
 
 SEVERITIES = ("error", "warning", "info")
@@ -34,14 +33,19 @@ TMP_DIR = re.compile(r"^(?:file:/+)?/(?:var/)?tmp(?:/|$)")
 
 
 @dataclass
-class Finding:
+class ConfigFinding:
+    """A hazard in a Flink configuration: which check, which key and value, why it matters, the fix."""
+
     check: str
-    severity: str  # "error", "warning" or "info"
+    severity: Severity
     key: str
     value: str | None
     why: str
     fix: str
     runbook: str | None = None
+
+    def __post_init__(self) -> None:
+        self.severity = Severity(self.severity)
 
     def to_json(self) -> dict:
         return {"check": self.check, "severity": self.severity, "key": self.key, "value": self.value,
@@ -54,7 +58,7 @@ class DoctorResult:
     format: str  # "flat-yaml", "nested-yaml", "flink-deployment" or "dynamic-properties"
     flink_version: str | None
     config: dict[str, str]
-    findings: list[Finding]
+    findings: list[ConfigFinding]
 
     @property
     def ok(self) -> bool:
@@ -91,80 +95,6 @@ def _read(text_or_path: str, source: str | None) -> tuple[str, str]:
         text, name = read_text(text_or_path)
         return text, source or name
     return text_or_path, source or STDIN
-
-
-_DYNAMIC = re.compile(r"(?:^|\s)-D\s*([^\s=]+)=")
-
-
-def parse_config(text: str) -> tuple[str, dict[str, str]]:
-    """``(format, {dotted key: value as text})``."""
-    if _DYNAMIC.search(text):
-        return "dynamic-properties", _parse_dynamic(text)
-    try:
-        document = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return "flat-yaml", _parse_lines(text)
-    if not isinstance(document, dict):
-        if document in (None, "") or isinstance(document, str):
-            return "flat-yaml", _parse_lines(text)
-        raise UsageError("not a Flink configuration: expected key: value lines, YAML or -D key=value")
-    spec = document.get("spec") if isinstance(document.get("spec"), dict) else None
-    if spec is not None and isinstance(spec.get("flinkConfiguration"), dict):
-        return "flink-deployment", _flatten(spec["flinkConfiguration"])
-    nested = any(isinstance(v, dict) for v in document.values())
-    return ("nested-yaml" if nested else "flat-yaml"), _flatten(document)
-
-
-def _parse_dynamic(text: str) -> dict[str, str]:
-    try:
-        tokens = shlex.split(text, comments=True)
-    except ValueError:
-        tokens = text.split()
-    config: dict[str, str] = {}
-    pending = False
-    for token in tokens:
-        if token == "-D":
-            pending = True
-            continue
-        if token.startswith("-D") or pending:
-            body = token[2:] if token.startswith("-D") else token
-            if "=" in body:
-                key, value = body.split("=", 1)
-                config[key.strip()] = value.strip()
-        pending = False
-    return config
-
-
-def _parse_lines(text: str) -> dict[str, str]:
-    config = {}
-    for line in text.splitlines():
-        line = line.split(" #", 1)[0].strip()
-        if not line or line.startswith("#") or ":" not in line:
-            continue
-        key, value = line.split(":", 1)
-        config[key.strip()] = _scalar(value.strip().strip("'\""))
-    return config
-
-
-def _flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
-    flat: dict[str, str] = {}
-    for key, value in mapping.items():
-        name = f"{prefix}{key}"
-        if isinstance(value, dict):
-            flat.update(_flatten(value, name + "."))
-        else:
-            flat[name] = _scalar(value)
-    return flat
-
-
-def _scalar(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if value is None:
-        return ""
-    if isinstance(value, (list, tuple)):
-        return ",".join(_scalar(v) for v in value)
-    return str(value).strip()
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -205,12 +135,12 @@ def _runbook(name: str) -> str:
 # the checks
 
 
-def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> list[Finding]:
+def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
     found = _lookup(config, "rocksdb_localdir", version)
     checkpoint = _lookup(config, "checkpoint_dir", version)
     key = OPTIONS["rocksdb_localdir"].name_for(version)
     if not found:
-        return [Finding(
+        return [ConfigFinding(
             "rocksdb-localdir", "info", key, None,
             "not set: RocksDB works in the TaskManager's temporary directories (io.tmp.dirs; on YARN the "
             "container's appcache dir). A tmp cleaner or the cluster manager deleting files there gives "
@@ -222,7 +152,7 @@ def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> l
     findings = []
     for directory in _dirs(value):
         if checkpoint and _is_under(_local(directory), _local(checkpoint[1])):
-            findings.append(Finding(
+            findings.append(ConfigFinding(
                 "rocksdb-localdir-on-checkpoint-fs", "error", key, value,
                 f"{directory} is inside the checkpoint directory {checkpoint[1]} ({checkpoint[0]}): RocksDB's "
                 "working files live on the checkpoint filesystem, which (as a network or shared filesystem) "
@@ -231,7 +161,7 @@ def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> l
                 _runbook("hard-links-not-supported"),
             ))
         elif NETWORK_FS.search(directory):
-            findings.append(Finding(
+            findings.append(ConfigFinding(
                 "rocksdb-localdir-network-fs", "error", key, value,
                 f"{directory} looks like a network, shared or FUSE filesystem: RocksDB needs hard links and "
                 "fast local I/O ('while link file to ...: Not supported').",
@@ -239,7 +169,7 @@ def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> l
                 _runbook("hard-links-not-supported"),
             ))
         elif TMP_DIR.match(directory):
-            findings.append(Finding(
+            findings.append(ConfigFinding(
                 "rocksdb-localdir-tmp", "warning", key, value,
                 f"{directory} is under /tmp, which tmp cleaners (systemd-tmpfiles, tmpwatch) empty by age: "
                 "RocksDB's MANIFEST and SST files disappear under a running job.",
@@ -255,12 +185,12 @@ def _is_under(path: str, parent: str) -> bool:
     return path == parent or path.startswith(parent.rstrip("/") + "/")
 
 
-def check_shared_checkpoint_dir(config: dict[str, str], version: Version | None) -> list[Finding]:
+def check_shared_checkpoint_dir(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
     findings = []
     job_id = _lookup(config, "job_id", version)
     checkpoint = _lookup(config, "checkpoint_dir", version)
     if job_id:
-        findings.append(Finding(
+        findings.append(ConfigFinding(
             "fixed-job-id", "warning" if checkpoint else "info", job_id[0], job_id[1],
             "a fixed job id: every deployment started with this configuration writes to "
             "<checkpoint-dir>/<job-id>/chk-N; two of them running, or a redeploy restoring an older checkpoint, "
@@ -271,7 +201,7 @@ def check_shared_checkpoint_dir(config: dict[str, str], version: Version | None)
         ))
     subdir = _lookup(config, "create_subdir", version)
     if subdir and subdir[1].lower() == "false":
-        findings.append(Finding(
+        findings.append(ConfigFinding(
             "no-job-id-subdir", "error" if checkpoint else "warning", subdir[0], subdir[1],
             "checkpoints are written directly into the checkpoint directory, without a <job-id> subdirectory: "
             "every job using this directory writes the same chk-N paths.",
@@ -281,34 +211,34 @@ def check_shared_checkpoint_dir(config: dict[str, str], version: Version | None)
     return findings
 
 
-def check_tolerable_failures(config: dict[str, str], version: Version | None) -> list[Finding]:
+def check_tolerable_failures(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
     found = _lookup(config, "tolerable_failures", version)
     key = OPTIONS["tolerable_failures"].name_for(version)
     fix = f"set {key} to a small number (e.g. 3) so that one failed checkpoint does not restart the job"
     if not found:
-        return [Finding("tolerable-failures", "info", key, None,
+        return [ConfigFinding("tolerable-failures", "info", key, None,
                         "not set: Flink tolerates no failed checkpoint; the first one that fails (timeout, "
                         "storage hiccup) fails the job ('Exceeded checkpoint tolerable failure threshold').",
                         fix, _runbook("tolerable-failure-threshold"))]
     if found[1].strip() == "0":
-        return [Finding("tolerable-failures", "warning", found[0], found[1],
+        return [ConfigFinding("tolerable-failures", "warning", found[0], found[1],
                         "0: the first failed checkpoint fails the job ('Exceeded checkpoint tolerable failure "
                         "threshold').", fix, _runbook("tolerable-failure-threshold"))]
     return []
 
 
-def check_num_retained(config: dict[str, str], version: Version | None) -> list[Finding]:
+def check_num_retained(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
     found = _lookup(config, "num_retained", version)
     key = found[0] if found else OPTIONS["num_retained"].name_for(version)
     raw = found[1] if found else None
     try:
         retained = int(raw) if raw is not None else DEFAULT_NUM_RETAINED
     except ValueError:
-        return [Finding("num-retained", "error", key, raw, "not a number", f"set {key} to an integer >= 2")]
+        return [ConfigFinding("num-retained", "error", key, raw, "not a number", f"set {key} to an integer >= 2")]
     if retained >= 2:
         return []
     what = f"{retained}" if found else f"not set (default {DEFAULT_NUM_RETAINED})"
-    return [Finding(
+    return [ConfigFinding(
         "num-retained", "warning", key, raw,
         f"{what}: only one checkpoint is kept, so when it is damaged (a missing MANIFEST, a bad SST) there is "
         "no older checkpoint to fall back to (repair fallback finds none).",
@@ -317,12 +247,12 @@ def check_num_retained(config: dict[str, str], version: Version | None) -> list[
     )]
 
 
-def check_local_recovery(config: dict[str, str], version: Version | None) -> list[Finding]:
+def check_local_recovery(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
     found = _lookup(config, "local_recovery", version)
     if not found or found[1].lower() != "true":
         return []
     dirs = _lookup(config, "local_backup_dirs", version)
-    findings = [Finding(
+    findings = [ConfigFinding(
         "local-recovery", "info", found[0], found[1],
         "task-local recovery keeps a second copy of each TaskManager's state on its local disk and restores "
         "from it first; after a machine crash that copy can be torn ('checksum mismatch' in a localState dir). "
@@ -334,7 +264,7 @@ def check_local_recovery(config: dict[str, str], version: Version | None) -> lis
     if dirs:
         for directory in _dirs(dirs[1]):
             if NETWORK_FS.search(directory):
-                findings.append(Finding(
+                findings.append(ConfigFinding(
                     "local-recovery-network-fs", "warning", dirs[0], dirs[1],
                     f"{directory} looks like a network filesystem: local recovery is only useful (and only "
                     "safe against hard-link limits) on a local disk",
@@ -343,14 +273,14 @@ def check_local_recovery(config: dict[str, str], version: Version | None) -> lis
     return findings
 
 
-def check_inline_threshold(config: dict[str, str], version: Version | None) -> list[Finding]:
+def check_inline_threshold(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
     found = _lookup(config, "inline_threshold", version)
     if not found:
         return []
     key, value = found
     size = _size(value)
     if size is None:
-        return [Finding("inline-threshold", "error", key, value, "not a memory size (e.g. 20kb)",
+        return [ConfigFinding("inline-threshold", "error", key, value, "not a memory size (e.g. 20kb)",
                         f"set {key} to a size such as 20kb")]
     if size > 1024 * 1024:
         severity, why = "warning", "above 1 MiB"
@@ -358,7 +288,7 @@ def check_inline_threshold(config: dict[str, str], version: Version | None) -> l
         severity, why = "warning", "far above the 20 kb default"
     else:
         return []
-    return [Finding(
+    return [ConfigFinding(
         "inline-threshold", severity, key, value,
         f"{why}: every state file below it is stored inside _metadata, for every subtask; _metadata grows to "
         "parallelism x threshold per operator, the JobManager holds it in memory and writes it on every "
@@ -368,7 +298,7 @@ def check_inline_threshold(config: dict[str, str], version: Version | None) -> l
     )]
 
 
-def check_key_names(config: dict[str, str], version: Version | None) -> list[Finding]:
+def check_key_names(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
     """Renamed keys: a name the version does not read yet (error), an older name (deprecated), both set."""
     findings = []
     for option in OPTIONS.values():
@@ -376,7 +306,7 @@ def check_key_names(config: dict[str, str], version: Version | None) -> list[Fin
         for name in used:
             if version is not None and option.since(name) > version:
                 old = option.name_for(version)
-                findings.append(Finding(
+                findings.append(ConfigFinding(
                     "unknown-key", "error", name, config[name],
                     f"Flink {_v(version)} does not read {name} (introduced in {_v(option.since(name))}): the "
                     "setting is silently ignored.",
@@ -385,7 +315,7 @@ def check_key_names(config: dict[str, str], version: Version | None) -> list[Fin
             elif name != option.name_for(version):
                 current = option.name_for(version)
                 severity = "warning" if version is not None else "info"
-                findings.append(Finding(
+                findings.append(ConfigFinding(
                     "deprecated-key", severity, name, config[name],
                     f"renamed to {current} in Flink {_v(option.since(current))}; the old name is still read as a "
                     "deprecated key, but mixing names makes it easy to set an option twice.",
@@ -393,7 +323,7 @@ def check_key_names(config: dict[str, str], version: Version | None) -> list[Fin
                     None,
                 ))
         if len(used) > 1:
-            findings.append(Finding(
+            findings.append(ConfigFinding(
                 "key-set-twice", "warning", ", ".join(used), " | ".join(config[n] for n in used),
                 f"one option under {len(used)} names; Flink reads only one of them (the newest name it knows).",
                 f"keep only {option.name_for(version)}", None,

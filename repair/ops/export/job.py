@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
@@ -47,11 +46,10 @@ from typing import Iterable
 from repair.errors import FormatError, UsageError
 from repair.formats.flink.arrow import StateColumns, merge_state_columns
 from repair.formats.flink.keygroups import operator_id_for_uid
-from repair.formats.rocksdb.lsm import LsmStats
 from repair.io import storage as st
 from repair.io.layout import SnapshotRef, discover
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
-from repair.ops.export.parts import COLUMNS, COMPRESSION, COMPRESSIONS, PartStats, check_kind, write_state_part
+from repair.ops.export.parts import COLUMNS, COMPRESSION, COMPRESSIONS, PartStats, StateCounts, check_kind, write_state_part
 from repair.ops.export.sources import SLOTS, SOURCES, not_exported, source_for
 from repair.ops.runner import default_workers, run_tasks
 from repair.readers.rocksdb import ENGINES
@@ -66,7 +64,10 @@ FORMAT_VERSION = 3
 
 
 @dataclass
-class ExportedState:
+class ExportedState(StateCounts):
+    """One state of one operator as exported: where its parts are, its column decisions, and the
+    counts of every subtask's part added up."""
+
     state: str
     kind: str
     #: Directory of the state's files, relative to the output (``operator=.../state=...``).
@@ -77,24 +78,6 @@ class ExportedState:
     #: ``full-snapshot-keyed``, ``raw-keyed-timers``, ``operator``).
     source: str = ""
     rows_per_subtask: dict[int, int] = field(default_factory=dict)
-    #: Decoded columns left null in some rows while their raw bytes are there (see ``error``).
-    raw_fallback: list[str] = field(default_factory=list)
-    rows_with_errors: int = 0
-    #: Decoded values a column's type cannot hold exactly (written as null, with ``error``), per column.
-    not_representable: dict[str, int] = field(default_factory=dict)
-    #: Live keys dropped because they are outside their subtask's key-group range (rescaling leftovers).
-    outside_key_groups: int = 0
-    #: How the RocksDB entries of the state were accounted for, over all subtasks (None when the state
-    #: was not read from RocksDB: full snapshots, operator state).
-    lsm: dict[str, int | None] | None = None
-    #: Read from changelog subtasks: the logged changes applied over all subtasks (``changes``, the
-    #: ``scopes`` they touched, and ``outside_key_groups``: changes of other subtasks' key groups, not
-    #: applied); None for every other source.
-    changelog: dict[str, int] | None = None
-    bytes: int = 0
-    #: RocksDB entry batches decoded column-wise and row by row (the fast and the exact path).
-    columnar_batches: int = 0
-    row_batches: int = 0
 
     @property
     def rows(self) -> int:
@@ -102,18 +85,7 @@ class ExportedState:
 
     def add(self, subtask: int, part: PartStats) -> None:
         self.rows_per_subtask[subtask] = part.rows
-        self.rows_with_errors += part.rows_with_errors
-        self.raw_fallback = sorted(set(self.raw_fallback) | set(part.raw_fallback))
-        for name, count in part.not_representable.items():
-            self.not_representable[name] = self.not_representable.get(name, 0) + count
-        self.outside_key_groups += part.outside_key_groups
-        if part.lsm is not None:
-            self.lsm = _add_counts(self.lsm, part.lsm)
-        if part.changelog is not None:
-            self.changelog = {name: (self.changelog or {}).get(name, 0) + count for name, count in part.changelog.items()}
-        self.bytes += part.bytes
-        self.columnar_batches += part.columnar_batches
-        self.row_batches += part.row_batches
+        self.add_counts(part)
 
     def to_json(self) -> dict:
         return {
@@ -125,14 +97,6 @@ class ExportedState:
             "outside_key_groups": self.outside_key_groups, "lsm": self.lsm, "changelog": self.changelog, "bytes": self.bytes,
             "batches": {"columnar": self.columnar_batches, "rows": self.row_batches},
         }
-
-
-def _add_counts(total: dict[str, int | None] | None, part: dict[str, int | None]) -> dict[str, int | None]:
-    """Counts summed key by key; a count one side does not know (None) is unknown in the sum."""
-    if total is None:
-        return dict(part)
-    return {name: None if total.get(name) is None or part.get(name) is None else total[name] + part[name]
-            for name in LsmStats.__dataclass_fields__}
 
 
 @dataclass
@@ -296,9 +260,9 @@ def export(
     is the Parquet codec (:data:`~repair.ops.export.parts.COMPRESSIONS`).
     """
     if engine not in ENGINES:
-        raise UsageError(f"--engine must be one of {', '.join(ENGINES)}, not {engine!r}")
+        raise UsageError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if compression not in COMPRESSIONS:
-        raise UsageError(f"--compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+        raise UsageError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     storage = storage or st.default_storage()
     operators = list(operators or []) or None
     states = list(states or []) or None
@@ -306,9 +270,7 @@ def export(
         raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     layout = discover(checkpoint, storage)
     ref = layout.snapshots[-1]
-    for source in {layout.root or ref.directory, ref.directory}:
-        if _inside(out, source):
-            raise UsageError(f"--out {out} is inside the input {source}; inputs are never written to")
+    st.refuse_output_inside(out, {layout.root or ref.directory, ref.directory})
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(
         source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
@@ -345,15 +307,6 @@ def export(
         result.operators = [op for op in planner.operators if op.states]
         publisher.write(COMMIT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False).encode() + b"\n")
     return result
-
-
-def _inside(path: str, directory: str) -> bool:
-    """Whether ``path`` is ``directory`` or below it (local paths compared after resolving links)."""
-    def norm(p: str) -> str:
-        return os.path.realpath(p) if "://" not in p and not p.startswith("file:") else p.rstrip("/")
-
-    path, directory = norm(path), norm(directory)
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 class _Planner:

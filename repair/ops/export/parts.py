@@ -24,6 +24,7 @@ import pyarrow.parquet as pq
 from repair.errors import FormatError
 from repair.formats.flink.arrow import DECODED_COLUMNS, StateColumns, column_converter, to_arrow
 from repair.formats.flink.in_rocksdb.keyed_columns import FIXED_COLUMN_TYPES, ColumnarMiss, ColumnarStateDecoder
+from repair.formats.rocksdb.lsm import LsmStats
 from repair.io import storage as st
 from repair.readers.rocksdb import StateStream, decode_batch_rows
 
@@ -71,28 +72,60 @@ def part_schema(columns: StateColumns) -> pa.Schema:
     return pa.schema(fields)
 
 
-@dataclass
-class PartStats:
-    """What one task wrote for one state."""
+@dataclass(kw_only=True)
+class StateCounts:
+    """What was written of a state: the counts of one part (:class:`PartStats`), and of a whole state
+    (:class:`~repair.ops.export.job.ExportedState`), which adds up its parts' with :meth:`add_counts`."""
 
-    file: str
-    rows: int = 0
     #: Rows whose ``error`` is set (undecodable serializer, or a value not representable exactly).
     rows_with_errors: int = 0
     #: Decoded columns left null in some row while its raw bytes are there (see ``error``).
     raw_fallback: list[str] = field(default_factory=list)
     #: Decoded values the column's Arrow type cannot hold exactly, per column (written as null).
     not_representable: dict[str, int] = field(default_factory=dict)
+    #: Live keys dropped because they are outside their subtask's key-group range (rescaling leftovers).
     outside_key_groups: int = 0
     #: How the state's RocksDB entries were accounted for (None for sources that are no LSM tree;
     #: counts the engine does not tell are None).
     lsm: dict[str, int | None] | None = None
-    #: A changelog subtask's state: changes applied, scopes they touched, changes outside the key groups.
+    #: Read from changelog subtasks: the logged changes applied (``changes``, the ``scopes`` they
+    #: touched, and ``outside_key_groups``: changes of other subtasks' key groups, not applied); None
+    #: for every other source.
     changelog: dict[str, int] | None = None
     bytes: int = 0
     #: Batches of RocksDB entries decoded column-wise / row by row (see :mod:`repair.formats.flink.in_rocksdb.keyed_columns`).
     columnar_batches: int = 0
     row_batches: int = 0
+
+    def add_counts(self, part: StateCounts) -> None:
+        self.rows_with_errors += part.rows_with_errors
+        self.raw_fallback = sorted(set(self.raw_fallback) | set(part.raw_fallback))
+        for name, count in part.not_representable.items():
+            self.not_representable[name] = self.not_representable.get(name, 0) + count
+        self.outside_key_groups += part.outside_key_groups
+        if part.lsm is not None:
+            self.lsm = _add_lsm_counts(self.lsm, part.lsm)
+        if part.changelog is not None:
+            self.changelog = {name: (self.changelog or {}).get(name, 0) + count for name, count in part.changelog.items()}
+        self.bytes += part.bytes
+        self.columnar_batches += part.columnar_batches
+        self.row_batches += part.row_batches
+
+
+def _add_lsm_counts(total: dict[str, int | None] | None, part: dict[str, int | None]) -> dict[str, int | None]:
+    """Counts summed key by key; a count one side does not know (None) is unknown in the sum."""
+    if total is None:
+        return dict(part)
+    return {name: None if total.get(name) is None or part.get(name) is None else total[name] + part[name]
+            for name in LsmStats.__dataclass_fields__}
+
+
+@dataclass
+class PartStats(StateCounts):
+    """What one task wrote for one state: its file, its rows, and the counts."""
+
+    file: str
+    rows: int = 0
 
 
 class _ChunkSink(io.RawIOBase):

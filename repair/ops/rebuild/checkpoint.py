@@ -23,19 +23,19 @@ import uuid
 from dataclasses import dataclass, field
 
 from repair.errors import RepairError
-from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta
 from repair.formats.flink.handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, LocalFile
 from repair.formats.rocksdb.files import file_number
 from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
 from repair.io import storage as st
-from repair.io.snapshot import LoadedSnapshot, read_resolved
+from repair.io.resolved import close, open_resolved, read_resolved
+from repair.io.snapshot import LoadedSnapshot
 from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
 from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
-from repair.ops.verify.engine import Finding, verify
+from repair.ops.verify.engine import CheckpointFinding, verify
 
-#: Finding kinds that a rebuilt MANIFEST and CURRENT repair (when they concern MANIFEST or CURRENT).
+#: CheckpointFinding kinds that a rebuilt MANIFEST and CURRENT repair (when they concern MANIFEST or CURRENT).
 REPAIRABLE = {
     "manifest_missing", "current_missing", "bad_current", "manifest_references_missing_sst", "sst_size_mismatch",
     "sst_not_in_manifest",
@@ -145,11 +145,11 @@ def rebuild_manifest(
 
 
 def _classify(
-    findings: list[Finding], drop_missing: bool, result: RebuildResult,
-) -> tuple[dict[tuple[str, int], list[Finding]], dict[tuple[str, int], dict[str, list[Finding]]]]:
+    findings: list[CheckpointFinding], drop_missing: bool, result: RebuildResult,
+) -> tuple[dict[tuple[str, int], list[CheckpointFinding]], dict[tuple[str, int], dict[str, list[CheckpointFinding]]]]:
     """Split verify's findings into MANIFEST problems and dropped SSTs, per instance; the rest become unrepairable."""
-    broken: dict[tuple[str, int], list[Finding]] = {}
-    ssts: dict[tuple[str, int, str], list[Finding]] = {}
+    broken: dict[tuple[str, int], list[CheckpointFinding]] = {}
+    ssts: dict[tuple[str, int, str], list[CheckpointFinding]] = {}
     for finding in findings:
         ref = finding.reference
         if finding.severity != "error" and finding.kind != "sst_not_in_manifest":
@@ -160,7 +160,7 @@ def _classify(
             ssts.setdefault((ref.operator, ref.subtask, ref.local_name), []).append(finding)
         elif finding.severity == "error":
             result.unrepairable.append(finding.describe())
-    dropped: dict[tuple[str, int], dict[str, list[Finding]]] = {}
+    dropped: dict[tuple[str, int], dict[str, list[CheckpointFinding]]] = {}
     droppable = 0
     for (operator, subtask, name), problems in ssts.items():
         reason = loss_reason(problems)
@@ -179,14 +179,14 @@ def _classify(
     return broken, dropped
 
 
-def _is_manifest_problem(finding: Finding) -> bool:
+def _is_manifest_problem(finding: CheckpointFinding) -> bool:
     name = finding.reference.local_name or ""
     return finding.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-") or is_options_name(name)
 
 
 def _rebuild_instance(
     snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, label: str, subtask: int,
-    findings: list[Finding], format_: str, storage: st.Storage, drop: set[str] = frozenset(),
+    findings: list[CheckpointFinding], format_: str, storage: st.Storage, drop: set[str] = frozenset(),
 ) -> RebuiltInstance:
     """Replace ``handle``'s MANIFEST and CURRENT by ones built from its SSTs, leaving out (and unlisting) ``drop``."""
     handle.shared = [e for e in handle.shared if e.local_path not in drop]
@@ -195,11 +195,11 @@ def _rebuild_instance(
     for entry in handle.sst_files:
         resolved = snapshot.resolver.resolve(entry.handle)
         try:
-            if resolved.inline is not None:
-                ssts.append(describe_sst(BytesSource(resolved.inline), entry.local_path))
-            else:
-                with storage.open_input(resolved.uri) as source:
-                    ssts.append(describe_sst(source, entry.local_path))
+            source = open_resolved(storage, resolved)
+            try:
+                ssts.append(describe_sst(source, entry.local_path))
+            finally:
+                close(source)
         except RepairError as error:
             raise error.in_source(resolved.uri or f"{label}[{subtask}] {entry.local_path}") from None
     # Every state of the backend becomes a column family, even without files (Flink opens them by name).

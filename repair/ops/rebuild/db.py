@@ -61,6 +61,7 @@ from repair.formats.rocksdb.table.block import TableFormatError
 from repair.formats.rocksdb.table.sst import open_table
 from repair.formats.rocksdb.wal import WalSummary, summarize_wal
 from repair.io import storage as st
+from repair.io.layout import is_rocksdb_dir
 from repair.ops.rebuild.db_evidence import (
     ColumnFamilyIds,
     OldManifest,
@@ -70,7 +71,7 @@ from repair.ops.rebuild.db_evidence import (
     read_old_manifest,
     rocksdb7_markers,
 )
-from repair.ops.verify.engine import is_rocksdb_dir, verify
+from repair.ops.verify.engine import verify
 
 #: Files of ``DB_DIR`` copied as they are, besides SSTs, WALs and OPTIONS.
 _COPIED = {FileKind.IDENTITY}
@@ -243,10 +244,10 @@ def rebuild_db(
     """
     storage = storage or st.default_storage()
     if format is not None and format not in FORMATS:
-        raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
+        raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
     if not is_rocksdb_dir(db_dir, storage):
         raise UsageError("not a RocksDB directory (no CURRENT, MANIFEST or SST file)", source=db_dir)
-    _refuse_output_inside(db_dir, out)
+    st.refuse_output_inside(out, [db_dir])
     result = RebuildDbResult(db_dir, out)
     files = _inventory(db_dir, storage, result)
     result.current, target = read_current(files.get("CURRENT"), storage)
@@ -319,14 +320,6 @@ def _options_file(options: _Options | None, ssts: list[_Sst], cf_ids: ColumnFami
     why = result.options.why if result.options else "no OPTIONS file"
     result.options = OptionsReport("written", options_file_name(number), why=why, column_families=derived)
     return result.options.name, render_options(ROCKSDB_VERSION_FOR_FORMAT[result.format], derived)
-
-
-def _refuse_output_inside(db_dir: str, out: str) -> None:
-    source, target = st.parse_location(db_dir), st.parse_location(out)
-    if (source.kind, source.authority) == (target.kind, target.authority):
-        base = source.fs_path.rstrip("/")
-        if target.fs_path == base or target.fs_path.startswith(base + "/"):
-            raise UsageError("--out must not be inside the RocksDB directory (it is only read)", source=out)
 
 
 def _kind(info: st.FileInfo) -> FileKind | None:

@@ -20,8 +20,9 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from repair.errors import FormatError, RepairError
+from repair.findings import Problem
 from repair.formats.rocksdb.files import FileKind, OptionsFile, decode_current, file_number, parse_file_name
-from repair.formats.rocksdb.manifest import FileMetaData, LiveVersion, ManifestFinding, iter_version_edits, replay
+from repair.formats.rocksdb.manifest import FileMetaData, LiveVersion, iter_version_edits, replay
 from repair.formats.rocksdb.options_writer import ROCKSDB_VERSION_FOR_FORMAT
 from repair.io import storage as st
 
@@ -98,7 +99,7 @@ def read_old_manifest(files: Mapping[str, st.FileInfo], target: str | None, stor
 
 
 def _read_manifest(name: str, info: st.FileInfo, storage: st.Storage) -> OldManifest:
-    findings: list[ManifestFinding] = []
+    findings: list[Problem] = []
     try:
         with storage.open_input(info.path) as source:
             edits = list(iter_version_edits(source, strict=False, findings=findings))

@@ -20,19 +20,20 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 from repair.errors import RepairError
+from repair.findings import Problem
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
 from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.flink.in_rocksdb.key_range import BoundaryKey, describe_boundary, key_group_span
 from repair.formats.flink.metadata import OperatorState
 from repair.formats.rocksdb.files import decode_current, file_number
-from repair.formats.rocksdb.manifest import FileMetaData, ManifestFinding, iter_version_edits
+from repair.formats.rocksdb.manifest import FileMetaData, iter_version_edits
 from repair.formats.rocksdb.manifest_builder import SstSummary
 from repair.formats.rocksdb.table.sst import open_table
 from repair.io import storage as st
-from repair.io.snapshot import LoadedSnapshot, read_resolved
-from repair.ops.verify.engine import Finding
-from repair.readers.rocksdb import open_resolved
+from repair.io.resolved import open_resolved, read_resolved
+from repair.io.snapshot import LoadedSnapshot
+from repair.ops.verify.engine import CheckpointFinding
 
 #: Verify finding kinds of an SST whose bytes are gone; any other error in its bytes makes it "corrupt".
 _GONE = {"missing_file": "missing", "truncated_file": "truncated"}
@@ -41,13 +42,13 @@ _GONE = {"missing_file": "missing", "truncated_file": "truncated"}
 _NOT_A_LOSS = {"size_mismatch", "unresolvable_path"}
 
 
-def is_sst_file_finding(finding: Finding) -> bool:
+def is_sst_file_finding(finding: CheckpointFinding) -> bool:
     """A problem of an SST file's own bytes (not of the MANIFEST's view of it)."""
     ref = finding.reference
     return ref.role == "shared" and (ref.local_name or "").endswith(".sst")
 
 
-def loss_reason(findings: Iterable[Finding]) -> str | None:
+def loss_reason(findings: Iterable[CheckpointFinding]) -> str | None:
     """``missing``, ``truncated``, ``unreadable`` or ``corrupt`` for an SST that ``--drop-missing`` may drop.
 
     None when its only problem is a size differing from ``_metadata`` (the file may be intact).
@@ -161,7 +162,7 @@ class LostFile:
 
 def describe_lost_files(
     snapshot: LoadedSnapshot, op: OperatorState, subtask: int, handle: IncrementalKeyedHandle,
-    dropped: dict[str, list[Finding]], storage: st.Storage,
+    dropped: dict[str, list[CheckpointFinding]], storage: st.Storage,
 ) -> list[LostFile]:
     """A :class:`LostFile` per local SST name of ``dropped`` (its verify findings), from the unmodified ``handle``."""
     manifest_name, records, manifest_problem = _manifest_records(snapshot, handle, storage)
@@ -285,7 +286,7 @@ def _manifest_records(
         data = _read(snapshot, storage, private[name].handle)
     except RepairError as error:
         return name, {}, f"{name} cannot be read either ({error.message}): the file's column family and key range are unknown"
-    problems: list[ManifestFinding] = []
+    problems: list[Problem] = []
     families = {0: "default"}
     records: dict[int, tuple[str, FileMetaData]] = {}
     try:
@@ -295,7 +296,7 @@ def _manifest_records(
             for record in edit.new_files:
                 records[record.number] = (families.get(edit.column_family, f"column family {edit.column_family}"), record)
     except RepairError as error:
-        problems.append(ManifestFinding("unreadable", getattr(error, "offset", 0) or 0, error.message))
+        problems.append(Problem("unreadable", error.message, getattr(error, "offset", 0) or 0))
     if problems and not records:
         first = problems[0]
         return name, {}, f"{name} is damaged (at offset {first.offset}: {first.message}): the file's column family and key range are unknown"

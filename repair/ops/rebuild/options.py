@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.rocksdb.options_writer import (
     ROCKSDB_VERSION_FOR_FORMAT,
@@ -21,10 +20,8 @@ from repair.formats.rocksdb.options_writer import (
 )
 from repair.formats.rocksdb.table.sst import open_table
 from repair.io import storage as st
-from repair.io.snapshot import LoadedSnapshot, read_resolved
-
-#: An SST inside a merged file (file merging) is read into memory; bounded like a segment is.
-MAX_SEGMENT_BYTES = 1 << 30
+from repair.io.resolved import close, open_resolved
+from repair.io.snapshot import LoadedSnapshot
 
 
 def is_options_name(local_name: str) -> bool:
@@ -47,13 +44,11 @@ def instance_options(snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, c
     """OPTIONS text for ``column_families`` (``(id, name)`` by id) from the footers and properties of ``handle``'s SSTs."""
     facts = []
     for entry in handle.sst_files:
-        resolved = snapshot.resolver.resolve(entry.handle)
-        if resolved.inline is not None or resolved.start:  # inline, or a segment of a merged file
-            data = resolved.inline if resolved.inline is not None else read_resolved(storage, resolved, max_size=MAX_SEGMENT_BYTES)
-            facts.append(TableFacts.from_table(open_table(BytesSource(data))))
-        else:
-            with storage.open_input(resolved.uri) as source:
-                facts.append(TableFacts.from_table(open_table(source)))
+        source = open_resolved(storage, snapshot.resolver.resolve(entry.handle))
+        try:
+            facts.append(TableFacts.from_table(open_table(source)))
+        finally:
+            close(source)
     derived = options_for_column_families(facts, [name for _, name in sorted(column_families)])
     return render_options(ROCKSDB_VERSION_FOR_FORMAT[format_], derived)
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from repair.errors import RepairError, StorageError
+from repair.findings import Severity
 from repair.formats.flink.changelog.dstl import StateChange, decode_change
 from repair.formats.flink.handles import (
     ChangelogBackendHandle,
@@ -34,9 +35,10 @@ from repair.formats.flink.handles import (
     KeyGroupsHandle,
     OperatorStateHandle,
 )
+from repair.formats.flink.keygroups import operator_label
 from repair.formats.rocksdb.files import FileKind, parse_file_name, table_file_name
 from repair.io import storage as st
-from repair.io.layout import METADATA, discover
+from repair.io.layout import METADATA, discover, is_rocksdb_dir
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.verify.changelog_check import check_subtask_changelog
@@ -75,15 +77,15 @@ class Reference:
 
     @property
     def operator_label(self) -> str | None:
-        op = self.operator
-        if op is not None and len(op) == 32 and all(c in "0123456789abcdef" for c in op):
-            return op[:8]
-        return op
+        return None if self.operator is None else operator_label(self.operator)
 
 
 @dataclass
-class Finding:
-    severity: str  # error | warning
+class CheckpointFinding:
+    """A problem in a checkpoint: what (a :class:`~repair.findings.Problem`'s fields) and where (which
+    snapshot, operator, subtask and file reference the bytes)."""
+
+    severity: Severity
     kind: str
     message: str
     reference: Reference
@@ -93,6 +95,9 @@ class Finding:
     found: Any = None
     #: The RocksDB column family (= Flink state) of an SST, when its MANIFEST says so.
     column_family: str | None = None
+
+    def __post_init__(self) -> None:
+        self.severity = Severity(self.severity)
 
     def describe(self, root: str | None = None) -> str:
         """One line an on-call engineer can act on; ``path`` is shown relative to ``root``."""
@@ -170,7 +175,7 @@ class VerifyResult:
     path: str
     layout: str
     snapshots: list[SnapshotSummary]
-    findings: list[Finding]
+    findings: list[CheckpointFinding]
     files: int = 0
     bytes: int = 0
     blocks: int = 0
@@ -217,7 +222,7 @@ class _Plan:
     change_sets: list[tuple[tuple, int, Reference]] = field(default_factory=list)
     #: Subtasks whose changelog is replayed once their snapshot is checked: ``(snapshot, handle, reference)``.
     changelogs: list[tuple[LoadedSnapshot, ChangelogBackendHandle, Reference]] = field(default_factory=list)
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[CheckpointFinding] = field(default_factory=list)
     snapshots: list[SnapshotSummary] = field(default_factory=list)
     decompress: bool = True
 
@@ -309,7 +314,7 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
             kind = "checkpoint" if ref.number is not None else "savepoint"
             plan.snapshots.append(SnapshotSummary(name, ref.number, kind, ref.directory, ok=False, number=ref.number))
             plan.findings.append(
-                Finding(
+                CheckpointFinding(
                     "error", "metadata_undecodable", error.message, Reference(name, ref.number, local_name=METADATA),
                     path=ref.metadata_uri, offset=getattr(error, "offset", None),
                     expected=getattr(error, "expected", None), found=getattr(error, "found", None),
@@ -323,18 +328,6 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
         info = storage.stat(ref.metadata_uri)
         summary.written_at = info.mtime if info else None
     return layout.kind
-
-
-def is_rocksdb_dir(path: str, storage: st.Storage | None = None) -> bool:
-    """Whether ``path`` is a directory that looks like a RocksDB DB (not a checkpoint or job root)."""
-    storage = storage or st.default_storage()
-    info = storage.stat(path)
-    if info is None or not info.is_dir:
-        return False
-    names = {st.basename(e.path) for e in storage.list_dir(path)}
-    if METADATA in names or any(n.startswith("chk-") for n in names):
-        return False
-    return "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names)
 
 
 def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
@@ -353,7 +346,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
         try:
             resolved = resolver.resolve(handle)
         except RepairError as error:
-            plan.findings.append(Finding("error", "unresolvable_path", error.message, reference))
+            plan.findings.append(CheckpointFinding("error", "unresolvable_path", error.message, reference))
             return None
         if resolved is None:
             return None
@@ -417,7 +410,7 @@ def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference]
                 try:
                     decode_change(StateChange(change.key_group, change.data, 0))
                 except RepairError as error:
-                    plan.findings.append(Finding("error", "bad_changelog", f"a change kept in _metadata: {error}", ref(role="changelog")))
+                    plan.findings.append(CheckpointFinding("error", "bad_changelog", f"a change kept in _metadata: {error}", ref(role="changelog")))
 
 
 def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | None) -> None:
@@ -434,16 +427,16 @@ def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | No
     for (snapshot, keyed, reference), check in zip(todo, checks):
         if check.error is not None:
             error = check.error
-            plan.findings.append(Finding("error", "bad_changelog", f"replaying the changelog: {error}", reference,
+            plan.findings.append(CheckpointFinding("error", "bad_changelog", f"replaying the changelog: {error}", reference,
                                          path=error.source, offset=getattr(error, "offset", None),
                                          expected=getattr(error, "expected", None), found=getattr(error, "found", None)))
         if check.unchecked:
             names = ", ".join(repr(name) for name in check.unchecked)
             first = next(iter(check.unchecked.values()))
-            plan.findings.append(Finding("warning", "not_fully_checked", f"changes of states not decoded: {names}; {first}", reference))
+            plan.findings.append(CheckpointFinding("warning", "not_fully_checked", f"changes of states not decoded: {names}; {first}", reference))
 
 
-def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[Finding]:
+def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[CheckpointFinding]:
     """Each offset a checkpoint records in a readable changelog file must start a change set there."""
     findings = []
     for key, position, reference in plan.change_sets:
@@ -451,7 +444,7 @@ def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[Fi
         if result is None or result.change_sets is None or any(p.severity == "error" for p in result.problems):
             continue
         if position not in result.change_sets:
-            findings.append(Finding(
+            findings.append(CheckpointFinding(
                 "error", "bad_changelog",
                 f"_metadata points at offset {position} of this changelog file, where no change set starts: "
                 "Flink would read other bytes as changes",
@@ -533,7 +526,7 @@ def _assemble(
             for reference in plan.references[key]:
                 cf = column_families.get((reference.snapshot, reference.operator, reference.subtask, reference.local_name))
                 findings.append(
-                    Finding(problem.severity, problem.kind, problem.message, reference, path=task.uri,
+                    CheckpointFinding(problem.severity, problem.kind, problem.message, reference, path=task.uri,
                             offset=problem.offset, expected=problem.expected, found=problem.found, column_family=cf)
                 )
     for instance in plan.instances:
@@ -567,16 +560,16 @@ def _sst_column_families(plan: _Plan, results: dict[tuple, FileResult]) -> dict[
     return names
 
 
-def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[Finding]:
+def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[CheckpointFinding]:
     """CURRENT -> MANIFEST -> SSTs of one RocksDB instance, as RocksDB checks them when it opens."""
     base = instance.reference
-    findings: list[Finding] = []
+    findings: list[CheckpointFinding] = []
 
     def finding(kind: str, message: str, local_name: str | None = None, severity: str = "error", task: FileTask | None = None, **extra) -> None:
         reference = Reference(
             base.snapshot, base.checkpoint, base.operator, base.subtask, base.parallelism, local_name, "instance", base.key_groups
         )
-        findings.append(Finding(severity, kind, message, reference, path=task.uri if task else None, **extra))
+        findings.append(CheckpointFinding(severity, kind, message, reference, path=task.uri if task else None, **extra))
 
     manifests = sorted(n for n in instance.others if n.startswith("MANIFEST-"))
     current_task = instance.others.get("CURRENT")

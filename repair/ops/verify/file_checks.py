@@ -12,9 +12,9 @@ pool or in a Spark task.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
 
 from repair.errors import RepairError
+from repair.findings import Problem
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.files import decode_current, parse_options
 from repair.formats.rocksdb.manifest import iter_version_edits, replay
@@ -51,18 +51,6 @@ class FileTask:
         if self.inline is not None:
             return ("inline", self.kind, self.inline)
         return ("file", self.kind, self.uri, self.start, self.size)
-
-
-@dataclass
-class Problem:
-    """One problem in one file; the caller adds which checkpoints and subtasks reference the file."""
-
-    kind: str
-    message: str
-    offset: int | None = None
-    expected: Any = None
-    found: Any = None
-    severity: str = "error"
 
 
 @dataclass

@@ -25,6 +25,7 @@ format_version 0 footer):
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 from bisect import bisect_right
 from dataclasses import dataclass, field
@@ -35,6 +36,7 @@ from typing import Any, Callable, Iterator, NamedTuple
 import cramjam
 
 from repair.errors import FormatError, TruncatedError
+from repair.findings import Problem
 from repair.formats.bytes.coding import U32, U64
 from repair.formats.bytes.random_access import RandomAccess, read_exactly
 from repair.formats.rocksdb.table.block import (
@@ -277,19 +279,17 @@ class RangeTombstone(NamedTuple):
 
 
 @dataclass(frozen=True)
-class Finding:
-    """One problem found while verifying a table."""
+class BlockProblem(Problem):
+    """One problem found while verifying a table: a :class:`~repair.findings.Problem` that also says
+    which kind of block (``data``, ``index``, ``footer``, ...) and the block's size, when known."""
 
-    kind: str
-    message: str
     block_kind: str | None = None
-    offset: int | None = None
     size: int | None = None
-    expected: Any = None
-    found: Any = None
 
     def to_json(self) -> dict[str, Any]:
-        return {k: v for k, v in self.__dict__.items() if v is not None}
+        document = super().to_json()
+        document.update((name, value) for name, value in (("block_kind", self.block_kind), ("size", self.size)) if value is not None)
+        return document
 
 
 @dataclass
@@ -297,7 +297,7 @@ class VerifyReport:
     """Result of :func:`verify_table`: findings, and how much was checked."""
 
     file_size: int
-    findings: list[Finding] = field(default_factory=list)
+    findings: list[BlockProblem] = field(default_factory=list)
     blocks_checked: int = 0
     bytes_checked: int = 0
     blocks_decompressed: int = 0
@@ -310,7 +310,7 @@ class VerifyReport:
     def ok(self) -> bool:
         return not self.findings
 
-    def add(self, finding: Finding) -> None:
+    def add(self, finding: BlockProblem) -> None:
         """Record ``finding`` unless the same kind was already reported for the same block."""
         key = (finding.kind, finding.offset, finding.block_kind)
         if key not in self._seen:
@@ -349,8 +349,8 @@ class BlockChecksumError(TableFormatError):
         )
 
 
-def finding_from_error(error: FormatError, block_kind: str | None = None, handle: BlockHandle | None = None) -> Finding:
-    """Turn a decoder error into a :class:`Finding` (kind from the error type)."""
+def problem_from_error(error: FormatError, block_kind: str | None = None, handle: BlockHandle | None = None) -> BlockProblem:
+    """Turn a decoder error into a :class:`BlockProblem` (kind from the error type)."""
     if isinstance(error, TableFormatError):
         kind = error.kind
         block_kind = error.block_kind or block_kind
@@ -363,7 +363,7 @@ def finding_from_error(error: FormatError, block_kind: str | None = None, handle
     else:
         kind = "bad_block"
     prefix = f"{block_kind} block: " if block_kind and block_kind != "footer" and not error.message.startswith(block_kind) else ""
-    return Finding(
+    return BlockProblem(
         kind=kind,
         message=prefix + error.message,
         block_kind=block_kind,
@@ -393,7 +393,7 @@ class Table:
         self.max_block_size = max_block_size
         self.file_size = source.size
         #: Problems that did not prevent opening (unreadable properties block ...).
-        self.open_findings: list[Finding] = []
+        self.open_findings: list[BlockProblem] = []
         self.metaindex: dict[str, BlockHandle] = self._read_metaindex()
         self.properties: TableProperties | None = self._read_properties()
         self.index_handle = self._find_index_handle()
@@ -485,7 +485,7 @@ class Table:
             return decode_properties(((key, value) for _, key, value in reader.entries()), handle.offset)
         except FormatError as exc:
             # RocksDB opens a table whose properties block is unreadable (with a warning).
-            self.open_findings.append(finding_from_error(exc, BlockKind.PROPERTIES.value, handle))
+            self.open_findings.append(problem_from_error(exc, BlockKind.PROPERTIES.value, handle))
             return None
 
     def _find_index_handle(self) -> BlockHandle:
@@ -695,7 +695,7 @@ class Table:
                 try:
                     part_offsets, part_sizes = self._index_arrays(partition, BlockKind.INDEX_PARTITION)
                 except FormatError as exc:
-                    report.add(finding_from_error(exc, BlockKind.INDEX_PARTITION.value, partition))
+                    report.add(problem_from_error(exc, BlockKind.INDEX_PARTITION.value, partition))
                     part_offsets, part_sizes = [], []
                 count(BlockKind.INDEX_PARTITION, partition)
                 offsets += part_offsets
@@ -713,7 +713,7 @@ class Table:
                 try:
                     partitions = self.filter_partitions(info.handle)
                 except FormatError as exc:
-                    report.add(finding_from_error(exc, info.kind.value, info.handle))
+                    report.add(problem_from_error(exc, info.kind.value, info.handle))
                     partitions = []
                 count(info.kind, info.handle)
                 offsets += [h.offset for h in partitions]
@@ -725,7 +725,8 @@ class Table:
                 kinds.append(info.kind.value)
         if self.properties is None and BlockKind.PROPERTIES.value not in kinds:
             if not any(f.block_kind == BlockKind.PROPERTIES.value for f in report.findings):
-                report.add(Finding("missing_properties", "the metaindex names no properties block", "metaindex", self.footer.metaindex_handle.offset))
+                report.add(BlockProblem("missing_properties", "the metaindex names no properties block", self.footer.metaindex_handle.offset,
+                                                block_kind="metaindex"))
 
         if chunk_size is None:
             chunk_size = getattr(self.source, "preferred_read_size", None) or DEFAULT_CHUNK_SIZE
@@ -768,7 +769,7 @@ class Table:
                     try:
                         self.check_handle(handle, kinds[k])
                     except TableFormatError as exc:
-                        report.add(finding_from_error(exc, kinds[k], handle))
+                        report.add(problem_from_error(exc, kinds[k], handle))
                     continue
                 keep.append(k)
             offsets = [offsets[k] for k in keep]
@@ -816,7 +817,7 @@ class Table:
             try:
                 chunk = read_exactly(source, chunk_start, chunk_end - chunk_start, "table blocks")
             except FormatError as exc:
-                report.add(finding_from_error(exc, kinds[i]))
+                report.add(problem_from_error(exc, kinds[i]))
                 break
             if not fast:
                 # General loop: overlap check, then the general check of each block.
@@ -824,11 +825,11 @@ class Table:
                     offset = offsets[k]
                     size = sizes[k]
                     if offset < previous_end:
-                        report.add(Finding(
+                        report.add(BlockProblem(
                             "bad_block_handle",
                             f"{kinds[k]} block at offset {offset} (size {size}) overlaps the previous block, "
                             f"which ends at {previous_end}",
-                            kinds[k], offset, size,
+                            offset, block_kind=kinds[k], size=size,
                         ))
                     previous_end = ends[k]
                     decompressed += check(chunk, offset - chunk_start, offset, size, kinds[k], report, decompress)
@@ -917,7 +918,7 @@ class Table:
                 kind = BlockKind(kind_value)
                 handle = BlockHandle(offset, size)
                 error = BlockChecksumError(kind, handle, expected, computed, context=bool(base_context))
-                report.add(finding_from_error(error, kind.value, handle))
+                report.add(problem_from_error(error, kind.value, handle))
                 return 0
         if type_byte and decompress:
             try:
@@ -1028,20 +1029,20 @@ def _delta_index_arrays(data: bytes, end: int) -> tuple[list[int], list[int]] | 
     return offsets, sizes
 
 
-def _decompression_finding(exc: FormatError, info: BlockInfo, type_byte: int) -> Finding:
-    finding = finding_from_error(exc, info.kind.value, info.handle)
+def _decompression_finding(exc: FormatError, info: BlockInfo, type_byte: int) -> BlockProblem:
+    finding = problem_from_error(exc, info.kind.value, info.handle)
     offset, size = info.handle
-    return Finding(
-        finding.kind,
-        f"{info.kind.value} block at offset {offset} (size {size}, {compression_name(type_byte)}) does not decompress: {exc.message}",
-        info.kind.value, offset, size, finding.expected, finding.found,
+    return dataclasses.replace(
+        finding,
+        message=f"{info.kind.value} block at offset {offset} (size {size}, {compression_name(type_byte)}) does not decompress: {exc.message}",
+        block_kind=info.kind.value, offset=offset, size=size,
     )
 
 
 def open_table(source: RandomAccess, *, max_block_size: int = DEFAULT_MAX_BLOCK_SIZE) -> Table:
     """Open a block-based table: decode footer, metaindex, properties and top-level index.
 
-    Raises :class:`TableFormatError` (kinds as for :class:`Finding`) or :class:`TruncatedError`.
+    Raises :class:`TableFormatError` (kinds as for :class:`BlockProblem`) or :class:`TruncatedError`.
     """
     size = source.size
     tail_length = min(size, FOOTER_SIZE)
@@ -1072,9 +1073,6 @@ def verify_table(
     return table.verify(progress, chunk_size=chunk_size, report=report, decompress=decompress)
 
 
-def _open_failure(exc: FormatError) -> Finding:
-    finding = finding_from_error(exc, getattr(exc, "block_kind", None), getattr(exc, "handle", None))
-    return Finding(
-        finding.kind, finding.message + "; the table cannot be opened", finding.block_kind, finding.offset,
-        finding.size, finding.expected, finding.found,
-    )
+def _open_failure(exc: FormatError) -> BlockProblem:
+    finding = problem_from_error(exc, getattr(exc, "block_kind", None), getattr(exc, "handle", None))
+    return dataclasses.replace(finding, message=finding.message + "; the table cannot be opened")

@@ -1,0 +1,80 @@
+"""What every command reports: problems found in bytes, files, configurations or logs.
+
+:class:`Problem` is one problem a decoder or a file check found in one piece of bytes: what kind, a
+message, and where (the byte offset, what was expected and what was found). The operations add the
+context only they know (which checkpoint, operator, subtask and path reference the bytes; which
+configuration key) in their own result types, whose ``to_json()`` is the documented ``--json`` shape.
+
+:class:`Severity` is the closed set every finding of every command uses. Its members are strings, so
+``finding.severity == "error"`` and JSON output are unchanged from plain strings. What a severity
+means for a checkpoint is what real Flink does with it (docs/verify-verdicts.md): ``error``, Flink
+refuses the restore or restores state that differs; ``warning``, Flink restores exact state but
+something is off; ``info``, worth knowing.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import Enum
+from typing import Any
+
+
+class Severity(str, Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    INFO = "info"
+
+    # plain strings when printed or formatted, as before the enum (Python 3.10/3.11 would show the name)
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    @property
+    def rank(self) -> int:
+        """0 for errors, 1 for warnings, 2 for info: sort by it to show the worst first."""
+        return _RANKS[self]
+
+
+_RANKS = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One problem in one piece of bytes (a file, a block, a record), at ``offset`` within it.
+
+    ``kind`` is a stable snake_case name (documented in docs/json-contracts.md); ``message`` says it in
+    words an on-call engineer can act on; ``expected``/``found`` hold the values compared, when a
+    comparison failed. ``details`` carries what only some formats know (the SST block kind and size,
+    the bytes a lenient log reader dropped).
+    """
+
+    kind: str
+    message: str
+    offset: int | None = None
+    expected: Any = None
+    found: Any = None
+    severity: Severity = Severity.ERROR
+    details: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "severity", Severity(self.severity))
+
+    def detail(self, name: str, default: Any = None) -> Any:
+        return dict(self.details).get(name, default)
+
+    def to_json(self) -> dict[str, Any]:
+        """The problem's fields that are set, details inline (kind and message always)."""
+        document = {"kind": self.kind, "message": self.message}
+        for name in ("offset", "expected", "found"):
+            value = getattr(self, name)
+            if value is not None:
+                document[name] = value
+        if self.severity is not Severity.ERROR:
+            document["severity"] = self.severity.value
+        document.update(self.details)
+        return document
+
+
+def worst(severities: Any) -> Severity | None:
+    """The worst of ``severities`` (strings or :class:`Severity`), or None when there is none."""
+    ranked = sorted((Severity(s) for s in severities), key=lambda s: s.rank)
+    return ranked[0] if ranked else None

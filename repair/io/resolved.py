@@ -1,0 +1,124 @@
+"""The bytes a ``_metadata`` handle points to, wherever they are: inline, a whole file, or a segment.
+
+A :class:`~repair.io.layout.ResolvedFile` says where a handle's bytes are now (see
+:class:`~repair.io.layout.PathResolver`). This module is the one way to get at them:
+
+* :func:`read_resolved`: all of them (or a prefix) in memory, bounded by ``max_size``;
+* :func:`open_resolved`: random access without reading them all (SSTs are read block by block),
+  released with :func:`close`;
+* :func:`write_resolved` / :func:`copy_to_scratch`: copied in chunks, to a stream or to local scratch
+  space (remote SSTs, which would otherwise cost one request per block);
+* :func:`scratch_directory`: the one place scratch space is made (deleted when the block ends).
+
+A file holding fewer bytes than ``_metadata`` records raises :class:`~repair.errors.StorageError`.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from contextlib import contextmanager
+from typing import BinaryIO, Iterator
+
+from repair.errors import StorageError
+from repair.formats.bytes.random_access import BytesSource, RandomAccess
+from repair.io import storage as st
+from repair.io.layout import ResolvedFile
+
+#: Files read whole into memory (meta data streams, MANIFEST, CURRENT, OPTIONS) are bounded by this.
+MAX_SMALL_FILE_BYTES = 256 << 20
+#: Chunk size of copies to local scratch space.
+SCRATCH_CHUNK = 8 << 20
+
+
+def read_resolved(
+    storage: st.Storage, resolved: ResolvedFile, *, length: int | None = None, max_size: int = MAX_SMALL_FILE_BYTES
+) -> bytes:
+    """The bytes of a resolved handle; ``length`` reads only that many leading bytes (e.g. the meta
+    data at the head of a full snapshot). More than ``max_size`` bytes are refused before reading."""
+    wanted = resolved.size if length is None else min(length, resolved.size)
+    if resolved.inline is not None:
+        return resolved.inline[:wanted]
+    if wanted > max_size:
+        raise StorageError(f"state file of {wanted} bytes is larger than the limit of {max_size}", source=resolved.uri)
+    with storage.open_input(resolved.uri) as file:
+        data = file.read(resolved.start, wanted)
+    if len(data) != wanted:
+        raise StorageError(
+            f"expected {resolved.size} bytes at offset {resolved.start} as _metadata records, found {len(data)}",
+            source=resolved.uri,
+        )
+    return data
+
+
+def open_resolved(storage: st.Storage, resolved: ResolvedFile) -> RandomAccess:
+    """Random access to a resolved handle's bytes (in memory if inline); close it when done."""
+    if resolved.inline is not None:
+        return BytesSource(resolved.inline)
+    file = storage.open_input(resolved.uri)
+    if resolved.start == 0 and file.size == resolved.size:
+        return file
+    return _Window(file, resolved.start, resolved.size)
+
+
+def close(source: RandomAccess) -> None:
+    """Close what :func:`open_resolved` returned (bytes in memory need no closing)."""
+    closer = getattr(source, "close", None)
+    if closer is not None:
+        closer()
+
+
+def is_remote(resolved: ResolvedFile) -> bool:
+    """Whether a resolved handle's bytes are on a remote store (S3, GCS, HDFS, Azure)."""
+    return resolved.inline is None and st.parse_location(resolved.uri).kind != "local"
+
+
+def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -> None:
+    """Write a resolved handle's bytes to ``out``, in chunks of :data:`SCRATCH_CHUNK`."""
+    if resolved.inline is not None:
+        out.write(resolved.inline)
+        return
+    with storage.open_input(resolved.uri) as file:
+        for offset in range(resolved.start, resolved.start + resolved.size, SCRATCH_CHUNK):
+            wanted = min(SCRATCH_CHUNK, resolved.start + resolved.size - offset)
+            data = file.read(offset, wanted)
+            if len(data) != wanted:
+                raise StorageError(f"expected {wanted} bytes at offset {offset}, found {len(data)}", source=resolved.uri)
+            out.write(data)
+
+
+def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -> RandomAccess:
+    """A local copy, in directory ``scratch``, of a handle's bytes, opened for random access."""
+    handle, path = tempfile.mkstemp(suffix=".sst", dir=scratch)
+    with os.fdopen(handle, "wb") as out:
+        write_resolved(storage, resolved, out)
+    return storage.open_input(path)
+
+
+@contextmanager
+def scratch_directory(purpose: str) -> Iterator[str]:
+    """A fresh local directory for ``purpose`` (e.g. ``"sst"``, ``"rocksdb"``), deleted on exit.
+
+    Scratch space holds copies only: nothing of the user's is ever opened in place."""
+    with tempfile.TemporaryDirectory(prefix=f"repair-{purpose}-") as directory:
+        yield directory
+
+
+class _Window:
+    """A :class:`RandomAccess` over ``[start, start + size)`` of another source (file-merging segments)."""
+
+    def __init__(self, source: RandomAccess, start: int, size: int):
+        self._source, self._start, self._size = source, start, size
+
+    @property
+    def size(self) -> int:
+        return self._size
+
+    def read(self, offset: int, length: int):
+        length = max(0, min(length, self._size - offset))
+        return self._source.read(self._start + offset, length)
+
+    def close(self) -> None:
+        close = getattr(self._source, "close", None)
+        if close is not None:
+            close()

@@ -1,0 +1,88 @@
+"""A Flink configuration as flat ``{dotted key: value}`` text, whatever form it was given in.
+
+``flink-conf.yaml`` (flat ``key: value`` lines, which are not always valid YAML), Flink 1.19+'s nested
+``config.yaml``, a Kubernetes ``FlinkDeployment`` (``spec.flinkConfiguration``), or ``-D key=value``
+arguments. Pure: text in, ``(format, config)`` out; :mod:`repair.ops.doctor.lint` checks the result.
+"""
+
+from __future__ import annotations
+
+import re
+import shlex
+
+import yaml
+
+from repair.errors import UsageError
+
+_DYNAMIC = re.compile(r"(?:^|\s)-D\s*([^\s=]+)=")
+
+
+def parse_config(text: str) -> tuple[str, dict[str, str]]:
+    """``(format, {dotted key: value as text})``."""
+    if _DYNAMIC.search(text):
+        return "dynamic-properties", _parse_dynamic(text)
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return "flat-yaml", _parse_lines(text)
+    if not isinstance(document, dict):
+        if document in (None, "") or isinstance(document, str):
+            return "flat-yaml", _parse_lines(text)
+        raise UsageError("not a Flink configuration: expected key: value lines, YAML or -D key=value")
+    spec = document.get("spec") if isinstance(document.get("spec"), dict) else None
+    if spec is not None and isinstance(spec.get("flinkConfiguration"), dict):
+        return "flink-deployment", _flatten(spec["flinkConfiguration"])
+    nested = any(isinstance(v, dict) for v in document.values())
+    return ("nested-yaml" if nested else "flat-yaml"), _flatten(document)
+
+
+def _parse_dynamic(text: str) -> dict[str, str]:
+    try:
+        tokens = shlex.split(text, comments=True)
+    except ValueError:
+        tokens = text.split()
+    config: dict[str, str] = {}
+    pending = False
+    for token in tokens:
+        if token == "-D":
+            pending = True
+            continue
+        if token.startswith("-D") or pending:
+            body = token[2:] if token.startswith("-D") else token
+            if "=" in body:
+                key, value = body.split("=", 1)
+                config[key.strip()] = value.strip()
+        pending = False
+    return config
+
+
+def _parse_lines(text: str) -> dict[str, str]:
+    config = {}
+    for line in text.splitlines():
+        line = line.split(" #", 1)[0].strip()
+        if not line or line.startswith("#") or ":" not in line:
+            continue
+        key, value = line.split(":", 1)
+        config[key.strip()] = _scalar(value.strip().strip("'\""))
+    return config
+
+
+def _flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
+    flat: dict[str, str] = {}
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            flat.update(_flatten(value, name + "."))
+        else:
+            flat[name] = _scalar(value)
+    return flat
+
+
+def _scalar(value) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ",".join(_scalar(v) for v in value)
+    return str(value).strip()

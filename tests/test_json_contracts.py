@@ -1,0 +1,157 @@
+"""docs/json-contracts.md held against real output: each documented ``--json`` example has exactly the
+fields a real run of that command prints, at every level (objects in lists too), on inputs chosen so
+that the lists the example shows are not empty. The field tables of the doc are not repeated here:
+the example documents are the contract, and a field added to a command without its doc fails."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from repair.cli.app import main
+from tests import damage
+from tests.conftest import FIXTURES, REPO, fixture_info
+
+CONTRACTS = REPO / "docs" / "json-contracts.md"
+SECTION = re.compile(r"^## `repair ([a-z-]+) ([^`]*)`\n(.*?)(?=^## |\Z)", re.S | re.M)
+EXAMPLE = re.compile(r"^```json\n(.*?)^```", re.S | re.M)
+#: Object keys that are field names; other keys (subtask numbers, file names, state names, "...") are
+#: data, and such an object is a map whose values are compared with each other.
+FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
+#: Objects that are maps by meaning although their keys look like field names: the per-column decisions
+#: of an export (``key``, ``value``...) and the per-severity counts of doctor; their values are alike.
+MAP_FIELDS = ("columns", "counts")
+ROOT_120 = FIXTURES / "flink-1.20-default" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-default")["job_id"]
+SEED_TRACE = REPO.parent / "shared" / "seeds" / "002_9f05c2d9aa2afda0.txt"
+
+
+def documented() -> dict[str, list]:
+    """``{"<command> <arguments>": [example documents]}`` in the order of the doc."""
+    return {f"{m[1]} {m[2]}": [json.loads(block) for block in EXAMPLE.findall(m[3])] for m in SECTION.finditer(CONTRACTS.read_text())}
+
+
+def shape_differences(doc, real, where: str = "$") -> list[str]:
+    """Where the fields of ``real`` differ from the documented example ``doc`` (values are not compared,
+    and ``null`` on either side matches anything: "not applicable" or "not known")."""
+    if doc is None or real is None:
+        return []
+    if isinstance(doc, dict) and isinstance(real, dict):
+        is_map = where.rpartition(".")[2] in MAP_FIELDS
+        if is_map or not all(FIELD_NAME.match(k) for k in doc) or not all(FIELD_NAME.match(k) for k in real):
+            return _values_alike(list(doc.values()), list(real.values()), where + "{}")
+        problems = [f"{where}.{k}: printed but not documented" for k in real if k not in doc]
+        problems += [f"{where}.{k}: documented but not printed" for k in doc if k not in real]
+        for key in doc.keys() & real.keys():
+            problems += shape_differences(doc[key], real[key], f"{where}.{key}")
+        return problems
+    if isinstance(doc, list) and isinstance(real, list):
+        return _values_alike(doc, real, where + "[]")
+    if isinstance(doc, (dict, list)) != isinstance(real, (dict, list)):
+        return [f"{where}: documented as {type(doc).__name__}, printed as {type(real).__name__}"]
+    return []
+
+
+def _values_alike(doc: list, real: list, where: str) -> list[str]:
+    """Elements of a list (or values of a map): every printed object field is documented in some
+    example element, and every documented one is printed by some element."""
+    doc_objects = [d for d in doc if isinstance(d, dict)]
+    real_objects = [r for r in real if isinstance(r, dict)]
+    if not doc_objects or not real_objects:
+        return [] if not doc or not real else shape_differences(doc[0], real[0], where)
+    merged_doc: dict = {}
+    for d in doc_objects:
+        for k, v in d.items():
+            if merged_doc.get(k) is None:
+                merged_doc[k] = v
+    merged_real: dict = {}
+    for r in real_objects:
+        for k, v in r.items():
+            if merged_real.get(k) is None:
+                merged_real[k] = v
+    return shape_differences(merged_doc, merged_real, where)
+
+
+def _run(capsys, *args: str) -> dict:
+    main([*args, "--json"])
+    out, err = capsys.readouterr()
+    assert out, err
+    return json.loads(out)
+
+
+def _damaged(tmp_path: Path, kind: str, fixture: str = "flink-1.20-p3-external-xxhash-lz4") -> Path:
+    return damage.damaged_copy(fixture, tmp_path, kind).root
+
+
+def _real_documents(command: str, tmp_path: Path, capsys) -> list:
+    """The documents a real run prints for ``command``'s section, one per example block."""
+    if command == "inspect PATH --json":
+        return [_run(capsys, "inspect", str(ROOT_120))]
+    if command == "verify PATH --json":
+        return [_run(capsys, "verify", str(_damaged(tmp_path, "missing_sst")))]
+    if command == "fallback ROOT --json":
+        return [_run(capsys, "fallback", str(_damaged(tmp_path, "sst_flipped_byte")))]
+    if command == "orphans ROOT --json":
+        root = damage.checkpoint_root(damage.copy_fixture("flink-1.20-default", tmp_path))
+        (root / "shared" / "left-behind-by-a-failed-checkpoint").write_bytes(b"x" * 10)
+        return [_run(capsys, "orphans", str(root))]
+    if command == "relocate CHECKPOINT --to NEW_ROOT --json":
+        moved = tmp_path / "moved" / ROOT_120.name
+        shutil.copytree(ROOT_120, moved)
+        return [_run(capsys, "relocate", str(moved / "chk-5"), "--to", str(tmp_path / "relocated"), "--copy")]
+    if command == "rebuild-manifest CHECKPOINT --out NEW_ROOT --json":
+        root = _damaged(tmp_path, "missing_sst")
+        newest = max(damage.checkpoint_ids(root))
+        document = _run(capsys, "rebuild-manifest", str(root / f"chk-{newest}"), "--out", str(tmp_path / "out"), "--drop-missing")
+        return [document, document["lost"][0]]
+    if command == "rebuild-manifest DB_DIR --out NEW_DB --json":
+        from tests.test_manifest_builder import _flink_instances
+
+        db = _flink_instances("flink-1.20-p3-external-xxhash-lz4", tmp_path)[0]
+        for manifest in db.glob("MANIFEST-*"):
+            manifest.unlink()
+        return [_run(capsys, "rebuild-manifest", str(db), "--out", str(tmp_path / "new-db"))]
+    if command == "diagnose [FILE|-] --json":
+        return [_run(capsys, "diagnose", str(SEED_TRACE))]
+    if command == "doctor [CONFIG|-] --json":
+        config = tmp_path / "flink-conf.yaml"
+        config.write_text("state.backend.type: rocksdb\nstate.checkpoints.num-retained: 1\nstate.backend.rocksdb.localdir: /tmp/rocks\n")
+        return [_run(capsys, "doctor", str(config), "--flink", "1.20")]
+    if command == "export CHECKPOINT --out OUT --json":
+        return [_run(capsys, "export", str(ROOT_120), "--out", str(tmp_path / "export"))]
+    raise AssertionError(f"docs/json-contracts.md documents {command!r}, which this test does not run: add it")
+
+
+@pytest.mark.parametrize("command", list(documented()))
+def test_the_documented_json_is_what_the_command_prints(command, tmp_path, capsys):
+    examples = documented()[command]
+    reals = _real_documents(command, tmp_path, capsys)
+    assert len(examples) == len(reals)
+    problems = [p for example, real in zip(examples, reals) for p in shape_differences(example, real)]
+    assert problems == []
+
+
+def test_every_command_with_json_output_has_a_contract():
+    import typer.main
+
+    from repair.cli.app import app
+
+    with_json = {name for name, command in typer.main.get_command(app).commands.items()
+                 if any("--json" in param.opts for param in command.params)}
+    assert with_json == {command.split()[0] for command in documented()}
+
+
+@pytest.mark.parametrize(
+    "doc, real, problem",
+    [
+        ({"a": 1}, {"a": 1, "b": 2}, "$.b: printed but not documented"),
+        ({"a": 1, "b": 2}, {"a": 1}, "$.b: documented but not printed"),
+        ({"xs": [{"a": 1}]}, {"xs": [{"a": 1, "c": 3}]}, "$.xs[].c: printed but not documented"),
+        ({"m": {"0": {"a": 1}}}, {"m": {"7": {"b": 1}}}, "$.m{}.b: printed but not documented"),
+    ],
+)
+def test_the_comparison_finds_a_changed_field(doc, real, problem):
+    assert problem in shape_differences(doc, real)
