@@ -55,17 +55,12 @@ def test_inspect_json_contract(capsys, read_only_guard):
     read_only_guard(ROOT_120)
     code, out, err = run(capsys, "inspect", str(ROOT_120), "--json")
     assert code == 0, err
-    doc = json.loads(out)
-    for key in ("checkpoint_id", "metadata_version", "kind", "savepoint_format", "operators", "totals", "relocated"):
-        assert key in doc
+    doc = json.loads(out)  # its fields: tests/test_json_contracts.py; here, its values
+    assert doc["checkpoint_id"] == max(doc["retained_checkpoints"]) and doc["kind"] == "checkpoint"
     op = doc["operators"][0]
-    for key in ("id", "uid", "name", "parallelism", "max_parallelism", "subtasks"):
-        assert key in op
     assert len(op["id"]) == 32 and int(op["id"], 16) >= 0
     sub = next(s for o in doc["operators"] for s in o["subtasks"] if s["key_group_range"])
-    assert {"index", "key_group_range", "states", "files"} <= sub.keys()
-    assert all({"name", "kind"} == s.keys() for s in sub["states"])
-    assert all({"local_name", "inline", "size", "path"} <= f.keys() for f in sub["files"])
+    assert sub["states"] and sub["files"]
 
 
 def test_inspect_table(capsys):

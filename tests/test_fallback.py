@@ -119,11 +119,9 @@ def test_json_contract_and_restore_advice(tmp_path, capsys):
     assert doc["chosen"]["path"].endswith(f"chk-{doc['chosen']['checkpoint_id']}")
     ids = [c["checkpoint_id"] for c in doc["checkpoints"]]
     assert ids == sorted(ids, reverse=True)
-    for entry in doc["checkpoints"]:
-        assert {"checkpoint_id", "path", "valid", "culprits"} <= entry.keys()
+    for entry in doc["checkpoints"]:  # the fields: tests/test_json_contracts.py; here, their values
         if entry["valid"] is not None:  # null: older than the chosen one, not verified
             assert entry["valid"] == (entry["culprits"] == [])
-        assert all({"local_name", "path", "kind"} <= c.keys() for c in entry["culprits"])
     commands = " ".join(doc["restore"]["commands"])
     assert f"-s {doc['chosen']['path']}" in commands and "NO_CLAIM" in commands
     config = " ".join(doc["restore"]["config"])

@@ -158,9 +158,7 @@ def test_orphans_are_classified_by_age_against_the_retained_metadata(tmp_path, r
     assert (by_name[str(between.relative_to(root))].could_be_needed_by, by_name[str(between.relative_to(root))].older_than_retained) == (None, False)
     assert (by_name[str(old.relative_to(root))].could_be_needed_by, by_name[str(old.relative_to(root))].older_than_retained) == (None, True)
 
-    document = json.loads(json.dumps(result.to_json()))
-    for key in ("root", "retained_checkpoints", "incomplete_checkpoints", "orphans", "totals"):
-        assert key in document
+    document = json.loads(json.dumps(result.to_json()))  # its fields: tests/test_json_contracts.py
     assert document["retained_checkpoints"] == ids[1:]
     entry = next(o for o in document["orphans"] if o["relative_path"] == "shared/upload-new")
     assert entry == {

@@ -96,10 +96,9 @@ def test_json_report_contract(tmp_path, capsys):
     code = main(["verify", str(dmg.root), "--json"])
     doc = json.loads(capsys.readouterr().out)
     assert code == 1 and doc["ok"] is False
-    assert set(doc["checked"]) >= {"checkpoints", "files", "bytes", "blocks"}
+    # the document's fields: tests/test_json_contracts.py; here, its values
     assert doc["checked"]["checkpoints"] == len(fixture_info(FIXTURES / EXTERNAL)["retained_checkpoints"])
-    keys = {"severity", "kind", "checkpoint", "operator", "subtask", "local_name", "path", "offset", "expected", "found", "message"}
-    assert doc["findings"] and all(keys <= f.keys() for f in doc["findings"])
+    assert doc["findings"]
     finding = doc["findings"][0]
     assert finding["checkpoint"] in dmg.checkpoints and finding["local_name"].endswith(".sst")
     assert finding["offset"] == 0 and finding["expected"] != finding["found"]
