@@ -48,7 +48,7 @@ from typing import Iterable, Iterator, Mapping
 import pyarrow as pa
 import pyarrow.fs as pafs
 
-from repair.errors import RepairError, StorageError
+from repair.errors import RepairError, StorageError, UsageError
 from repair.formats.bytes.random_access import RandomAccess
 
 __all__ = [
@@ -259,6 +259,33 @@ def resolve_within(base: str, name: str) -> str:
     if not _split(joined)[1].startswith(base_path + "/"):  # cannot happen after the checks above
         raise StorageError(f"refusing name {name!r} read from the data: it escapes the directory", source=base)
     return joined
+
+
+def is_within(path: str, directory: str) -> bool:
+    """Whether ``path`` is ``directory`` or below it: same store (scheme kind and bucket or host), and
+    local paths compared after resolving symbolic links (so a link into the directory counts)."""
+    target, base = parse_location(path), parse_location(directory)
+    if (target.kind, target.authority) != (base.kind, base.authority):
+        return False
+    if target.kind == "local":
+        inner, outer = os.path.realpath(target.fs_path), os.path.realpath(base.fs_path)
+    else:
+        inner, outer = target.fs_path.rstrip("/"), base.fs_path.rstrip("/")
+    return inner == outer or inner.startswith(outer.rstrip("/") + "/")
+
+
+def refuse_output_inside(out: str, inputs: Iterable[str], command: str, option: str = "--out") -> None:
+    """:class:`~repair.errors.UsageError` (exit 2) when ``out`` is one of ``inputs`` or inside one.
+
+    Every command that writes calls this before writing: inputs are only ever read, and a file written
+    inside a checkpoint directory is one that ``repair orphans`` would then list for deletion.
+    """
+    for source in dict.fromkeys(inputs):
+        if source and is_within(out, source):
+            raise UsageError(
+                f"{command}: {option} {out} is inside the input {source}; inputs are never written to, "
+                "choose a directory outside it"
+            )
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -165,6 +165,11 @@ def fallback(
             root, storage=storage, workers=workers, master=master, on_progress=on_progress,
             enough=lambda partial: _every_lineage_has_a_valid_checkpoint(partial, lineage),
         )
+    return judge(report, root, lineage=lineage)
+
+
+def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
+    """The fallback verdicts of a verify ``report`` of the job root ``root`` (see :func:`fallback`)."""
     if report.layout != "job-root":
         raise UsageError(f"fallback needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
     snapshots = sorted(report.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True)
@@ -307,20 +312,17 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary])
     summary = next(s for s in snapshots if s.name == chosen.name)
     path = normalize_uri(chosen.path)  # Flink needs an absolute path or a URI
     version = summary.metadata_version or 0
-    commands, config = [], []
+    commands, config = restore_commands(path, version), []
     if version >= 5 or version == 4:
-        commands.append(f"flink run -s {path} -claimMode NO_CLAIM ...   # Flink 1.20 and 2.x")
         config += [f"execution.state-recovery.path: {path}", "execution.state-recovery.claim-mode: NO_CLAIM   # Flink 1.20 and 2.x"]
     if version in (3, 4):
-        commands.append(f"flink run -s {path} -restoreMode NO_CLAIM ...   # Flink 1.15 to 1.19")
         config += [f"execution.savepoint.path: {path}", "execution.savepoint-restore-mode: NO_CLAIM   # Flink 1.15 to 1.19"]
-    if version == 3:
-        commands.append(f"flink run -s {path} ...   # Flink 1.11 to 1.14 (no restore modes: copy the checkpoint first)")
     notes = []
     for recorded, actual in summary.relocated_from.items():
         notes.append(
             f"This checkpoint was written at {recorded} and is read at {actual}: Flink opens the paths its _metadata "
-            f"records, so restore it where {recorded} exists, or copy it back there first."
+            f"records, so first `repair relocate {path} --to NEW_ROOT` (a _metadata pointing where the files are now; "
+            f"--copy makes NEW_ROOT self-contained) and restore NEW_ROOT/{chosen.name}, or restore it where {recorded} exists."
         )
     notes += [
         "Restore in NO_CLAIM mode (the default since Flink 1.15): the new job then never deletes files of the "
@@ -329,6 +331,19 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary])
         + {3: "written by Flink 1.11 to 1.15", 4: "written by Flink 1.16 to 1.20", 5: "written by Flink 2.0"}.get(version, "written by Flink 2.1 or newer"),
     ]
     return RestoreAdvice(path, commands, config, notes)
+
+
+def restore_commands(path: str, version: int) -> list[str]:
+    """``flink run -s`` lines restoring the checkpoint or savepoint at ``path`` in NO_CLAIM mode, per Flink
+    release that writes ``_metadata`` format ``version``."""
+    commands = []
+    if version >= 5 or version == 4:
+        commands.append(f"flink run -s {path} -claimMode NO_CLAIM ...   # Flink 1.20 and 2.x")
+    if version in (3, 4):
+        commands.append(f"flink run -s {path} -restoreMode NO_CLAIM ...   # Flink 1.15 to 1.19")
+    if version == 3:
+        commands.append(f"flink run -s {path} ...   # Flink 1.11 to 1.14 (no restore modes: copy the checkpoint first)")
+    return commands
 
 
 def _short(operator: str | None) -> str:

@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import os
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
@@ -302,13 +301,11 @@ def export(
     storage = storage or st.default_storage()
     operators = list(operators or []) or None
     states = list(states or []) or None
-    if storage.exists(out) and storage.list_dir(out):
-        raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     layout = discover(checkpoint, storage)
     ref = layout.snapshots[-1]
-    for source in {layout.root or ref.directory, ref.directory}:
-        if _inside(out, source):
-            raise UsageError(f"--out {out} is inside the input {source}; inputs are never written to")
+    st.refuse_output_inside(out, [layout.root or ref.directory, ref.directory], "export")
+    if storage.exists(out) and storage.list_dir(out):
+        raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(
         source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
@@ -345,15 +342,6 @@ def export(
         result.operators = [op for op in planner.operators if op.states]
         publisher.write(COMMIT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False).encode() + b"\n")
     return result
-
-
-def _inside(path: str, directory: str) -> bool:
-    """Whether ``path`` is ``directory`` or below it (local paths compared after resolving links)."""
-    def norm(p: str) -> str:
-        return os.path.realpath(p) if "://" not in p and not p.startswith("file:") else p.rstrip("/")
-
-    path, directory = norm(path), norm(directory)
-    return path == directory or path.startswith(directory.rstrip("/") + "/")
 
 
 class _Planner:

@@ -116,10 +116,27 @@ def rebuild_manifest(
     ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held.
     """
     storage = storage or st.default_storage()
-    snapshot = load_single_snapshot(path, storage, "rebuild-manifest")
-    report = verify(path, storage=storage)
+    snapshot = load_single_snapshot(path, storage, "rebuild-manifest", out=out)
+    result = plan_rebuild(snapshot, verify(path, storage=storage).findings, drop_missing=drop_missing, storage=storage)
+    if result.unrepairable:
+        return result
+    result.written = write_snapshot(snapshot, out, copy=copy, storage=storage, command="rebuild-manifest")
+    if result.written.ok:
+        result.output_verified = verify(result.written.new_metadata, storage=storage).ok
+    return result
+
+
+def plan_rebuild(
+    snapshot: LoadedSnapshot, findings: list[Finding], *, drop_missing: bool, storage: st.Storage,
+) -> RebuildResult:
+    """Everything :func:`rebuild_manifest` does short of writing: ``snapshot``'s metadata edited in place
+    (MANIFESTs rebuilt, with ``drop_missing`` lost SSTs left out), what was rebuilt, lost or cannot be.
+
+    ``findings`` are verify's findings about this snapshot. :mod:`repair.ops.triage` uses it to say
+    what a rebuild would lose without writing anything.
+    """
     result = RebuildResult(snapshot.ref.metadata_uri)
-    broken, dropped = _classify(report.findings, drop_missing, result)
+    broken, dropped = _classify(findings, drop_missing, result)
     if result.unrepairable:
         return result
     format_ = "frocksdb8" if snapshot.metadata.version >= 5 else "frocksdb6"
@@ -138,9 +155,6 @@ def rebuild_manifest(
             add_overlaps(lost, instance.summaries, instance.levels)
             result.rebuilt.append(instance)
             result.lost.extend(lost)
-    result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)
-    if result.written.ok:
-        result.output_verified = verify(result.written.new_metadata, storage=storage).ok
     return result
 
 

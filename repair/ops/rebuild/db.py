@@ -246,7 +246,7 @@ def rebuild_db(
         raise UsageError(f"--format must be one of {', '.join(FORMATS)}, not {format!r}")
     if not is_rocksdb_dir(db_dir, storage):
         raise UsageError("not a RocksDB directory (no CURRENT, MANIFEST or SST file)", source=db_dir)
-    _refuse_output_inside(db_dir, out)
+    st.refuse_output_inside(out, [db_dir], "rebuild-manifest")
     result = RebuildDbResult(db_dir, out)
     files = _inventory(db_dir, storage, result)
     result.current, target = read_current(files.get("CURRENT"), storage)
@@ -319,14 +319,6 @@ def _options_file(options: _Options | None, ssts: list[_Sst], cf_ids: ColumnFami
     why = result.options.why if result.options else "no OPTIONS file"
     result.options = OptionsReport("written", options_file_name(number), why=why, column_families=derived)
     return result.options.name, render_options(ROCKSDB_VERSION_FOR_FORMAT[result.format], derived)
-
-
-def _refuse_output_inside(db_dir: str, out: str) -> None:
-    source, target = st.parse_location(db_dir), st.parse_location(out)
-    if (source.kind, source.authority) == (target.kind, target.authority):
-        base = source.fs_path.rstrip("/")
-        if target.fs_path == base or target.fs_path.startswith(base + "/"):
-            raise UsageError("--out must not be inside the RocksDB directory (it is only read)", source=out)
 
 
 def _kind(info: st.FileInfo) -> FileKind | None:
