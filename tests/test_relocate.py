@@ -17,8 +17,8 @@ from fixtures import state_model
 from fixtures.restore import restore_state
 from repair.cli.app import main
 from repair.errors import UsageError
-from repair.formats.flink.handles import FileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import decode_metadata
+from repair.io.snapshot import recorded_paths
 from repair.ops.relocate import relocate
 from repair.ops.verify.engine import verify
 from tests import damage
@@ -28,14 +28,7 @@ EXTERNAL = "flink-2.1-p3-external-xxh3-zstd"
 
 
 def _file_paths(metadata_path: Path) -> list[str]:
-    metadata = decode_metadata(metadata_path.read_bytes())
-    paths = []
-    for _, handle in metadata.iter_stream_handles():
-        if isinstance(handle, FileHandle):
-            paths.append(handle.path)
-        elif isinstance(handle, SegmentFileHandle):
-            paths.append(handle.physical_path)
-    return paths
+    return recorded_paths(decode_metadata(metadata_path.read_bytes()))
 
 
 @pytest.mark.parametrize("copy", [False, True])

@@ -105,6 +105,24 @@ def fallback(
 
 
 @app.command()
+def triage(
+    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
+    savepoints: Optional[str] = typer.Option(None, "--savepoints", help="Also consider the savepoints in this directory (or this one savepoint)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Verify every retained checkpoint and rank every way back (restore, rebuild, rebuild dropping lost files) with its age, loss and exact commands. Exit 0 when a way back loses nothing, 1 otherwise."""
+    from repair.cli.output import progress_bar
+    from repair.cli.render import render_triage
+    from repair.ops.triage import triage as run_triage
+
+    with progress_bar("verifying") as on_progress:
+        result = run_triage(root, savepoints=savepoints, master=master, workers=workers, on_progress=on_progress)
+    _show(result, json_output, render_triage, exit_code=0 if result.ok else 1)
+
+
+@app.command()
 def orphans(
     root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/, shared/ and taskowned/ (local path or URI)."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),

@@ -188,6 +188,41 @@ def render_fallback(result) -> None:
             console.print(f"  {note}")
 
 
+def render_triage(result) -> None:
+    """The ways back, best first: a table, then each way's commands in order and what it loses."""
+    console = stdout()
+    colour = "green" if result.ok else ("yellow" if result.ways else "red")
+    console.print(f"[bold {colour}]{result.message}[/]", highlight=False)
+    checked = result.checked
+    console.print(f"  {checked['checkpoints']} retained checkpoint(s) and {checked['savepoints']} savepoint(s) verified, "
+                  f"{checked['files']} files, {human_bytes(checked['bytes'])}", highlight=False)
+    if result.ways:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        for column in ("#", "way back", "snapshot", "age", "loses"):
+            table.add_column(column, overflow="fold")
+        for way in result.ways:
+            loses = "nothing" if way.lossless else f"{len(way.lost)} SST file(s) of state"
+            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""),
+                          "unknown" if way.age_seconds is None else _human_age(way.age_seconds), loses)
+        console.print(table)
+    for way in result.ways:
+        console.print(f"\n[bold]{way.rank}. {way.action} {way.snapshot}[/]: {way.why}", highlight=False)
+        for line in way.loss_lines():
+            console.print(f"  lost: {line}", highlight=False, markup=False)
+        for step, command in enumerate(way.commands, 1):
+            console.print(f"  {step}) {command}", highlight=False, markup=False)
+        for command in way.alternatives:
+            console.print(f"     or {command}", highlight=False, markup=False)
+    if result.beyond_repair:
+        console.print("\n[bold]beyond repair[/] (newer than every way back)")
+        for broken in result.beyond_repair:
+            console.print(f"  {broken.snapshot}: {'; '.join(broken.reasons[:3])}"
+                          + (f" (+{len(broken.reasons) - 3} more)" if len(broken.reasons) > 3 else ""), highlight=False, markup=False)
+    if result.ways:
+        console.print("\nRestore in NO_CLAIM mode: the new job never deletes files of the snapshot it starts from, so the "
+                      "other ways back stay available. Runbook: docs/runbooks/triage.md", highlight=False)
+
+
 def render_orphans(result) -> None:
     """Orphans of a job root: one row per file, then totals; says how to delete, never deletes."""
     import time
