@@ -23,6 +23,11 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
     kind = result.kind if not result.savepoint_format else f"{result.kind} ({result.savepoint_format})"
     console.print(f"[bold]{kind} {result.checkpoint_id}[/]  metadata v{result.metadata_version}  {human_bytes(result.metadata_bytes)}")
     console.print(f"  {result.metadata_path}")
+    if result.written_at is not None:
+        import time
+
+        written = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result.written_at))
+        console.print(f"  written {written} ({_human_age(time.time() - result.written_at)} ago; the _metadata file's time)", highlight=False)
     if len(result.retained_checkpoints) > 1:
         console.print(f"  retained here: {', '.join(map(str, result.retained_checkpoints))}")
     for recorded, actual in result.relocated_from.items():
@@ -135,6 +140,21 @@ def render_verify(result) -> None:
         line = line[len(first.reference.snapshot) + 1 :] if line.startswith(first.reference.snapshot + " ") else line
         console.print(f"[{colour}]{severity.upper():7}[/] {line}", markup=True, highlight=False)
         console.print(f"         in {', '.join(snapshots)}")
+    from repair.ops.advice import verify_next_steps
+
+    _next_steps(console, verify_next_steps(result))
+
+
+def _next_steps(console, steps: list[str]) -> None:
+    """The advice that ends a command's text output."""
+    if steps:
+        console.print("\n[bold]next[/]")
+    for step in steps:
+        console.print(f"  {step}", highlight=False, markup=False)
+
+
+def _age_of(written_at: float | None, now: float) -> str:
+    return "?" if written_at is None else _human_age(now - written_at)
 
 
 def _groups(result):
@@ -154,7 +174,10 @@ def render_fallback(result) -> None:
     else:
         console.print(f"[bold red]{result.message}[/]")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    for column in ("checkpoint", "id", "lineage", "status", "first culprit"):
+    import time
+
+    now = time.time()
+    for column in ("checkpoint", "id", "age", "lineage", "status", "first culprit"):
         table.add_column(column, overflow="fold")
     for verdict in result.checkpoints:
         chosen = result.chosen is not None and verdict is result.chosen
@@ -163,7 +186,8 @@ def render_fallback(result) -> None:
         )
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
-        table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id), str(verdict.lineage), status, culprit)
+        table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id),
+                      _age_of(verdict.written_at, now), str(verdict.lineage), status, culprit)
     console.print(table)
     if result.damaged:
         console.print("\n[bold]why[/]")
@@ -186,6 +210,9 @@ def render_fallback(result) -> None:
             console.print(f"    {line}", highlight=False, markup=False)
         for note in result.restore.notes:
             console.print(f"  {note}")
+    from repair.ops.advice import fallback_next_steps
+
+    _next_steps(console, fallback_next_steps(result))
 
 
 def render_triage(result) -> None:

@@ -64,6 +64,8 @@ class CheckpointVerdict:
     valid: bool | None
     lineage: int
     culprits: list[Culprit] = field(default_factory=list)
+    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one; not in ``--json``.
+    written_at: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -179,7 +181,8 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
     for snap in snapshots:
         culprits = [Culprit.from_finding(f) for f in errors if f.reference.snapshot == snap.name]
         valid = not culprits if snap.checked or culprits else None
-        verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits))
+        verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits,
+                                          snap.written_at))
     damaged = _damaged_files(errors, [s.name for s in snapshots])
 
     if len(lineages) > 1 and lineage is None:
@@ -283,7 +286,7 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
     return lines
 
 
-def _manifest_only(culprit) -> bool:
+def manifest_only(culprit) -> bool:
     """Whether a rebuilt MANIFEST and CURRENT repair this culprit."""
     name = culprit.local_name or ""
     return culprit.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-")
@@ -291,11 +294,11 @@ def _manifest_only(culprit) -> bool:
 
 def _repair_hint(verdict: CheckpointVerdict) -> str:
     """Which repair could recover a broken checkpoint, from the kinds of its culprits."""
-    if verdict.culprits and all(_manifest_only(c) for c in verdict.culprits):
+    if verdict.culprits and all(manifest_only(c) for c in verdict.culprits):
         return (f"only MANIFEST or CURRENT files are broken: `repair rebuild-manifest {verdict.path} --out NEW_ROOT` "
                 "rebuilds them from the SSTs into a new checkpoint")
     lost_ssts = verdict.culprits and all(
-        (c.local_name or "").endswith(".sst") or _manifest_only(c) for c in verdict.culprits
+        (c.local_name or "").endswith(".sst") or manifest_only(c) for c in verdict.culprits
     )
     if lost_ssts:
         return ("SST files are lost or corrupt: the key groups and states above cannot be recovered from this "

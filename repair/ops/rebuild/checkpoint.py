@@ -168,7 +168,7 @@ def _classify(
         ref = finding.reference
         if finding.severity != "error" and finding.kind != "sst_not_in_manifest":
             continue
-        if _is_manifest_problem(finding):
+        if is_manifest_problem(finding):
             broken.setdefault((ref.operator, ref.subtask), []).append(finding)
         elif finding.severity == "error" and is_sst_file_finding(finding):
             ssts.setdefault((ref.operator, ref.subtask, ref.local_name), []).append(finding)
@@ -193,7 +193,8 @@ def _classify(
     return broken, dropped
 
 
-def _is_manifest_problem(finding: Finding) -> bool:
+def is_manifest_problem(finding: Finding) -> bool:
+    """Whether a rebuilt MANIFEST, CURRENT and OPTIONS repair this finding (no SST's bytes are involved)."""
     name = finding.reference.local_name or ""
     return finding.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-") or is_options_name(name)
 
