@@ -28,6 +28,7 @@ __version__ = "0.1.0"
 #: Public name -> the module defining it.
 _EXPORTS = {
     # commands
+    "triage": "repair.ops.triage",
     "inspect": "repair.ops.inspect",
     "verify": "repair.ops.verify.engine",
     "fallback": "repair.ops.fallback",
@@ -41,6 +42,7 @@ _EXPORTS = {
     "diagnose": "repair.ops.diagnose.incidents",
     "doctor": "repair.ops.doctor.lint",
     # their results
+    "TriageResult": "repair.ops.triage",
     "InspectResult": "repair.ops.inspect",
     "VerifyResult": "repair.ops.verify.engine",
     "FallbackResult": "repair.ops.fallback",
@@ -94,4 +96,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.rebuild.checkpoint import RebuildResult, rebuild_manifest
     from repair.ops.rebuild.db import RebuildDbResult, rebuild_db
     from repair.ops.relocate import RelocateResult, relocate
+    from repair.ops.triage import TriageResult, triage
     from repair.ops.verify.engine import VerifyResult, verify

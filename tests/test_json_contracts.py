@@ -122,6 +122,8 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         return [_run(capsys, "doctor", str(config), "--flink", "1.20")]
     if command == "export CHECKPOINT --out OUT --json":
         return [_run(capsys, "export", str(ROOT_120), "--out", str(tmp_path / "export"))]
+    if command == "triage ROOT --json":
+        return [_run(capsys, "triage", str(_damaged(tmp_path, "missing_sst")))]
     raise AssertionError(f"docs/json-contracts.md documents {command!r}, which this test does not run: add it")
 
 

@@ -89,8 +89,53 @@ def test_another_jobs_files_are_read_next_to_the_root_only_when_copied_along(tmp
     assert resolver.resolve(handle).uri == f"/old/place/{other}/shared/x"
     (tmp_path / other / "shared").mkdir(parents=True)
     (tmp_path / other / "shared" / "x").write_bytes(b"x")
-    resolved = resolver.resolve(handle)
+    # Each recorded root is placed once per resolver (per loaded snapshot): a fresh one sees the copy.
+    resolved = PathResolver(ref, str(tmp_path / JOB), Storage()).resolve(handle)
     assert (resolved.uri, resolved.relocated) == (str(tmp_path / other / "shared" / "x"), True)
+
+
+def _renamed_copy(tmp_path, files: list[str], name: str = "p3") -> PathResolver:
+    """A resolver for ``<tmp>/<name>/chk-5`` whose _metadata recorded ``files`` under ``/var/lib/flink/<JOB>``."""
+    from repair.io.storage import Storage
+
+    root = tmp_path / name
+    for tail in files:
+        (root / tail).parent.mkdir(parents=True, exist_ok=True)
+        (root / tail).write_bytes(b"x")
+    recorded = [f"file:/var/lib/flink/{JOB}/{tail}" for tail in ["shared/a", "shared/b", "chk-5/c"]]
+    ref = SnapshotRef(str(root / "chk-5"), str(root / "chk-5" / "_metadata"), 5)
+    return PathResolver(ref, str(root), Storage(), recorded)
+
+
+def test_a_job_directory_copied_under_any_name_is_read_where_it_is(tmp_path):
+    resolver = _renamed_copy(tmp_path, ["shared/a", "shared/b", "chk-5/c"])
+    for tail in ["shared/a", "chk-5/c"]:
+        resolved = resolver.resolve(FileHandle(f"file:/var/lib/flink/{JOB}/{tail}", 1))
+        assert (resolved.uri, resolved.relocated) == (str(tmp_path / "p3" / tail), True)
+    assert resolver.moves == {f"/var/lib/flink/{JOB}": str(tmp_path / "p3")}
+    assert resolver.recorded_job_ids == {JOB}
+
+
+def test_a_file_missing_from_a_renamed_copy_is_missing_where_the_copy_is(tmp_path):
+    # One file gone: the root is placed by the others, so the missing one is reported in the copy.
+    resolver = _renamed_copy(tmp_path, ["shared/b"])
+    assert resolver.resolve(FileHandle(f"file:/var/lib/flink/{JOB}/shared/a", 1)).uri == str(tmp_path / "p3" / "shared" / "a")
+    # Every file gone, none where recorded: still this checkpoint's own root (it holds chk-5's files).
+    resolver = _renamed_copy(tmp_path, [], name="empty")
+    assert resolver.resolve(FileHandle(f"file:/var/lib/flink/{JOB}/shared/a", 1)).uri == str(tmp_path / "empty" / "shared" / "a")
+
+
+def test_files_of_another_root_that_exist_where_recorded_are_read_there(tmp_path):
+    # `repair relocate` without --copy: a new root whose _metadata points to files in the old one.
+    from repair.io.storage import Storage
+
+    old = tmp_path / "old"
+    (old / "shared").mkdir(parents=True)
+    (old / "shared" / "a").write_bytes(b"x")
+    ref = SnapshotRef(str(tmp_path / "new" / "chk-5"), str(tmp_path / "new" / "chk-5" / "_metadata"), 5)
+    resolver = PathResolver(ref, str(tmp_path / "new"), Storage(), [f"file:{old}/shared/a"])
+    resolved = resolver.resolve(FileHandle(f"file:{old}/shared/a", 1))
+    assert (resolved.uri, resolved.relocated) == (str(old / "shared" / "a"), False)
 
 
 def test_files_read_where_they_were_written_are_not_relocated():

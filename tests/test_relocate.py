@@ -17,8 +17,8 @@ from fixtures import state_model
 from fixtures.restore import restore_state
 from repair.cli.app import main
 from repair.errors import UsageError
-from repair.formats.flink.handles import FileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import decode_metadata
+from repair.io.snapshot import recorded_paths
 from repair.ops.relocate import relocate
 from repair.ops.verify.engine import verify
 from tests import damage
@@ -28,14 +28,7 @@ EXTERNAL = "flink-2.1-p3-external-xxh3-zstd"
 
 
 def _file_paths(metadata_path: Path) -> list[str]:
-    metadata = decode_metadata(metadata_path.read_bytes())
-    paths = []
-    for _, handle in metadata.iter_stream_handles():
-        if isinstance(handle, FileHandle):
-            paths.append(handle.path)
-        elif isinstance(handle, SegmentFileHandle):
-            paths.append(handle.physical_path)
-    return paths
+    return recorded_paths(decode_metadata(metadata_path.read_bytes()))
 
 
 @pytest.mark.parametrize("copy", [False, True])
@@ -89,14 +82,63 @@ def test_refuses_job_roots_and_existing_targets(tmp_path):
 def test_real_flink_restores_a_relocated_checkpoint(tmp_path, name, copy):
     fixture = FIXTURES / name
     info = fixture_info(fixture)
-    moved = tmp_path / "moved" / info["job_id"]
-    shutil.copytree(damage.checkpoint_root(fixture), moved)  # a copy "from another host"
+    moved = tmp_path / "moved" / "backup-of-the-job"  # a copy "from another host", under another name
+    shutil.copytree(damage.checkpoint_root(fixture), moved)
     newest = info["retained_checkpoints"][-1]
     result = relocate(str(moved / f"chk-{newest}"), str(tmp_path / "relocated"), copy=copy)
     assert result.ok
+    restore_root = tmp_path / "relocated"
+    if copy:  # self-contained: moved once more (and the input gone), it still verifies and restores
+        shutil.rmtree(moved)
+        restore_root = restore_root.rename(tmp_path / "moved-again")
+        relocate(str(restore_root / f"chk-{newest}"), str(tmp_path / "restorable"))
+        restore_root = tmp_path / "restorable"
+    assert verify(str(restore_root / f"chk-{newest}")).ok
     records = state_model.read_records(fixture / "records.tsv")
-    restored = restore_state(info["flink_version"], tmp_path / "relocated" / f"chk-{newest}", records,
+    restored = restore_state(info["flink_version"], restore_root / f"chk-{newest}", records,
                              parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"])
     expected = json.loads((fixture / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+def _renamed_copy(tmp_path: Path, name: str = "p3") -> Path:
+    """The external fixture's job directory copied under another name (`cp -r <job-id> /backup/p3`)."""
+    copy = tmp_path / "backup" / name
+    shutil.copytree(damage.checkpoint_root(FIXTURES / EXTERNAL), copy)
+    return copy
+
+
+def test_a_job_directory_copied_under_any_name_verifies_relocated_and_clean(tmp_path):
+    from repair.ops.fallback import fallback
+
+    copy = _renamed_copy(tmp_path)
+    report = verify(str(copy))
+    assert report.ok and report.files > 0
+    assert all(list(s.relocated_from.values()) == [str(copy)] for s in report.snapshots)
+    newest = max(damage.checkpoint_ids(copy))
+    chosen = fallback(str(copy)).chosen
+    assert chosen is not None and chosen.checkpoint_id == newest
+    result = relocate(str(copy / f"chk-{newest}"), str(tmp_path / "new"))
+    assert result.ok and all(Path(p[5:]).is_relative_to(copy) for p in _file_paths(Path(result.new_metadata)))
+    assert verify(str(tmp_path / "new")).ok
+
+
+def test_a_copied_output_is_self_contained_and_movable(tmp_path):
+    copy = _renamed_copy(tmp_path)
+    newest = f"chk-{max(damage.checkpoint_ids(copy))}"
+    assert relocate(str(copy / newest), str(tmp_path / "out"), copy=True).ok
+    shutil.rmtree(copy)  # the original is gone: nothing may be read from it
+    (tmp_path / "out").rename(tmp_path / "moved")
+    report = verify(str(tmp_path / "moved" / newest))
+    assert report.ok and report.files > 0
+    assert list(report.snapshots[0].relocated_from.items()) == [(str(tmp_path / "out"), str(tmp_path / "moved"))]
+
+
+def test_a_job_directory_copied_under_another_s3_prefix_verifies_clean(s3_storage, s3):
+    root = damage.checkpoint_root(FIXTURES / EXTERNAL)
+    files = {f"backup/p3/{p.relative_to(root)}": p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+    bucket = s3.new_bucket(files)
+    report = verify(f"s3://{bucket}/backup/p3", storage=s3_storage)
+    assert report.ok and report.files > 0
+    assert all(list(s.relocated_from.values()) == [f"s3://{bucket}/backup/p3"] for s in report.snapshots)

@@ -105,6 +105,24 @@ def fallback(
 
 
 @app.command()
+def triage(
+    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
+    savepoints: Optional[str] = typer.Option(None, "--savepoints", help="Also consider the savepoints in this directory (or this one savepoint)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Verify every retained checkpoint and rank every way back (restore, rebuild, rebuild dropping lost files) with its age, loss and exact commands. Exit 0 when a way back loses nothing, 1 otherwise."""
+    from repair.cli.output import progress_bar
+    from repair.cli.render import render_triage
+    from repair.ops.triage import triage as run_triage
+
+    with progress_bar("verifying") as on_progress:
+        result = run_triage(root, savepoints=savepoints, master=master, workers=workers, on_progress=on_progress)
+    _show(result, json_output, render_triage, exit_code=0 if result.ok else 1)
+
+
+@app.command()
 def orphans(
     root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/, shared/ and taskowned/ (local path or URI)."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
@@ -223,8 +241,9 @@ def main(argv: list[str] | None = None) -> int:
     """
     try:
         app(args=argv, prog_name="repair", standalone_mode=True)
-    except RepairError as error:
-        print_error(str(error))
+    except RepairError as error:  # the library's words, prefixed with the command that ran into it
+        command = _command_in(sys.argv[1:] if argv is None else argv)
+        print_error(f"{command}: {error}" if command else str(error))
         return error.exit_code
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
@@ -232,6 +251,12 @@ def main(argv: list[str] | None = None) -> int:
         print_error("interrupted")
         return 130
     return 0
+
+
+def _command_in(argv: list[str]) -> str | None:
+    """The ``repair`` command ``argv`` runs (its first word that names one), or None."""
+    commands = {command.name or command.callback.__name__.replace("_", "-") for command in app.registered_commands}
+    return next((arg for arg in argv if arg in commands), None)
 
 
 def run() -> None:

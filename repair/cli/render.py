@@ -24,6 +24,11 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
     kind = result.kind if not result.savepoint_format else f"{result.kind} ({result.savepoint_format})"
     console.print(f"[bold]{kind} {result.checkpoint_id}[/]  metadata v{result.metadata_version}  {human_bytes(result.metadata_bytes)}")
     console.print(f"  {result.metadata_path}")
+    if result.written_at is not None:
+        import time
+
+        written = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime(result.written_at))
+        console.print(f"  written {written} ({_human_age(time.time() - result.written_at)} ago; the _metadata file's time)", highlight=False)
     if len(result.retained_checkpoints) > 1:
         console.print(f"  retained here: {', '.join(map(str, result.retained_checkpoints))}")
     for recorded, actual in result.relocated_from.items():
@@ -136,6 +141,21 @@ def render_verify(result) -> None:
         line = line[len(first.reference.snapshot) + 1 :] if line.startswith(first.reference.snapshot + " ") else line
         console.print(f"[{colour}]{severity.upper():7}[/] {line}", markup=True, highlight=False)
         console.print(f"         in {', '.join(snapshots)}")
+    from repair.ops.advice import verify_next_steps
+
+    _next_steps(console, verify_next_steps(result))
+
+
+def _next_steps(console, steps: list[str]) -> None:
+    """The advice that ends a command's text output."""
+    if steps:
+        console.print("\n[bold]next[/]")
+    for step in steps:
+        console.print(f"  {step}", highlight=False, markup=False)
+
+
+def _age_of(written_at: float | None, now: float) -> str:
+    return "?" if written_at is None else _human_age(now - written_at)
 
 
 def _groups(result):
@@ -155,7 +175,10 @@ def render_fallback(result) -> None:
     else:
         console.print(f"[bold red]{result.message}[/]")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    for column in ("checkpoint", "id", "lineage", "status", "first culprit"):
+    import time
+
+    now = time.time()
+    for column in ("checkpoint", "id", "age", "lineage", "status", "first culprit"):
         table.add_column(column, overflow="fold")
     for verdict in result.checkpoints:
         chosen = result.chosen is not None and verdict is result.chosen
@@ -164,7 +187,8 @@ def render_fallback(result) -> None:
         )
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
-        table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id), str(verdict.lineage), status, culprit)
+        table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id),
+                      _age_of(verdict.written_at, now), str(verdict.lineage), status, culprit)
     console.print(table)
     if result.damaged:
         console.print("\n[bold]why[/]")
@@ -187,6 +211,44 @@ def render_fallback(result) -> None:
             console.print(f"    {line}", highlight=False, markup=False)
         for note in result.restore.notes:
             console.print(f"  {note}")
+    from repair.ops.advice import fallback_next_steps
+
+    _next_steps(console, fallback_next_steps(result))
+
+
+def render_triage(result) -> None:
+    """The ways back, best first: a table, then each way's commands in order and what it loses."""
+    console = stdout()
+    colour = "green" if result.ok else ("yellow" if result.ways else "red")
+    console.print(f"[bold {colour}]{result.message}[/]", highlight=False)
+    checked = result.checked
+    console.print(f"  {checked['checkpoints']} retained checkpoint(s) and {checked['savepoints']} savepoint(s) verified, "
+                  f"{checked['files']} files, {human_bytes(checked['bytes'])}", highlight=False)
+    if result.ways:
+        table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+        for column in ("#", "way back", "snapshot", "age", "loses"):
+            table.add_column(column, overflow="fold")
+        for way in result.ways:
+            loses = "nothing" if way.lossless else f"{len(way.lost)} SST file(s) of state"
+            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""),
+                          "unknown" if way.age_seconds is None else _human_age(way.age_seconds), loses)
+        console.print(table)
+    for way in result.ways:
+        console.print(f"\n[bold]{way.rank}. {way.action} {way.snapshot}[/]: {way.why}", highlight=False)
+        for line in way.loss_lines():
+            console.print(f"  lost: {line}", highlight=False, markup=False)
+        for step, command in enumerate(way.commands, 1):
+            console.print(f"  {step}) {command}", highlight=False, markup=False)
+        for command in way.alternatives:
+            console.print(f"     or {command}", highlight=False, markup=False)
+    if result.beyond_repair:
+        console.print("\n[bold]beyond repair[/] (newer than every way back)")
+        for broken in result.beyond_repair:
+            console.print(f"  {broken.snapshot}: {'; '.join(broken.reasons[:3])}"
+                          + (f" (+{len(broken.reasons) - 3} more)" if len(broken.reasons) > 3 else ""), highlight=False, markup=False)
+    if result.ways:
+        console.print("\nRestore in NO_CLAIM mode: the new job never deletes files of the snapshot it starts from, so the "
+                      "other ways back stay available. Runbook: docs/runbooks/triage.md", highlight=False)
 
 
 def render_orphans(result) -> None:

@@ -6,11 +6,14 @@ lists the snapshots (checkpoints or savepoints) found there.
 
 ``_metadata`` records absolute paths of where Flink wrote each file (``file:/var/...``,
 ``s3://bucket/...``). A checkpoint copied to another host, bucket or directory still names the old
-place. :class:`PathResolver` maps every handle to where its bytes are *now*: when the snapshot is
-read somewhere other than where it was written, the ``<job-id>/shared/<file>``, ``<job-id>/chk-N/<file>``
-or ``<job-id>/taskowned/<file>`` tail of each recorded path is resolved against the root being read,
-and the result says that it was relocated. The rule depends only on the recorded paths and where the
-snapshot is read, never on which of several places happens to exist, so the answer is reproducible.
+place. :class:`PathResolver` maps every handle to where its bytes are *now*. A recorded path's *root*
+is the directory above its ``shared/``, ``taskowned/``, ``dstl/`` or ``chk-N/`` segment; when the
+snapshot is read somewhere other than where it was written, each recorded root is placed once, for
+all its files (see :meth:`PathResolver._place`): a checkpoint's job root is the parent of its
+``chk-N``, whatever it is called, so a job directory copied under any name (``cp -r <job-id>
+/backup/p3``), local or on S3, is read where it is, and the result says that it was relocated.
+Each root is placed by a few of its files, not file by file, so one missing file is reported
+missing where its checkpoint is, and the answer does not change as single files come and go.
 
 One exception: the changelog state backend's files (``<dstl.dfs.base-path>/<job-id>/dstl/<uuid>``). Their
 base is configured apart from the checkpoint directory, often elsewhere, so a ``dstl/`` file is read
@@ -144,7 +147,8 @@ class ResolvedFile:
 class PathResolver:
     """Resolves the stream handles of one snapshot to readable locations (see the module docstring)."""
 
-    def __init__(self, snapshot: SnapshotRef, root: str | None, storage: st.Storage | None = None):
+    def __init__(self, snapshot: SnapshotRef, root: str | None, storage: st.Storage | None = None,
+                 recorded_paths: list[str] | None = None):
         self.snapshot = snapshot
         self.storage = storage
         #: The directory the snapshot is read from, and the job root around it (None for savepoints).
@@ -153,6 +157,14 @@ class PathResolver:
         self.moves: dict[str, str] = {}
         #: Job ids named by the recorded paths resolved so far (``<base>/<job-id>/shared/...``).
         self.recorded_job_ids: set[str] = set()
+        #: Every absolute path the ``_metadata`` records, by the root it was recorded under (see :func:`recorded_root`).
+        self._by_root: dict[str, list[tuple[str, list[str]]]] = {}
+        for path in recorded_paths or ():
+            split = recorded_root(path)
+            if split is not None and split[1][0] != CHANGELOG_DIR:
+                self._by_root.setdefault(normalize_uri(split[0]).rstrip("/"), []).append((path, split[1]))
+        #: Recorded root -> the root its files are read from now (None: where they were recorded).
+        self._placed: dict[str, str | None] = {}
 
     def resolve(self, handle) -> ResolvedFile | None:
         """The location of ``handle``'s bytes; None for a null handle."""
@@ -177,48 +189,103 @@ class PathResolver:
 
     def locate(self, recorded: str) -> tuple[str, bool]:
         """Where the file recorded as ``recorded`` (an absolute path or URI) is read now."""
-        split = split_recorded_path(recorded)
+        split = recorded_root(recorded)
         if split is None:
             return normalize_uri(recorded), False
-        recorded_base, job_id, tail = split
-        self.recorded_job_ids.add(job_id)
-        recorded_root = st.join(recorded_base, job_id)
-        if self.root is None or _same_place(recorded_root, self.root):
-            return normalize_uri(recorded), False
-        if st.basename(self.root) == job_id:
-            # This job's own files, recorded under another base: the checkpoint was copied or moved.
-            actual_root = self.root
-        else:
-            # Another job's files (a job restored from an older job's checkpoint, or a _metadata that
-            # `repair relocate` pointed at files elsewhere): read them next to the root being read if
-            # that job's directory was copied along, else where they were recorded.
-            actual_root = st.join(st.parent(self.root), job_id)
-            if self.storage is None or self.storage.stat(st.join(actual_root, *tail)) is None:
-                return normalize_uri(recorded), False
-        if _same_place(recorded_root, actual_root):
+        root_recorded, tail = split
+        job_id = st.basename(root_recorded)
+        if _JOB_ID.match(job_id):
+            self.recorded_job_ids.add(job_id)
+        if self.root is None or _same_place(root_recorded, self.root):
             return normalize_uri(recorded), False
         if tail[0] == CHANGELOG_DIR:
-            candidate = st.join(actual_root, *tail)
-            if self.storage is None or self.storage.stat(candidate) is None:
-                return normalize_uri(recorded), False
-            return candidate, True
-        self.moves[normalize_uri(recorded_root)] = actual_root
+            return self._locate_changelog(recorded, root_recorded, tail)
+        actual_root = self._place(root_recorded, tail)
+        if actual_root is None or _same_place(root_recorded, actual_root):
+            return normalize_uri(recorded), False
+        self.moves[normalize_uri(root_recorded)] = actual_root
         return st.join(actual_root, *tail), True
 
+    def _place(self, root_recorded: str, tail: list[str]) -> str | None:
+        """Where the files recorded under ``root_recorded`` are read now; decided once per recorded root.
 
-def split_recorded_path(recorded: str) -> tuple[str, str, list[str]] | None:
-    """``(base, job_id, tail)`` of a path like ``<base>/<job-id>/shared/<file>``, else None.
+        1. A root named by this job's id (``<base>/<job-id>``) read from a directory of that name: there.
+        2. Its files are in the root being read: there. A copied job directory under any name is found
+           so: the job root is the parent of ``chk-N``, whatever it is called.
+        3. Another job's root (a job restored from an older job's checkpoint): next to the root being
+           read, when that job's directory was copied along.
+        4. Its files are neither here nor where they were recorded, and it is this checkpoint's own
+           root (it holds this ``chk-N``'s files, or it is the only root recorded): the root being read,
+           so missing files are reported where they belong.
+        Otherwise where they were recorded.
+        """
+        key = normalize_uri(root_recorded).rstrip("/")
+        if key in self._placed:
+            return self._placed[key]
+        samples = [t for _, t in self._by_root.get(key, [])[:_SAMPLES]] or [tail]
+        name = st.basename(key)
+        place = None
+        if _JOB_ID.match(name) and st.basename(self.root) == name:
+            place = self.root
+        elif self._any_exists(self.root, samples):
+            place = self.root
+        elif _JOB_ID.match(name) and self._any_exists(st.join(st.parent(self.root), name), samples):
+            place = st.join(st.parent(self.root), name)
+        elif self._is_own_root(key) and not self._any_exists(key, samples):
+            place = self.root
+        self._placed[key] = place
+        return place
 
-    The anchor is the last ``shared``, ``taskowned``, ``dstl`` or ``chk-N`` segment preceded by a 32-hex job id.
+    def _is_own_root(self, key: str) -> bool:
+        number = self.snapshot.number
+        if number is not None and any(t[0] == f"chk-{number}" for _, t in self._by_root.get(key, [])):
+            return True
+        return list(self._by_root) == [key]
+
+    def _any_exists(self, root: str, tails: list[list[str]]) -> bool:
+        if self.storage is None:
+            return False
+        return any(self.storage.stat(st.join(root, *tail)) is not None for tail in tails)
+
+    def _locate_changelog(self, recorded: str, root_recorded: str, tail: list[str]) -> tuple[str, bool]:
+        """A ``dstl/`` file: read from the job root being read only when it was copied there."""
+        own = self._place_of_own_job(root_recorded)
+        candidate = st.join(own, *tail) if own else None
+        if candidate is None or self.storage is None or self.storage.stat(candidate) is None:
+            return normalize_uri(recorded), False
+        return candidate, True
+
+    def _place_of_own_job(self, root_recorded: str) -> str | None:
+        """The root being read if ``root_recorded`` names this job (by its name or where its other files are), else its sibling."""
+        name = st.basename(root_recorded)
+        if st.basename(self.root) == name:
+            return self.root
+        for key, files in self._by_root.items():
+            if st.basename(key) == name and self._place(key, files[0][1]) == self.root:
+                return self.root
+        if _JOB_ID.match(name):
+            return st.join(st.parent(self.root), name)
+        return None
+
+
+#: How many recorded files of a root are looked for when deciding where that root is now.
+_SAMPLES = 3
+
+
+def recorded_root(recorded: str) -> tuple[str, list[str]] | None:
+    """``(root, tail)`` of a path like ``<root>/shared/<file>``, ``<root>/chk-N/<file>``, else None.
+
+    The anchor is the last ``shared``, ``taskowned``, ``dstl`` or ``chk-N`` segment with a directory before it, whatever
+    that directory is called (a job id as Flink names it, or any name a copy was given).
     """
     location = st.parse_location(recorded)
     prefix, path = location.prefix, location.path
     segments = path.split("/")
     for i in range(len(segments) - 2, 0, -1):
         segment = segments[i]
-        if (segment in _ANCHORS or segment == CHANGELOG_DIR or _CHK.match(segment)) and _JOB_ID.match(segments[i - 1]):
-            base = prefix + "/".join(segments[: i - 1]) if i > 1 else prefix + "/"
-            return base or "/", segments[i - 1], [s for s in segments[i:] if s]
+        if (segment in _ANCHORS or segment == CHANGELOG_DIR or _CHK.match(segment)) and segments[i - 1]:
+            root = prefix + "/".join(segments[:i])
+            return root, [s for s in segments[i:] if s]
     return None
 
 

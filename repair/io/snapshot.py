@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from repair.errors import RepairError
+from repair.formats.flink.handles import FileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import CheckpointMetadata, decode_metadata
 from repair.io import storage as st
 from repair.io.layout import PathResolver, SnapshotRef
@@ -44,4 +45,15 @@ def load_snapshot(ref: SnapshotRef, root: str | None, storage: st.Storage) -> Lo
         metadata = decode_metadata(data)
     except RepairError as error:
         raise error.in_source(ref.metadata_uri) from None
-    return LoadedSnapshot(ref, metadata, PathResolver(ref, root, storage), len(data))
+    return LoadedSnapshot(ref, metadata, PathResolver(ref, root, storage, recorded_paths(metadata)), len(data))
+
+
+def recorded_paths(metadata: CheckpointMetadata) -> list[str]:
+    """Every absolute path ``metadata`` records (file handles and file-merging segments), in file order."""
+    paths = []
+    for _, handle in metadata.iter_stream_handles():
+        if isinstance(handle, FileHandle):
+            paths.append(handle.path)
+        elif isinstance(handle, SegmentFileHandle):
+            paths.append(handle.physical_path)
+    return paths

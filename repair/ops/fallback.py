@@ -65,6 +65,8 @@ class CheckpointVerdict:
     valid: bool | None
     lineage: int
     culprits: list[Culprit] = field(default_factory=list)
+    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one; not in ``--json``.
+    written_at: float | None = None
 
     def to_json(self) -> dict:
         return {
@@ -166,6 +168,11 @@ def fallback(
             root, storage=storage, workers=workers, master=master, on_progress=on_progress,
             enough=lambda partial: _every_lineage_has_a_valid_checkpoint(partial, lineage),
         )
+    return judge(report, root, lineage=lineage)
+
+
+def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
+    """The fallback verdicts of a verify ``report`` of the job root ``root`` (see :func:`fallback`)."""
     if report.layout != "job-root":
         raise UsageError(f"fallback needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
     snapshots = sorted(report.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True)
@@ -175,7 +182,8 @@ def fallback(
     for snap in snapshots:
         culprits = [Culprit.from_finding(f) for f in errors if f.reference.snapshot == snap.name]
         valid = not culprits if snap.checked or culprits else None
-        verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits))
+        verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits,
+                                          snap.written_at))
     damaged = _damaged_files(errors, [s.name for s in snapshots])
 
     if len(lineages) > 1 and lineage is None:
@@ -279,7 +287,7 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
     return lines
 
 
-def _manifest_only(culprit) -> bool:
+def manifest_only(culprit) -> bool:
     """Whether a rebuilt MANIFEST and CURRENT repair this culprit."""
     name = culprit.local_name or ""
     return culprit.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-")
@@ -287,11 +295,11 @@ def _manifest_only(culprit) -> bool:
 
 def _repair_hint(verdict: CheckpointVerdict) -> str:
     """Which repair could recover a broken checkpoint, from the kinds of its culprits."""
-    if verdict.culprits and all(_manifest_only(c) for c in verdict.culprits):
+    if verdict.culprits and all(manifest_only(c) for c in verdict.culprits):
         return (f"only MANIFEST or CURRENT files are broken: `repair rebuild-manifest {verdict.path} --out NEW_ROOT` "
                 "rebuilds them from the SSTs into a new checkpoint")
     lost_ssts = verdict.culprits and all(
-        (c.local_name or "").endswith(".sst") or _manifest_only(c) for c in verdict.culprits
+        (c.local_name or "").endswith(".sst") or manifest_only(c) for c in verdict.culprits
     )
     if lost_ssts:
         return ("SST files are lost or corrupt: the key groups and states above cannot be recovered from this "
@@ -308,20 +316,17 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary])
     summary = next(s for s in snapshots if s.name == chosen.name)
     path = normalize_uri(chosen.path)  # Flink needs an absolute path or a URI
     version = summary.metadata_version or 0
-    commands, config = [], []
+    commands, config = restore_commands(path, version), []
     if version >= 5 or version == 4:
-        commands.append(f"flink run -s {path} -claimMode NO_CLAIM ...   # Flink 1.20 and 2.x")
         config += [f"execution.state-recovery.path: {path}", "execution.state-recovery.claim-mode: NO_CLAIM   # Flink 1.20 and 2.x"]
     if version in (3, 4):
-        commands.append(f"flink run -s {path} -restoreMode NO_CLAIM ...   # Flink 1.15 to 1.19")
         config += [f"execution.savepoint.path: {path}", "execution.savepoint-restore-mode: NO_CLAIM   # Flink 1.15 to 1.19"]
-    if version == 3:
-        commands.append(f"flink run -s {path} ...   # Flink 1.11 to 1.14 (no restore modes: copy the checkpoint first)")
     notes = []
     for recorded, actual in summary.relocated_from.items():
         notes.append(
             f"This checkpoint was written at {recorded} and is read at {actual}: Flink opens the paths its _metadata "
-            f"records, so restore it where {recorded} exists, or copy it back there first."
+            f"records, so first `repair relocate {path} --to NEW_ROOT` (a _metadata pointing where the files are now; "
+            f"--copy makes NEW_ROOT self-contained) and restore NEW_ROOT/{chosen.name}, or restore it where {recorded} exists."
         )
     notes += [
         "Restore in NO_CLAIM mode (the default since Flink 1.15): the new job then never deletes files of the "
@@ -332,6 +337,17 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary])
     return RestoreAdvice(path, commands, config, notes)
 
 
+def restore_commands(path: str, version: int) -> list[str]:
+    """``flink run -s`` lines restoring the checkpoint or savepoint at ``path`` in NO_CLAIM mode, per Flink
+    release that writes ``_metadata`` format ``version``."""
+    commands = []
+    if version >= 5 or version == 4:
+        commands.append(f"flink run -s {path} -claimMode NO_CLAIM ...   # Flink 1.20 and 2.x")
+    if version in (3, 4):
+        commands.append(f"flink run -s {path} -restoreMode NO_CLAIM ...   # Flink 1.15 to 1.19")
+    if version == 3:
+        commands.append(f"flink run -s {path} ...   # Flink 1.11 to 1.14 (no restore modes: copy the checkpoint first)")
+    return commands
 
 
 def _and_list(items: list[str]) -> str:

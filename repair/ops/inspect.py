@@ -131,6 +131,8 @@ class InspectResult:
     relocated_from: dict[str, str]  # recorded job root -> where it is read now
     retained_checkpoints: list[int] = field(default_factory=list)
     unmatched_uids: list[str] = field(default_factory=list)
+    #: Modification time of ``_metadata`` (seconds since the epoch; ``_metadata`` records no timestamp), when the store reports one.
+    written_at: float | None = None
 
     @property
     def inline_bytes(self) -> int:
@@ -171,6 +173,11 @@ class InspectResult:
         }
 
 
+def _mtime(storage: st.Storage, uri: str) -> float | None:
+    info = storage.stat(uri)
+    return info.mtime if info is not None else None
+
+
 def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None = None, storage: st.Storage | None = None) -> InspectResult:
     """Inspect the snapshot at ``path`` (for a job root: the newest checkpoint, or ``checkpoint``)."""
     storage = storage or st.default_storage()
@@ -199,6 +206,7 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         operators=operators,
         metadata_bytes=snapshot.metadata_size,
         relocated_from=dict(snapshot.resolver.moves),
+        written_at=_mtime(storage, snapshot.ref.metadata_uri),
         retained_checkpoints=[r.number for r in layout.snapshots if r.number is not None],
         unmatched_uids=[uid for op_id, uid in uid_by_id.items() if snapshot.metadata.operator(op_id) is None],
     )

@@ -24,7 +24,7 @@ from repair.errors import RepairError, UsageError
 from repair.formats.flink.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import decode_metadata, encode_metadata
 from repair.io import storage as st
-from repair.io.layout import discover, normalize_uri, split_recorded_path
+from repair.io.layout import discover, normalize_uri, recorded_root
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 
 
@@ -79,15 +79,22 @@ class RelocateResult:
 def relocate(path: str, to: str, *, copy: bool = False, storage: st.Storage | None = None) -> RelocateResult:
     """Write ``to/<snapshot>/_metadata`` for the checkpoint or savepoint at ``path`` (see module doc)."""
     storage = storage or st.default_storage()
-    return write_snapshot(load_single_snapshot(path, storage, "relocate"), to, copy=copy, storage=storage)
+    snapshot = load_single_snapshot(path, storage, out=to)
+    return write_snapshot(snapshot, to, copy=copy, storage=storage)
 
 
-def load_single_snapshot(path: str, storage: st.Storage, command: str) -> LoadedSnapshot:
-    """The one checkpoint or savepoint at ``path``; a job root is a usage error for ``command``."""
+def load_single_snapshot(path: str, storage: st.Storage, *, out: str) -> LoadedSnapshot:
+    """The one checkpoint or savepoint at ``path``, to be written anew to ``out``.
+
+    A job root is a usage error, and so is an ``out`` inside the input (its job root or its own
+    directory, symbolic links resolved): nothing is ever written into a checkpoint.
+    """
     layout = discover(path, storage)
     if layout.kind == "job-root":
-        raise UsageError(f"{command} takes one checkpoint (chk-N), savepoint or _metadata file, not a job root", source=path)
-    return load_snapshot(layout.snapshots[0], layout.root, storage)
+        raise UsageError("expected one checkpoint (chk-N), savepoint or _metadata file, not a job root", source=path)
+    ref = layout.snapshots[0]
+    st.refuse_output_inside(out, [layout.root or ref.directory, ref.directory])
+    return load_snapshot(ref, layout.root, storage)
 
 
 def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st.Storage) -> RelocateResult:
@@ -99,7 +106,7 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
     ref = snapshot.ref
     new_root = normalize_uri(to)
     if storage.stat(new_root) is not None and storage.list_dir(new_root):
-        raise UsageError("already exists and is not empty; relocate writes a new root", source=to)
+        raise UsageError("already exists and is not empty; the output must be a new directory", source=to)
     target_dir_name = ref.name
     result = RelocateResult(ref.metadata_uri, new_root, None)
     copies: dict[str, str] = {}  # name under new_root -> source uri
@@ -156,13 +163,13 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
 def _copy_name(recorded: str, snapshot_dir: str) -> str:
     """Where a copy of the file recorded as ``recorded`` goes under the new root.
 
-    ``<job-id>/shared/x`` -> ``shared/x``; ``<job-id>/taskowned/tm/x`` -> ``taskowned/tm/x``;
-    ``<job-id>/chk-N/x`` -> ``<snapshot dir>/x``; any other path -> ``shared/<file name>``.
+    ``<root>/shared/x`` -> ``shared/x``; ``<root>/taskowned/tm/x`` -> ``taskowned/tm/x``;
+    ``<root>/chk-N/x`` -> ``<snapshot dir>/x``; any other path -> ``shared/<file name>``.
     """
-    split = split_recorded_path(recorded)
+    split = recorded_root(recorded)
     if split is None:
         return f"shared/{st.basename(recorded)}"
-    _base, _job_id, tail = split
+    _root, tail = split
     if tail[0].startswith("chk-"):
         return "/".join([snapshot_dir, *tail[1:]])
     return "/".join(tail)

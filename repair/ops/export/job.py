@@ -266,11 +266,11 @@ def export(
     storage = storage or st.default_storage()
     operators = list(operators or []) or None
     states = list(states or []) or None
-    if storage.exists(out) and storage.list_dir(out):
-        raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     layout = discover(checkpoint, storage)
     ref = layout.snapshots[-1]
-    st.refuse_output_inside(out, {layout.root or ref.directory, ref.directory})
+    st.refuse_output_inside(out, [layout.root or ref.directory, ref.directory])
+    if storage.exists(out) and storage.list_dir(out):
+        raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(
         source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,

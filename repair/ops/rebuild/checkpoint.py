@@ -116,10 +116,27 @@ def rebuild_manifest(
     ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held.
     """
     storage = storage or st.default_storage()
-    snapshot = load_single_snapshot(path, storage, "rebuild-manifest")
-    report = verify(path, storage=storage)
+    snapshot = load_single_snapshot(path, storage, out=out)
+    result = plan_rebuild(snapshot, verify(path, storage=storage).findings, drop_missing=drop_missing, storage=storage)
+    if result.unrepairable:
+        return result
+    result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)
+    if result.written.ok:
+        result.output_verified = verify(result.written.new_metadata, storage=storage).ok
+    return result
+
+
+def plan_rebuild(
+    snapshot: LoadedSnapshot, findings: list[CheckpointFinding], *, drop_missing: bool, storage: st.Storage,
+) -> RebuildResult:
+    """Everything :func:`rebuild_manifest` does short of writing: ``snapshot``'s metadata edited in place
+    (MANIFESTs rebuilt, with ``drop_missing`` lost SSTs left out), what was rebuilt, lost or cannot be.
+
+    ``findings`` are verify's findings about this snapshot. :mod:`repair.ops.triage` uses it to say
+    what a rebuild would lose without writing anything.
+    """
     result = RebuildResult(snapshot.ref.metadata_uri)
-    broken, dropped = _classify(report.findings, drop_missing, result)
+    broken, dropped = _classify(findings, drop_missing, result)
     if result.unrepairable:
         return result
     format_ = "frocksdb8" if snapshot.metadata.version >= 5 else "frocksdb6"
@@ -138,9 +155,6 @@ def rebuild_manifest(
             add_overlaps(lost, instance.summaries, instance.levels)
             result.rebuilt.append(instance)
             result.lost.extend(lost)
-    result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)
-    if result.written.ok:
-        result.output_verified = verify(result.written.new_metadata, storage=storage).ok
     return result
 
 
@@ -154,7 +168,7 @@ def _classify(
         ref = finding.reference
         if finding.severity != "error" and finding.kind != "sst_not_in_manifest":
             continue
-        if _is_manifest_problem(finding):
+        if is_manifest_problem(finding):
             broken.setdefault((ref.operator, ref.subtask), []).append(finding)
         elif finding.severity == "error" and is_sst_file_finding(finding):
             ssts.setdefault((ref.operator, ref.subtask, ref.local_name), []).append(finding)
@@ -179,7 +193,8 @@ def _classify(
     return broken, dropped
 
 
-def _is_manifest_problem(finding: CheckpointFinding) -> bool:
+def is_manifest_problem(finding: CheckpointFinding) -> bool:
+    """Whether a rebuilt MANIFEST, CURRENT and OPTIONS repair this finding (no SST's bytes are involved)."""
     name = finding.reference.local_name or ""
     return finding.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-") or is_options_name(name)
 

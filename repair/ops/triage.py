@@ -1,0 +1,291 @@
+"""``repair triage``: every way back from a failing restore, ranked, with the exact commands.
+
+The on-call runbook as one operation. Every retained checkpoint of a job root is verified (and every
+savepoint under ``savepoints``), then each way back is listed:
+
+- **restore** the newest valid checkpoint of each lineage (after ``repair relocate`` when it was
+  moved: Flink opens the paths its ``_metadata`` records), and every valid savepoint;
+- **rebuild-manifest** a newer, broken checkpoint whose only problems are MANIFEST, CURRENT or
+  OPTIONS files: nothing is lost;
+- **rebuild-manifest --drop-missing** a newer checkpoint whose SSTs are missing or corrupt: exactly
+  what is lost is said per dropped file (state, key groups, key range), as the rebuild reports it.
+
+What a rebuild would do is worked out in memory (:func:`~repair.ops.rebuild.checkpoint.plan_rebuild`),
+nothing is written. Ways back are ranked lossless first, then by how recent the state is: by checkpoint
+id (a savepoint takes its id from the job's checkpoint counter, so a savepoint taken after ``chk-5`` has
+a larger id), then by time. So the first one replays the least input. ``_metadata`` holds no timestamp;
+a snapshot's time is its ``_metadata``'s modification time as the store reports it (a copy made
+without keeping times shows the time of the copy), taken for a checkpoint as the latest of its own and
+every older checkpoint's, so ages never grow with the checkpoint number.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+
+from repair.errors import RepairError, UsageError
+from repair.io import storage as st
+from repair.io.layout import METADATA, discover, normalize_uri
+from repair.io.snapshot import load_snapshot
+from repair.ops.fallback import FallbackResult, judge, restore_commands
+from repair.ops.rebuild.checkpoint import plan_rebuild
+from repair.ops.rebuild.losses import LostFile
+from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
+
+RESTORE = "restore"
+REBUILD = "rebuild-manifest"
+REBUILD_DROPPING = "rebuild-manifest --drop-missing"
+
+
+@dataclass
+class WayBack:
+    """One way to get the job running again, with what it costs."""
+
+    action: str  # RESTORE | REBUILD | REBUILD_DROPPING
+    snapshot: str  # chk-N or the savepoint's directory name
+    kind: str  # checkpoint | savepoint
+    path: str
+    checkpoint_id: int | None
+    lossless: bool
+    #: When ``_metadata`` was written (seconds since the epoch; its modification time), and its age then.
+    written_at: float | None
+    age_seconds: float | None
+    #: The steps in order: repairs, then the restore (for the newest Flink release that reads the snapshot).
+    commands: list[str]
+    why: str
+    lineage: int | None = None
+    #: The restore step for older Flink releases, when they differ (``-restoreMode`` before Flink 1.20).
+    alternatives: list[str] = field(default_factory=list)
+    #: With REBUILD_DROPPING: every SST left out and what it held.
+    lost: list[LostFile] = field(default_factory=list)
+    #: Files recorded under another root and read where they are now (a copied or moved checkpoint).
+    relocated_from: dict[str, str] = field(default_factory=dict)
+    rank: int = 0
+
+    def loss_lines(self) -> list[str]:
+        """What is lost, one line per dropped file."""
+        lines = []
+        for item in self.lost:
+            groups = f" key groups {item.key_groups[0]}-{item.key_groups[1]}" if item.key_groups else ""
+            state = item.column_family or "state unknown"
+            lines.append(f"{item.operator}[{item.subtask}] {item.local_name} ({item.reason}): {state}{groups}"
+                         + (f", {item.entries} entries" if item.entries is not None else ""))
+        return lines
+
+    def to_json(self) -> dict:
+        return {
+            "rank": self.rank, "action": self.action, "snapshot": self.snapshot, "kind": self.kind, "path": self.path,
+            "checkpoint_id": self.checkpoint_id, "lineage": self.lineage, "lossless": self.lossless,
+            "written_at": _iso(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
+            "why": self.why, "commands": self.commands, "alternatives": self.alternatives, "relocated_from": self.relocated_from,
+            "lost": [item.to_json() for item in self.lost],
+        }
+
+
+@dataclass
+class BeyondRepair:
+    """A broken checkpoint newer than every way back that no repair recovers, and why."""
+
+    snapshot: str
+    path: str
+    reasons: list[str]
+
+    def to_json(self) -> dict:
+        return {"snapshot": self.snapshot, "path": self.path, "reasons": self.reasons}
+
+
+@dataclass
+class TriageResult:
+    root: str
+    savepoints: str | None
+    checked: dict[str, int]
+    ways: list[WayBack]  # ranked, best first
+    beyond_repair: list[BeyondRepair]
+    lineages: int
+    message: str
+
+    @property
+    def ok(self) -> bool:
+        """A way back loses nothing."""
+        return any(way.lossless for way in self.ways)
+
+    @property
+    def best(self) -> WayBack | None:
+        return self.ways[0] if self.ways else None
+
+    def to_json(self) -> dict:
+        return {
+            "ok": self.ok, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
+            "message": self.message, "lineages": self.lineages,
+            "best": self.best.rank if self.best else None,
+            "ways": [way.to_json() for way in self.ways],
+            "beyond_repair": [b.to_json() for b in self.beyond_repair],
+        }
+
+
+def triage(
+    root: str, *, savepoints: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
+    master: str | None = None, on_progress=None, now: float | None = None,
+) -> TriageResult:
+    """Verify every retained checkpoint of ``root`` (and the savepoints under ``savepoints``); rank the ways back."""
+    storage = storage or st.default_storage()
+    now = time.time() if now is None else now
+    root = _absolute(root)
+    savepoints = _absolute(savepoints) if savepoints else None
+    report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
+    if report.layout != "job-root":
+        raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
+    verdicts = judge(report, root)
+    summaries = {s.name: s for s in report.snapshots}
+    times = _checkpoint_times(report.snapshots)
+    ways: list[WayBack] = []
+    beyond: list[BeyondRepair] = []
+    for lineage in verdicts.lineages:
+        members = [v for v in verdicts.checkpoints if v.lineage == lineage.index]  # newest first
+        newest_valid = next((v for v in members if v.valid), None)
+        label = lineage.index if len(verdicts.lineages) > 1 else None
+        if newest_valid is not None:
+            summary = summaries[newest_valid.name]
+            ways.append(_restore(summary, root, times, now, label))
+        for verdict in members:
+            if verdict is newest_valid:
+                break
+            way, reasons = _repair(verdict.name, report, verdicts, root, storage, times, now, label)
+            if way is not None:
+                ways.append(way)
+            else:
+                beyond.append(BeyondRepair(verdict.name, verdict.path, reasons))
+    saved = _savepoints(savepoints, storage, workers, master, now) if savepoints else []
+    ways += [w for w in saved if w is not None]
+    ways.sort(key=lambda w: (not w.lossless, -(w.checkpoint_id if w.checkpoint_id is not None else -1), -(w.written_at or 0.0)))
+    for rank, way in enumerate(ways, 1):
+        way.rank = rank
+    checked = {"checkpoints": len(report.snapshots), "savepoints": len(saved), "files": report.files, "bytes": report.bytes}
+    result = TriageResult(root, savepoints, checked, ways, beyond, len(verdicts.lineages), "")
+    result.message = _message(result, verdicts)
+    return result
+
+
+def _steps(repairs: list[str], restore_path: str, version: int) -> tuple[list[str], list[str]]:
+    """The steps of a way back (``repairs``, then one restore) and the restore lines for older releases."""
+    restores = restore_commands(restore_path, version) or [f"flink run -s {restore_path} ..."]
+    return [*repairs, restores[0]], restores[1:]
+
+
+def _checkpoint_times(snapshots: list[SnapshotSummary]) -> dict[str, float | None]:
+    """A time per checkpoint that never decreases with its number: the latest ``_metadata`` time of it and
+    every older checkpoint (copies made without keeping times may reorder the files' own times)."""
+    times, latest = {}, None
+    for snap in sorted(snapshots, key=lambda s: s.number if s.number is not None else -1):
+        if snap.written_at is not None:
+            latest = snap.written_at if latest is None else max(latest, snap.written_at)
+        times[snap.name] = latest
+    return times
+
+
+def _age(written_at: float | None, now: float) -> float | None:
+    return None if written_at is None else max(0.0, now - written_at)
+
+
+def _new_root(root: str, what: str, name: str) -> str:
+    """A suggested output next to the job root, never inside it: ``<root>-<what>-<chk-N>``."""
+    root = root.rstrip("/")
+    return st.join(st.parent(root), f"{st.basename(root)}-{what}-{name}")
+
+
+def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, lineage: int | None) -> WayBack:
+    path = summary.path
+    version = summary.metadata_version or 0
+    if summary.relocated_from:
+        target = _new_root(root, "relocated", summary.name)
+        commands, alternatives = _steps([f"repair relocate {path} --to {target}"], st.join(target, summary.name), version)
+        why = (f"the newest valid checkpoint; it was written elsewhere ({', '.join(summary.relocated_from)}), so a "
+               "_metadata pointing where its files are now is written first")
+    else:
+        commands, alternatives = _steps([], path, version)
+        why = "the newest valid checkpoint"
+    written = times.get(summary.name)
+    return WayBack(RESTORE, summary.name, "checkpoint", path, summary.checkpoint_id, True, written, _age(written, now),
+                   commands, why, lineage, alternatives, relocated_from=dict(summary.relocated_from))
+
+
+def _repair(
+    name: str, report: VerifyResult, verdicts: FallbackResult, root: str, storage: st.Storage, times: dict,
+    now: float, lineage: int | None,
+) -> tuple[WayBack | None, list[str]]:
+    """The rebuild that brings the broken checkpoint ``name`` back, or None and why there is none."""
+    summary = next(s for s in report.snapshots if s.name == name)
+    if summary.metadata_version is None:
+        return None, [f"its {METADATA} cannot be read"]
+    ref = next(r for r in discover(summary.path, storage).snapshots)
+    try:
+        snapshot = load_snapshot(ref, root, storage)
+        findings = [f for f in report.findings if f.reference.snapshot == name]
+        plan = plan_rebuild(snapshot, findings, drop_missing=True, storage=storage)
+    except RepairError as error:
+        return None, [str(error)]
+    if plan.unrepairable:
+        return None, plan.unrepairable
+    lossless = not plan.lost
+    action = REBUILD if lossless else REBUILD_DROPPING
+    target = _new_root(root, "rebuilt", name)
+    flags = "" if lossless else " --drop-missing"
+    version = summary.metadata_version or 0
+    commands, alternatives = _steps([f"repair rebuild-manifest {summary.path} --out {target}{flags}"], st.join(target, name), version)
+    kinds = sorted({reason.rsplit(" ", 1)[-1] for instance in plan.rebuilt for reason in instance.reasons})
+    if lossless:
+        why = (f"newer than every valid checkpoint; only the MANIFEST, CURRENT or OPTIONS files of {len(plan.rebuilt)} RocksDB "
+               f"instance(s) are broken ({', '.join(kinds)}): rebuilt from their SSTs, nothing is lost")
+    else:
+        why = (f"newer than every valid checkpoint; {len(plan.lost)} SST file(s) are missing or corrupt: rebuilt without "
+               "them, their state is lost (below), and keys they last updated may come back with older values")
+    written = times.get(name)
+    return WayBack(action, name, "checkpoint", summary.path, summary.checkpoint_id, lossless, written, _age(written, now),
+                   commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from)), []
+
+
+def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | None]:
+    """A restore for every valid savepoint in ``directory`` (a savepoint, or a directory of them); None for broken ones."""
+    if storage.stat(st.join(directory, METADATA)) is not None:
+        paths = [directory]
+    else:
+        info = storage.stat(directory)
+        if info is None or not info.is_dir:
+            raise UsageError("--savepoints: no such directory", source=directory)
+        paths = sorted(e.path for e in storage.list_dir(directory)
+                       if e.is_dir and storage.stat(st.join(e.path, METADATA)) is not None)
+    ways: list[WayBack | None] = []
+    for path in paths:
+        report = verify(path, storage=storage, workers=workers, master=master)
+        summary = report.snapshots[0]
+        if not report.ok:
+            ways.append(None)
+            continue
+        commands, alternatives = _steps([], path, summary.metadata_version or 0)
+        ways.append(WayBack(RESTORE, summary.name, "savepoint", path, summary.checkpoint_id, True, summary.written_at,
+                            _age(summary.written_at, now), commands, "a valid savepoint", None, alternatives))
+    return ways
+
+
+def _message(result: TriageResult, verdicts: FallbackResult) -> str:
+    if result.best is None:
+        return "no way back found: no retained checkpoint is valid or repairable" + (
+            "" if result.savepoints else "; pass --savepoints DIR to consider savepoints")
+    best = result.best
+    cost = "nothing lost" if best.lossless else f"{len(best.lost)} SST file(s) of state lost"
+    several = f"; {result.lineages} jobs or deployments wrote here, check the lineage" if result.lineages > 1 else ""
+    return f"best way back: {best.action} {best.snapshot} ({cost}){several}"
+
+
+def _absolute(path: str) -> str:
+    """Local paths made absolute (Flink needs absolute paths or URIs); URIs as they are."""
+    path = normalize_uri(path)
+    return os.path.abspath(path) if st.parse_location(path).kind == "local" else path
+
+
+def _iso(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))

@@ -1,0 +1,161 @@
+"""``repair triage``: every way back from a damaged job root, ranked, with its loss and exact commands.
+
+Each case damages a copy of a real-Flink fixture as the verify tests do (tests/damage.py) and predicts
+the answer from the damage alone: which checkpoints reference the damaged file, and what kind of file
+it is. The slow test restores, in real Flink, the repaired newest checkpoint that triage proposes.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+from pathlib import Path
+
+import pytest
+
+from fixtures import state_model
+from fixtures.restore import restore_state
+from repair.cli.app import main
+from repair.errors import UsageError
+from repair.ops.triage import REBUILD, REBUILD_DROPPING, RESTORE, triage
+from tests import damage
+from tests.conftest import FIXTURES, fixture_info
+
+EXTERNAL = "flink-1.20-p3-external-xxhash-lz4"
+#: Damage to an SST: rebuilt without it, with a loss. Damage to a MANIFEST: rebuilt, nothing lost.
+SST_DAMAGE = {"missing_sst", "sst_flipped_byte", "sst_bad_magic", "sst_truncated", "inline_sst_flipped_byte"}
+MANIFEST_DAMAGE = {"missing_manifest", "inline_manifest_flipped_byte"}
+
+CASES = [
+    ("missing_sst", EXTERNAL),
+    ("sst_flipped_byte", EXTERNAL),
+    ("sst_bad_magic", EXTERNAL),
+    ("sst_truncated", EXTERNAL),
+    ("missing_manifest", EXTERNAL),
+    ("metadata_truncated", EXTERNAL),
+    ("inline_sst_flipped_byte", "flink-1.20-default"),
+    ("inline_manifest_flipped_byte", "flink-1.20-default"),
+    ("sst_flipped_byte", "flink-2.1-p3-external-xxh3-zstd"),
+]
+
+
+@pytest.mark.parametrize("kind, fixture", CASES)
+def test_triage_ranks_the_ways_back_the_damage_leaves(tmp_path, kind, fixture):
+    dmg = damage.damaged_copy(fixture, tmp_path, kind)
+    retained = damage.checkpoint_ids(dmg.root)
+    broken = sorted(dmg.checkpoints)
+    valid = [c for c in retained if c not in broken]
+    newest_valid = max(valid) if valid else None
+    repairable = [c for c in broken if newest_valid is None or c > newest_valid]
+
+    result = triage(str(dmg.root))
+
+    expected = []  # (action, checkpoint), best first: lossless newest first, then lossy newest first
+    if kind in MANIFEST_DAMAGE:
+        expected += [(REBUILD, c) for c in repairable]
+    if newest_valid is not None:
+        expected.append((RESTORE, newest_valid))
+    expected.sort(key=lambda way: -way[1])
+    if kind in SST_DAMAGE:
+        expected += [(REBUILD_DROPPING, c) for c in sorted(repairable, reverse=True)]
+    assert [(w.action, w.checkpoint_id) for w in result.ways] == expected
+    assert [w.rank for w in result.ways] == list(range(1, len(expected) + 1))
+    assert result.ok == any(w.lossless for w in result.ways) == (newest_valid is not None or kind in MANIFEST_DAMAGE)
+    if kind == "metadata_truncated":
+        assert [b.snapshot for b in result.beyond_repair] == [f"chk-{c}" for c in repairable]
+    for way in result.ways:
+        assert way.lossless == (way.action != REBUILD_DROPPING) == (not way.lost)
+        assert way.age_seconds is not None and way.written_at is not None
+        if way.action == REBUILD_DROPPING:  # exactly the damaged file is lost
+            assert {item.local_name for item in way.lost} and len(way.lost) == 1
+            if dmg.file is not None and dmg.file.name != "_metadata":
+                assert way.lost[0].path.endswith(dmg.file.name)
+        # Every way's commands are in order: a repair first (writing next to the root, never inside), then the restore.
+        assert way.commands[-1].startswith("flink run -s ")
+        for command in way.commands[:-1]:
+            if command.startswith("repair "):
+                out = shlex.split(command)[-1] if not command.endswith("--drop-missing") else shlex.split(command)[-2]
+                assert not Path(out).is_relative_to(dmg.root) and Path(out).is_absolute()
+
+
+def test_repairing_the_newest_checkpoint_is_best_when_only_its_manifest_is_bad(tmp_path, capsys):
+    dmg = damage.damaged_copy("flink-1.20-default", tmp_path, "inline_manifest_flipped_byte")
+    newest = max(damage.checkpoint_ids(dmg.root))
+    assert dmg.checkpoints == [newest]
+    assert main(["triage", str(dmg.root), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    best = doc["ways"][0]
+    assert doc["ok"] is True and doc["best"] == 1
+    assert (best["action"], best["checkpoint_id"], best["lossless"], best["lost"]) == (REBUILD, newest, True, [])
+    assert best["commands"][0] == f"repair rebuild-manifest {dmg.root / f'chk-{newest}'} --out {dmg.root}-rebuilt-chk-{newest}"
+    assert best["commands"][1].startswith(f"flink run -s {dmg.root}-rebuilt-chk-{newest}/chk-{newest} ")
+    assert (doc["ways"][1]["action"], doc["ways"][1]["checkpoint_id"]) == (RESTORE, newest - 1)
+    assert main(["triage", str(dmg.root)]) == 0
+    text = capsys.readouterr().out
+    assert f"best way back: rebuild-manifest chk-{newest} (nothing lost)" in text
+    assert f"1) repair rebuild-manifest {dmg.root}/chk-{newest}" in text
+
+
+def test_nothing_lossless_exits_1_and_says_what_is_lost(tmp_path, capsys):
+    root = damage.checkpoint_root(damage.copy_fixture(EXTERNAL, tmp_path))
+    retained = damage.checkpoint_ids(root)
+    # An SST of the oldest checkpoint that every later one still references: no checkpoint is valid.
+    shared = next(f for f in damage.referenced_files(root, retained[0], damage.is_sst)
+                  if damage.referencing_checkpoints(root, f) == retained)
+    shared.unlink()
+    assert main(["triage", str(root), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False
+    assert [(w["action"], w["checkpoint_id"]) for w in doc["ways"]] == [(REBUILD_DROPPING, c) for c in reversed(retained)]
+    for way in doc["ways"]:
+        assert [(lost["reason"], Path(lost["path"]).name) for lost in way["lost"]] == [("missing", shared.name)]
+    assert main(["triage", str(root)]) == 1
+    text = capsys.readouterr().out
+    assert "lost: " in text and doc["ways"][0]["lost"][0]["local_name"] in text and "--drop-missing" in text
+
+
+def test_a_moved_job_root_is_restored_after_relocating(tmp_path):
+    copy = tmp_path / "backup" / "p3"
+    shutil.copytree(damage.checkpoint_root(FIXTURES / EXTERNAL), copy)
+    newest = max(damage.checkpoint_ids(copy))
+    best = triage(str(copy)).best
+    assert (best.action, best.checkpoint_id) == (RESTORE, newest) and best.relocated_from
+    target = f"{copy}-relocated-chk-{newest}"
+    assert best.commands[0] == f"repair relocate {copy}/chk-{newest} --to {target}"
+    assert best.commands[1].startswith(f"flink run -s {target}/chk-{newest} ")
+
+
+def test_savepoints_are_ways_back_too(tmp_path):
+    fixture = FIXTURES / "flink-2.1-default"
+    info = fixture_info(fixture)
+    result = triage(str(damage.checkpoint_root(fixture)), savepoints=str(fixture / "savepoints"))
+    savepoints = [w for w in result.ways if w.kind == "savepoint"]
+    assert sorted(w.snapshot for w in savepoints) == sorted(Path(p).name for p in info["savepoints"].values())
+    assert all(w.action == RESTORE and w.lossless and w.commands[0].startswith(f"flink run -s {w.path} ") for w in savepoints)
+    assert result.checked["savepoints"] == len(savepoints)
+    # Savepoints take their ids from the job's checkpoint counter: ranked among the checkpoints by id.
+    ids = [w.checkpoint_id for w in result.ways]
+    assert ids == sorted(ids, reverse=True) and result.ok
+    with pytest.raises(UsageError, match="job checkpoint root"):
+        triage(str(fixture / "savepoints" / Path(next(iter(info["savepoints"].values()))).name))
+
+
+@pytest.mark.slow
+def test_real_flink_restores_the_repaired_newest_checkpoint_triage_proposes(tmp_path):
+    name = "flink-2.1-p3-external-xxh3-zstd"
+    dmg = damage.damaged_copy(name, tmp_path, "missing_manifest")
+    best = triage(str(dmg.root)).best
+    newest = max(damage.checkpoint_ids(dmg.root))
+    assert (best.action, best.checkpoint_id) == (REBUILD, newest)
+    argv = shlex.split(best.commands[0])  # exactly the command triage prints
+    assert argv[:2] == ["repair", "rebuild-manifest"]
+    assert main(argv[1:]) == 0
+    restore_path = Path(shlex.split(best.commands[1])[3])
+    info = fixture_info(FIXTURES / name)
+    records = state_model.read_records(FIXTURES / name / "records.tsv")
+    restored = restore_state(info["flink_version"], restore_path, records, parallelism=info["parallelism"],
+                             max_parallelism=info["spec"]["max_parallelism"], extra_conf=info["spec"].get("extra"))
+    expected = json.loads((FIXTURES / name / "expected.json").read_text())
+    assert restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == expected["operator"]
