@@ -76,7 +76,15 @@ class TruncatedError(FormatError):
 
 
 class StorageError(RepairError):
-    """A file or directory could not be read (missing, permission denied, unreachable storage)."""
+    """A file or directory could not be read (missing, permission denied, unreachable storage).
+
+    ``transient`` is set when the last failure was one that may go away (throttling, a reset, a
+    timeout, a short read) and the retries ran out of time: the file's state is unknown, not bad.
+    """
+
+    def __init__(self, message: str, *, source: str | None = None, transient: bool = False):
+        super().__init__(message, source=source)
+        self.transient = transient
 
 
 class UsageError(RepairError):

@@ -5,6 +5,7 @@ No format or storage logic lives here; see ``repair.ops`` for the operations.
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import List, Optional
 
@@ -13,6 +14,9 @@ import typer
 from repair import __version__
 from repair.cli.output import print_error, print_json
 from repair.errors import RepairError, UsageError
+
+#: The environment variable StorageOptions.from_env reads the retry budget from.
+RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
 
 app = typer.Typer(
     name="repair",
@@ -37,8 +41,15 @@ def _root(
     version: bool = typer.Option(
         False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
     ),
+    retry_budget: Optional[float] = typer.Option(
+        None, "--retry-budget", min=0, metavar="SECONDS",
+        help="How long a read that failed transiently (throttling, a reset, a timeout) is retried (default 60; "
+             "also REPAIR_RETRY_BUDGET). A file still unreadable then makes its verdict unknown, never broken.",
+    ),
 ) -> None:
     """Emergency toolkit for Apache Flink RocksDB checkpoints."""
+    if retry_budget is not None:  # storage options come from the environment (main() restores it)
+        os.environ[RETRY_BUDGET_VARIABLE] = str(retry_budget)
 
 
 def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
@@ -239,6 +250,7 @@ def main(argv: list[str] | None = None) -> int:
     Usage errors are reported by typer (usage text, exit code 2); a :class:`RepairError` from an
     operation is printed as one line, never as a traceback.
     """
+    saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
     try:
         app(args=argv, prog_name="repair", standalone_mode=True)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
@@ -250,6 +262,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print_error("interrupted")
         return 130
+    finally:
+        if saved_budget is None:
+            os.environ.pop(RETRY_BUDGET_VARIABLE, None)
+        else:
+            os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
     return 0
 
 

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from repair.errors import StorageError
+from repair.io.retry import DEFAULT_BUDGET_SECONDS
 
 
 # -- options -------------------------------------------------------------------------------------
@@ -19,6 +20,18 @@ def _is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
+
+
+def _seconds(value: str | None, default: float) -> float:
+    if value is None or not value.strip():
+        return default
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise StorageError(f"REPAIR_RETRY_BUDGET must be a number of seconds, not {value!r}") from None
+    if seconds < 0:
+        raise StorageError(f"REPAIR_RETRY_BUDGET must not be negative, not {value!r}")
+    return seconds
 
 
 def _truthy(value: str | None) -> bool:
@@ -48,6 +61,9 @@ class StorageOptions:
     gcs_endpoint: str | None = None
     gcs_anonymous: bool = False
     azure_account_key: str | None = field(default=None, repr=False)
+    #: Seconds within which a read that failed transiently (throttling, a reset, a timeout, a short
+    #: read) is tried again (see :mod:`repair.io.retry`); 0 tries once.
+    retry_budget: float = DEFAULT_BUDGET_SECONDS
 
     @classmethod
     def from_env(cls, environ: Mapping[str, str] | None = None) -> "StorageOptions":
@@ -55,8 +71,8 @@ class StorageOptions:
 
         ``AWS_ENDPOINT_URL_S3`` or ``AWS_ENDPOINT_URL``; ``AWS_REGION`` or ``AWS_DEFAULT_REGION``;
         ``AWS_ALLOW_HTTP`` (``true`` allows plain http to non-loopback endpoints);
-        ``STORAGE_EMULATOR_HOST`` (a GCS emulator, used anonymously). Credentials are left to the
-        SDKs (see the class).
+        ``STORAGE_EMULATOR_HOST`` (a GCS emulator, used anonymously); ``REPAIR_RETRY_BUDGET`` (seconds).
+        Credentials are left to the SDKs (see the class).
         """
         env = os.environ if environ is None else environ
         gcs_emulator = env.get("STORAGE_EMULATOR_HOST") or None
@@ -66,6 +82,7 @@ class StorageOptions:
             s3_allow_http=_truthy(env.get("AWS_ALLOW_HTTP")),
             gcs_endpoint=gcs_emulator,
             gcs_anonymous=gcs_emulator is not None,
+            retry_budget=_seconds(env.get("REPAIR_RETRY_BUDGET"), DEFAULT_BUDGET_SECONDS),
         )
 
 

@@ -48,6 +48,7 @@ import pyarrow.fs as pafs
 from repair.errors import RepairError, StorageError
 from repair.formats.bytes.random_access import RandomAccess
 from repair.io.options import StorageOptions, parse_endpoint
+from repair.io.retry import RetryPolicy, ShortRead, is_transient
 from repair.io.uris import (
     Location,
     basename,
@@ -91,6 +92,8 @@ DEFAULT_CHUNK_SIZE = 8 * 1024 * 1024
 #: are processed (16 MiB ones do not), which makes SST verification about 20 % faster. Object stores
 #: keep the reader's default, large ranged reads.
 LOCAL_READ_SIZE = 1024 * 1024
+#: Retry budget of local reads, in seconds (see :attr:`Storage.retry`).
+LOCAL_RETRY_BUDGET = 1.0
 #: Default bound of :meth:`Storage.read_bytes`.
 DEFAULT_MAX_READ_BYTES = 512 * 1024 * 1024
 
@@ -139,7 +142,9 @@ class _StorageErrors:
         if error is None or isinstance(error, RepairError):
             return False
         if isinstance(error, (OSError, pa.ArrowException)):
-            raise StorageError(f"cannot {self.action}: {_reason(error)}", source=self.uri) from error
+            transient = is_transient(error)
+            why = _reason(error) + (" (a transient fault; retries ran out of time)" if transient else "")
+            raise StorageError(f"cannot {self.action}: {why}", source=self.uri, transient=transient) from error
         return False
 
 
@@ -163,12 +168,14 @@ class InputFile:
     positional and may come from several threads. Close it (or use ``with``) when done.
     """
 
-    __slots__ = ("uri", "_file", "_size", "preferred_read_size")
+    __slots__ = ("uri", "_file", "_size", "preferred_read_size", "_retry")
 
-    def __init__(self, uri: str, file: pa.NativeFile, size: int, preferred_read_size: int | None = None):
+    def __init__(self, uri: str, file: pa.NativeFile, size: int, preferred_read_size: int | None = None,
+                 retry: RetryPolicy | None = None):
         self.uri = uri
         self._file = file
         self._size = size
+        self._retry = retry or RetryPolicy(budget_seconds=0)
         #: Size of sequential reads that suits this store (``None``: no preference); whole-file scans
         #: such as SST verification use it.
         self.preferred_read_size = preferred_read_size
@@ -183,9 +190,14 @@ class InputFile:
         length = max(min(length, self._size - offset), 0)
         if length == 0:
             return b""
-        with _StorageErrors(self.uri, f"read {length} bytes at offset {offset}"):
+        def read_once() -> bytes:
             data = self._file.read_at(length, offset)
-        return data
+            if len(data) < length:  # the file holds them: the connection lost them, not the file
+                raise ShortRead(f"read {len(data)} of {length} bytes at offset {offset} of a {self._size}-byte file")
+            return data
+
+        with _StorageErrors(self.uri, f"read {length} bytes at offset {offset}"):
+            return self._retry.call(read_once)
 
     def close(self) -> None:
         self._file.close()
@@ -211,6 +223,13 @@ class Storage:
         self.options = options if options is not None else StorageOptions.from_env()
         self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
         self._lock = threading.Lock()
+        #: Transient faults of remote stores are retried within this budget; local disks get a short one
+        #: (a local read fails again the same way, it does not come back after a pause).
+        self.retry = RetryPolicy(budget_seconds=self.options.retry_budget)
+        self._local_retry = RetryPolicy(budget_seconds=min(self.options.retry_budget, LOCAL_RETRY_BUDGET))
+
+    def _retry_for(self, location: Location) -> RetryPolicy:
+        return self._local_retry if location.kind == "local" else self.retry
 
     @classmethod
     def from_env(cls) -> "Storage":
@@ -271,6 +290,9 @@ class Storage:
             "session_token": o.s3_session_token,
             "anonymous": o.s3_anonymous,
             "region": o.s3_region,
+            # Retries are this toolkit's (Storage.retry: one budget, the same for every store); the SDK's
+            # own would back off again underneath them, about a second per throttled request.
+            "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=1),
         }
         if o.s3_endpoint:
             kwargs["endpoint_override"], kwargs["scheme"] = parse_endpoint(
@@ -324,15 +346,17 @@ class Storage:
     def open_input(self, uri: str) -> InputFile:
         """Opens ``uri`` for random-access reads; :class:`StorageError` if missing or unreadable."""
         location, fs = self._resolve(uri)
+        retry = self._retry_for(location)
         with _StorageErrors(uri, "open for reading"):
-            file = fs.open_input_file(location.fs_path)
-            return InputFile(uri, file, file.size(), LOCAL_READ_SIZE if location.kind == "local" else None)
+            file = retry.call(lambda: fs.open_input_file(location.fs_path))
+            size = retry.call(file.size)
+            return InputFile(uri, file, size, LOCAL_READ_SIZE if location.kind == "local" else None, retry)
 
     def stat(self, uri: str) -> FileInfo | None:
         """What ``uri`` is, or ``None`` when nothing is there."""
         location, fs = self._resolve(uri)
         with _StorageErrors(uri, "stat"):
-            info = fs.get_file_info(location.fs_path)
+            info = self._retry_for(location).call(lambda: fs.get_file_info(location.fs_path))
         return None if info.type == pafs.FileType.NotFound else _file_info(uri, info)
 
     def exists(self, uri: str) -> bool:
@@ -348,7 +372,8 @@ class Storage:
         base = location.fs_path.rstrip("/")
         with _StorageErrors(uri, "list directory"):
             try:
-                infos = fs.get_file_info(pafs.FileSelector(base or "/", recursive=recursive))
+                selector = pafs.FileSelector(base or "/", recursive=recursive)
+                infos = self._retry_for(location).call(lambda: fs.get_file_info(selector))
             except FileNotFoundError:
                 info = self.stat(uri)
                 if info is not None and not info.is_dir:
@@ -376,18 +401,9 @@ class Storage:
         """The content of ``uri`` as sequential chunks of ``chunk_size`` bytes (the last may be shorter)."""
         if chunk_size <= 0:
             raise ValueError(f"chunk_size must be positive, got {chunk_size}")
-        location, fs = self._resolve(uri)
-        with _StorageErrors(uri, "open for reading"):
-            stream = fs.open_input_stream(location.fs_path)
-        with stream:
-            offset = 0
-            while True:
-                with _StorageErrors(uri, f"read at offset {offset}"):
-                    chunk = stream.read(chunk_size)
-                if not chunk:
-                    return
-                offset += len(chunk)
-                yield chunk
+        with self.open_input(uri) as file:  # ranged reads: each one retried on its own
+            for offset in range(0, file.size, chunk_size):
+                yield file.read(offset, chunk_size)
 
     # -- writing (outputs only) ------------------------------------------------------------------
     def write_atomic(self, uri: str, data: bytes | Iterable[bytes], *, overwrite: bool = False) -> int:

@@ -13,7 +13,8 @@ import os
 import pickle
 import sys
 from concurrent.futures import ProcessPoolExecutor
-from typing import Callable, Iterable, Sequence, TypeVar
+from contextlib import contextmanager
+from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from repair.errors import RepairError, UsageError
 
@@ -103,31 +104,56 @@ def default_workers() -> int:
 
 def spark_session(master: str, app_name: str):
     """A SparkSession for ``master`` whose Python workers run this interpreter (so they can import
-    ``repair``), set through Spark's configuration, never through the caller's environment.
+    ``repair``); the caller's environment is the same afterwards.
 
-    A session the caller already has for the same master is used as it is; one for another master is
-    left running and refused (stopping it would break the caller's work)."""
+    A session the caller already has for the same master is used as it is; one the caller started for
+    another master is left running and refused (stopping it would break the caller's work). A session
+    this function started before, for another master, is replaced."""
     try:
         from pyspark.sql import SparkSession
     except ImportError as error:
         raise UsageError(f"running on Spark needs pyspark (pip install 'flink-checkpoint-repair[spark]'): {error}") from None
     active = SparkSession.getActiveSession()
     if active is not None:
-        if active.sparkContext.master != master:
+        if active.sparkContext.master == master:
+            return active
+        if active.sparkContext is not _started.get("context"):
             raise UsageError(
                 f"a SparkSession for master {active.sparkContext.master} is already active in this process; "
                 f"use that master, or stop the session before asking for {master}"
             )
-        return active
-    return (
+        active.stop()  # one this module started, for another master: its own to replace
+    builder = (
         SparkSession.builder.master(master)
         .appName(app_name)
-        .config("spark.pyspark.python", sys.executable)
-        .config("spark.pyspark.driver.python", sys.executable)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .getOrCreate()
     )
+    # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context is created (the
+    # spark.pyspark.python setting reaches only spark-submit): set it for that moment, then put the
+    # caller's environment back as it was.
+    with _environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
+        session = builder.getOrCreate()
+    _started["context"] = session.sparkContext
+    return session
+
+
+#: The SparkContext this module started last (a caller's own session is never stopped).
+_started: dict[str, object] = {}
+
+
+@contextmanager
+def _environment(**values: str) -> Iterator[None]:
+    saved = {name: os.environ.get(name) for name in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for name, value in saved.items():
+            if value is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = value
 
 
 def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str) -> list[R]:
