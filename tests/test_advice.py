@@ -67,3 +67,18 @@ def test_fallback_and_inspect_show_ages(tmp_path, capsys):
     assert code == 0 and " age " in out
     code, out = _text(capsys, "inspect", str(root))
     assert code == 0 and "written " in out and " ago; the _metadata file's time" in out
+
+
+def test_inspect_of_a_root_whose_newest_metadata_is_unreadable_names_an_older_one(tmp_path, capsys):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "metadata_truncated")
+    newest = max(dmg.checkpoints)
+    assert main(["inspect", str(dmg.root)]) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert f"`repair inspect {dmg.root} -c {newest - 1}` reads an older one" in error
+    assert main(["inspect", str(dmg.root), "-c", str(newest - 1)]) == 0
+
+
+def test_orphans_with_missing_files_point_to_triage(tmp_path, capsys):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "missing_sst")
+    code, out = _text(capsys, "orphans", str(dmg.root))
+    assert "1 referenced file(s) missing" in out and f"`repair triage {dmg.root}` ranks the ways back" in out

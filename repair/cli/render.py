@@ -283,7 +283,8 @@ def render_orphans(result) -> None:
         f"retained checkpoints {retained['checkpoints']}, {retained['files']} files, {human_bytes(retained['bytes'])}"
     )
     if referenced["missing"]:
-        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which")
+        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which; "
+                      f"`repair triage {escape(result.root)}` ranks the ways back")
     if result.orphans:
         console.print(
             "Nothing was deleted. Delete orphans only with the job stopped, or only those older than the oldest "
