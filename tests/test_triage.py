@@ -159,3 +159,31 @@ def test_real_flink_restores_the_repaired_newest_checkpoint_triage_proposes(tmp_
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+def test_several_deployments_in_one_root_choose_nothing_until_a_lineage_is_given(tmp_path, capsys):
+    copy = damage.copy_fixture(EXTERNAL, tmp_path)
+    dmg = damage.add_foreign_checkpoint(copy, "flink-2.1-default")
+    foreign = max(dmg.checkpoints)
+    assert main(["triage", str(dmg.root), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["best"] is None and len(doc["lineages"]) == 2
+    assert "not choosing one for you" in doc["message"]
+    own = next(l["index"] for l in doc["lineages"] if f"chk-{foreign}" not in l["checkpoints"])
+    result = triage(str(dmg.root), lineage=own)
+    assert result.ok and (result.best.action, result.best.checkpoint_id) == (RESTORE, foreign - 1)
+    assert all(w.lineage == own for w in result.ways)
+    with pytest.raises(UsageError, match="no lineage 7"):
+        triage(str(dmg.root), lineage=7)
+
+
+def test_a_broken_savepoint_is_listed_beyond_repair(tmp_path):
+    fixture = damage.copy_fixture("flink-2.1-default", tmp_path)
+    savepoint = next(p for p in sorted((fixture / "savepoints").iterdir())
+                     if any(f.name != "_metadata" for f in p.iterdir()))  # one with files besides _metadata
+    victim = next(f for f in sorted(savepoint.iterdir()) if f.name != "_metadata")
+    victim.unlink()
+    result = triage(str(damage.checkpoint_root(fixture)), savepoints=str(fixture / "savepoints"))
+    assert savepoint.name not in {w.snapshot for w in result.ways}
+    broken = next(b for b in result.beyond_repair if b.snapshot == savepoint.name)
+    assert any(victim.name in reason for reason in broken.reasons)

@@ -29,7 +29,7 @@ from repair.errors import RepairError, UsageError
 from repair.io import storage as st
 from repair.io.layout import METADATA, discover, normalize_uri
 from repair.io.snapshot import load_snapshot
-from repair.ops.fallback import FallbackResult, judge, restore_commands
+from repair.ops.fallback import Lineage, judge, restore_commands
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
@@ -103,22 +103,29 @@ class TriageResult:
     checked: dict[str, int]
     ways: list[WayBack]  # ranked, best first
     beyond_repair: list[BeyondRepair]
-    lineages: int
-    message: str
+    #: Groups of checkpoints by job or deployment (see :mod:`repair.ops.fallback`), and the one chosen.
+    lineages: list[Lineage]
+    lineage: int | None
+    message: str = ""
+
+    @property
+    def undecided(self) -> bool:
+        """Several jobs or deployments wrote here and none was chosen: no way is called best."""
+        return len(self.lineages) > 1 and self.lineage is None
 
     @property
     def ok(self) -> bool:
-        """A way back loses nothing."""
-        return any(way.lossless for way in self.ways)
+        """A way back loses nothing (and it is clear which job's)."""
+        return not self.undecided and any(way.lossless for way in self.ways)
 
     @property
     def best(self) -> WayBack | None:
-        return self.ways[0] if self.ways else None
+        return self.ways[0] if self.ways and not self.undecided else None
 
     def to_json(self) -> dict:
         return {
             "ok": self.ok, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
-            "message": self.message, "lineages": self.lineages,
+            "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
             "best": self.best.rank if self.best else None,
             "ways": [way.to_json() for way in self.ways],
             "beyond_repair": [b.to_json() for b in self.beyond_repair],
@@ -127,9 +134,13 @@ class TriageResult:
 
 def triage(
     root: str, *, savepoints: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
-    master: str | None = None, on_progress=None, now: float | None = None,
+    master: str | None = None, on_progress=None, now: float | None = None, lineage: int | None = None,
 ) -> TriageResult:
-    """Verify every retained checkpoint of ``root`` (and the savepoints under ``savepoints``); rank the ways back."""
+    """Verify every retained checkpoint of ``root`` (and the savepoints under ``savepoints``); rank the ways back.
+
+    With checkpoints of several jobs or deployments in ``root``, every lineage's ways are listed but none
+    is called best (and the result is not ``ok``) until ``lineage`` chooses one.
+    """
     storage = storage or st.default_storage()
     now = time.time() if now is None else now
     root = _absolute(root)
@@ -138,33 +149,38 @@ def triage(
     if report.layout != "job-root":
         raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
     verdicts = judge(report, root)
+    if lineage is not None and lineage not in {l.index for l in verdicts.lineages}:
+        raise UsageError(f"no lineage {lineage}; this root has lineages {', '.join(str(l.index) for l in verdicts.lineages)}")
     summaries = {s.name: s for s in report.snapshots}
     times = _checkpoint_times(report.snapshots)
     ways: list[WayBack] = []
     beyond: list[BeyondRepair] = []
-    for lineage in verdicts.lineages:
-        members = [v for v in verdicts.checkpoints if v.lineage == lineage.index]  # newest first
+    for group in verdicts.lineages:
+        if lineage is not None and group.index != lineage:
+            continue
+        members = [v for v in verdicts.checkpoints if v.lineage == group.index]  # newest first
         newest_valid = next((v for v in members if v.valid), None)
-        label = lineage.index if len(verdicts.lineages) > 1 else None
+        label = group.index if len(verdicts.lineages) > 1 else None
         if newest_valid is not None:
             summary = summaries[newest_valid.name]
             ways.append(_restore(summary, root, times, now, label))
         for verdict in members:
             if verdict is newest_valid:
                 break
-            way, reasons = _repair(verdict.name, report, verdicts, root, storage, times, now, label)
+            way, reasons = _repair(verdict.name, report, root, storage, times, now, label)
             if way is not None:
                 ways.append(way)
             else:
                 beyond.append(BeyondRepair(verdict.name, verdict.path, reasons))
     saved = _savepoints(savepoints, storage, workers, master, now) if savepoints else []
-    ways += [w for w in saved if w is not None]
+    ways += [w for w in saved if isinstance(w, WayBack)]
+    beyond += [b for b in saved if isinstance(b, BeyondRepair)]
     ways.sort(key=lambda w: (not w.lossless, -(w.checkpoint_id if w.checkpoint_id is not None else -1), -(w.written_at or 0.0)))
     for rank, way in enumerate(ways, 1):
         way.rank = rank
     checked = {"checkpoints": len(report.snapshots), "savepoints": len(saved), "files": report.files, "bytes": report.bytes}
-    result = TriageResult(root, savepoints, checked, ways, beyond, len(verdicts.lineages), "")
-    result.message = _message(result, verdicts)
+    result = TriageResult(root, savepoints, checked, ways, beyond, verdicts.lineages, lineage)
+    result.message = _message(result)
     return result
 
 
@@ -212,7 +228,7 @@ def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, linea
 
 
 def _repair(
-    name: str, report: VerifyResult, verdicts: FallbackResult, root: str, storage: st.Storage, times: dict,
+    name: str, report: VerifyResult, root: str, storage: st.Storage, times: dict,
     now: float, lineage: int | None,
 ) -> tuple[WayBack | None, list[str]]:
     """The rebuild that brings the broken checkpoint ``name`` back, or None and why there is none."""
@@ -246,8 +262,8 @@ def _repair(
                    commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from)), []
 
 
-def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | None]:
-    """A restore for every valid savepoint in ``directory`` (a savepoint, or a directory of them); None for broken ones."""
+def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:
+    """A restore for every valid savepoint in ``directory`` (a savepoint, or a directory of them), and why broken ones are not."""
     if storage.stat(st.join(directory, METADATA)) is not None:
         paths = [directory]
     else:
@@ -256,12 +272,13 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
             raise UsageError("--savepoints: no such directory", source=directory)
         paths = sorted(e.path for e in storage.list_dir(directory)
                        if e.is_dir and storage.stat(st.join(e.path, METADATA)) is not None)
-    ways: list[WayBack | None] = []
+    ways: list[WayBack | BeyondRepair] = []
     for path in paths:
         report = verify(path, storage=storage, workers=workers, master=master)
         summary = report.snapshots[0]
         if not report.ok:
-            ways.append(None)
+            errors = [f.describe(path) for f in report.findings if f.severity == "error"]
+            ways.append(BeyondRepair(summary.name, path, errors))
             continue
         commands, alternatives = _steps([], path, summary.metadata_version or 0)
         ways.append(WayBack(RESTORE, summary.name, "savepoint", path, summary.checkpoint_id, True, summary.written_at,
@@ -269,14 +286,16 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
     return ways
 
 
-def _message(result: TriageResult, verdicts: FallbackResult) -> str:
+def _message(result: TriageResult) -> str:
+    if result.undecided:
+        return (f"{len(result.lineages)} jobs or deployments wrote checkpoints into this directory; not choosing one for you. "
+                "Pass --lineage N (see the lineages below) after checking which deployment you want to restore.")
     if result.best is None:
         return "no way back found: no retained checkpoint is valid or repairable" + (
             "" if result.savepoints else "; pass --savepoints DIR to consider savepoints")
     best = result.best
     cost = "nothing lost" if best.lossless else f"{len(best.lost)} SST file(s) of state lost"
-    several = f"; {result.lineages} jobs or deployments wrote here, check the lineage" if result.lineages > 1 else ""
-    return f"best way back: {best.action} {best.snapshot} ({cost}){several}"
+    return f"best way back: {best.action} {best.snapshot} ({cost})"
 
 
 def _absolute(path: str) -> str:
