@@ -53,7 +53,8 @@ def test_a_moved_checkpoint_points_to_relocate_and_a_clean_one_has_no_advice(tmp
     code, out = _text(capsys, "verify", str(copy / f"chk-{newest}"))
     assert code == 0 and f"restore it after `repair relocate {copy}/chk-{newest} --to NEW_ROOT`" in out
     code, out = _text(capsys, "fallback", str(copy))
-    assert code == 0 and f"`repair relocate {copy}/chk-{newest} --to NEW_ROOT`" in out
+    assert code == 0 and f"repair relocate {copy}/chk-{newest} --to {copy}-relocated-chk-{newest}" in out
+    assert f"flink run -s {copy}-relocated-chk-{newest}/chk-{newest} -claimMode NO_CLAIM" in out
     relocated = tmp_path / "relocated"
     assert main(["relocate", str(copy / f"chk-{newest}"), "--to", str(relocated)]) == 0
     capsys.readouterr()

@@ -21,15 +21,14 @@ every older checkpoint's, so ages never grow with the checkpoint number.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
 from repair.errors import RepairError, UsageError
 from repair.io import storage as st
-from repair.io.layout import METADATA, discover, normalize_uri
+from repair.io.layout import METADATA, discover
 from repair.io.snapshot import load_snapshot
-from repair.ops.fallback import Lineage, judge, restore_commands
+from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
@@ -143,8 +142,8 @@ def triage(
     """
     storage = storage or st.default_storage()
     now = time.time() if now is None else now
-    root = _absolute(root)
-    savepoints = _absolute(savepoints) if savepoints else None
+    root = st.absolute(root)
+    savepoints = st.absolute(savepoints) if savepoints else None
     report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
     if report.layout != "job-root":
         raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
@@ -205,17 +204,11 @@ def _age(written_at: float | None, now: float) -> float | None:
     return None if written_at is None else max(0.0, now - written_at)
 
 
-def _new_root(root: str, what: str, name: str) -> str:
-    """A suggested output next to the job root, never inside it: ``<root>-<what>-<chk-N>``."""
-    root = root.rstrip("/")
-    return st.join(st.parent(root), f"{st.basename(root)}-{what}-{name}")
-
-
 def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, lineage: int | None) -> WayBack:
     path = summary.path
     version = summary.metadata_version or 0
     if summary.relocated_from:
-        target = _new_root(root, "relocated", summary.name)
+        target = output_next_to(root, "relocated", summary.name)
         commands, alternatives = _steps([f"repair relocate {path} --to {target}"], st.join(target, summary.name), version)
         why = (f"the newest valid checkpoint; it was written elsewhere ({', '.join(summary.relocated_from)}), so a "
                "_metadata pointing where its files are now is written first")
@@ -246,7 +239,7 @@ def _repair(
         return None, plan.unrepairable
     lossless = not plan.lost
     action = REBUILD if lossless else REBUILD_DROPPING
-    target = _new_root(root, "rebuilt", name)
+    target = output_next_to(root, "rebuilt", name)
     flags = "" if lossless else " --drop-missing"
     version = summary.metadata_version or 0
     commands, alternatives = _steps([f"repair rebuild-manifest {summary.path} --out {target}{flags}"], st.join(target, name), version)
@@ -296,12 +289,6 @@ def _message(result: TriageResult) -> str:
     best = result.best
     cost = "nothing lost" if best.lossless else f"{len(best.lost)} SST file(s) of state lost"
     return f"best way back: {best.action} {best.snapshot} ({cost})"
-
-
-def _absolute(path: str) -> str:
-    """Local paths made absolute (Flink needs absolute paths or URIs); URIs as they are."""
-    path = normalize_uri(path)
-    return os.path.abspath(path) if st.parse_location(path).kind == "local" else path
 
 
 def _iso(seconds: float | None) -> str | None:
