@@ -187,3 +187,15 @@ def test_a_broken_savepoint_is_listed_beyond_repair(tmp_path):
     assert savepoint.name not in {w.snapshot for w in result.ways}
     broken = next(b for b in result.beyond_repair if b.snapshot == savepoint.name)
     assert any(victim.name in reason for reason in broken.reasons)
+
+
+def test_triage_of_a_renamed_copy_on_s3(tmp_path, s3, s3_storage):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "missing_manifest")
+    newest = max(dmg.checkpoints)
+    files = {f"backup/p3/{p.relative_to(dmg.root)}": p.read_bytes() for p in sorted(dmg.root.rglob("*")) if p.is_file()}
+    root = f"s3://{s3.new_bucket(files)}/backup/p3"
+    result = triage(root, storage=s3_storage)
+    best = result.best
+    assert result.ok and (best.action, best.checkpoint_id) == (REBUILD, newest)
+    assert best.commands[0] == f"repair rebuild-manifest {root}/chk-{newest} --out {root}-rebuilt-chk-{newest}"
+    assert list(best.relocated_from.values()) == [root]
