@@ -63,11 +63,23 @@ def test_a_moved_checkpoint_points_to_relocate_and_a_clean_one_has_no_advice(tmp
 
 
 def test_fallback_and_inspect_show_ages(tmp_path, capsys):
+    import json
+    import os
+    import time
+
     root = damage.checkpoint_root(damage.copy_fixture(EXTERNAL, tmp_path))
+    newest = root / f"chk-{max(damage.checkpoint_ids(root))}" / "_metadata"
+    stamp = 1767225600  # 2026-01-01T00:00:00Z
+    os.utime(newest, (stamp, stamp))
     code, out = _text(capsys, "fallback", str(root))
     assert code == 0 and " age " in out
     code, out = _text(capsys, "inspect", str(root))
-    assert code == 0 and "written " in out and " ago; the _metadata file's time" in out
+    assert code == 0 and "written 2026-01-01 00:00:00 UTC (" in out and " ago; the _metadata file's time" in out
+    assert main(["inspect", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["written_at"] == "2026-01-01T00:00:00Z"
+    assert main(["fallback", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checkpoints"][0]["written_at"] == "2026-01-01T00:00:00Z"
+    assert time.time() > stamp
 
 
 def test_inspect_of_a_root_whose_newest_metadata_is_unreadable_names_an_older_one(tmp_path, capsys):

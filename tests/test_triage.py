@@ -92,7 +92,7 @@ def test_repairing_the_newest_checkpoint_is_best_when_only_its_manifest_is_bad(t
     assert best["commands"][1].startswith(f"flink run -s {dmg.root}-rebuilt-chk-{newest}/chk-{newest} ")
     assert (doc["ways"][1]["action"], doc["ways"][1]["checkpoint_id"]) == (RESTORE, newest - 1)
     assert main(["triage", str(dmg.root)]) == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert f"best way back: rebuild-manifest chk-{newest} (nothing lost)" in text
     assert f"1) repair rebuild-manifest {dmg.root}/chk-{newest}" in text
 
@@ -111,7 +111,7 @@ def test_nothing_lossless_exits_1_and_says_what_is_lost(tmp_path, capsys):
     for way in doc["ways"]:
         assert [(lost["reason"], Path(lost["path"]).name) for lost in way["lost"]] == [("missing", shared.name)]
     assert main(["triage", str(root)]) == 1
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "lost: " in text and doc["ways"][0]["lost"][0]["local_name"] in text and "--drop-missing" in text
 
 

@@ -261,6 +261,15 @@ def resolve_within(base: str, name: str) -> str:
     return joined
 
 
+def iso_utc(seconds: float | None) -> str | None:
+    """A file time (seconds since the epoch) as ``2026-11-25T00:43:46Z``; None stays None."""
+    if seconds is None:
+        return None
+    import time
+
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+
+
 def absolute(uri: str) -> str:
     """A local path (or ``file:`` URI) as an absolute path, as Flink needs it; other URIs as they are."""
     location = parse_location(uri)

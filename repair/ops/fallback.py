@@ -63,7 +63,7 @@ class CheckpointVerdict:
     valid: bool | None
     lineage: int
     culprits: list[Culprit] = field(default_factory=list)
-    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one; not in ``--json``.
+    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one.
     written_at: float | None = None
 
     def to_json(self) -> dict:
@@ -74,6 +74,7 @@ class CheckpointVerdict:
             "valid": self.valid,
             "lineage": self.lineage,
             "culprits": [c.to_json() for c in self.culprits],
+            "written_at": st.iso_utc(self.written_at),
         }
 
 

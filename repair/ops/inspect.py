@@ -158,6 +158,7 @@ class InspectResult:
             "savepoint_format": self.savepoint_format,
             "snapshot_type": self.snapshot_type,
             "retained_checkpoints": self.retained_checkpoints,
+            "written_at": st.iso_utc(self.written_at),
             "relocated": [{"recorded": k, "actual": v} for k, v in self.relocated_from.items()],
             "totals": {
                 "operators": len(self.operators),

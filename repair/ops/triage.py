@@ -77,7 +77,7 @@ class WayBack:
         return {
             "rank": self.rank, "action": self.action, "snapshot": self.snapshot, "kind": self.kind, "path": self.path,
             "checkpoint_id": self.checkpoint_id, "lineage": self.lineage, "lossless": self.lossless,
-            "written_at": _iso(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
+            "written_at": st.iso_utc(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
             "why": self.why, "commands": self.commands, "alternatives": self.alternatives, "relocated_from": self.relocated_from,
             "lost": [item.to_json() for item in self.lost],
         }
@@ -289,9 +289,3 @@ def _message(result: TriageResult) -> str:
     best = result.best
     cost = "nothing lost" if best.lossless else f"{len(best.lost)} SST file(s) of state lost"
     return f"best way back: {best.action} {best.snapshot} ({cost})"
-
-
-def _iso(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
