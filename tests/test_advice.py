@@ -53,7 +53,8 @@ def test_a_moved_checkpoint_points_to_relocate_and_a_clean_one_has_no_advice(tmp
     code, out = _text(capsys, "verify", str(copy / f"chk-{newest}"))
     assert code == 0 and f"restore it after `repair relocate {copy}/chk-{newest} --to NEW_ROOT`" in out
     code, out = _text(capsys, "fallback", str(copy))
-    assert code == 0 and f"`repair relocate {copy}/chk-{newest} --to NEW_ROOT`" in out
+    assert code == 0 and f"repair relocate {copy}/chk-{newest} --to {copy}-relocated-chk-{newest}" in out
+    assert f"flink run -s {copy}-relocated-chk-{newest}/chk-{newest} -claimMode NO_CLAIM" in out
     relocated = tmp_path / "relocated"
     assert main(["relocate", str(copy / f"chk-{newest}"), "--to", str(relocated)]) == 0
     capsys.readouterr()
@@ -62,8 +63,35 @@ def test_a_moved_checkpoint_points_to_relocate_and_a_clean_one_has_no_advice(tmp
 
 
 def test_fallback_and_inspect_show_ages(tmp_path, capsys):
+    import json
+    import os
+    import time
+
     root = damage.checkpoint_root(damage.copy_fixture(EXTERNAL, tmp_path))
+    newest = root / f"chk-{max(damage.checkpoint_ids(root))}" / "_metadata"
+    stamp = 1767225600  # 2026-01-01T00:00:00Z
+    os.utime(newest, (stamp, stamp))
     code, out = _text(capsys, "fallback", str(root))
     assert code == 0 and " age " in out
     code, out = _text(capsys, "inspect", str(root))
-    assert code == 0 and "written " in out and " ago; the _metadata file's time" in out
+    assert code == 0 and "written 2026-01-01 00:00:00 UTC (" in out and " ago; the _metadata file's time" in out
+    assert main(["inspect", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["written_at"] == "2026-01-01T00:00:00Z"
+    assert main(["fallback", str(root), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["checkpoints"][0]["written_at"] == "2026-01-01T00:00:00Z"
+    assert time.time() > stamp
+
+
+def test_inspect_of_a_root_whose_newest_metadata_is_unreadable_names_an_older_one(tmp_path, capsys):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "metadata_truncated")
+    newest = max(dmg.checkpoints)
+    assert main(["inspect", str(dmg.root)]) == 2
+    error = " ".join(capsys.readouterr().err.split())
+    assert f"`repair inspect {dmg.root} -c {newest - 1}` reads an older one" in error
+    assert main(["inspect", str(dmg.root), "-c", str(newest - 1)]) == 0
+
+
+def test_orphans_with_missing_files_point_to_triage(tmp_path, capsys):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "missing_sst")
+    code, out = _text(capsys, "orphans", str(dmg.root))
+    assert "1 referenced file(s) missing" in out and f"`repair triage {dmg.root}` ranks the ways back" in out

@@ -122,11 +122,17 @@ def test_json_contract_and_restore_advice(tmp_path, capsys):
     for entry in doc["checkpoints"]:  # the fields: tests/test_json_contracts.py; here, their values
         if entry["valid"] is not None:  # null: older than the chosen one, not verified
             assert entry["valid"] == (entry["culprits"] == [])
-    commands = " ".join(doc["restore"]["commands"])
-    assert f"-s {doc['chosen']['path']}" in commands and "NO_CLAIM" in commands
+    # A relocated copy (the fixture was written under /var/lib/flink): relocate first, next to the root,
+    # then restore the relocated checkpoint (Flink would open the recorded paths).
+    chosen = doc["chosen"]["path"]
+    target = f"{dmg.root}-relocated-chk-{doc['chosen']['checkpoint_id']}"
+    relocate_step, *restores = doc["restore"]["commands"]
+    assert relocate_step.startswith(f"repair relocate {chosen} --to {target} ")
+    assert restores and all(f"-s {target}/chk-{doc['chosen']['checkpoint_id']} " in c and "NO_CLAIM" in c for c in restores)
     config = " ".join(doc["restore"]["config"])
     assert "execution.state-recovery.path" in config and "execution.savepoint.path" in config  # metadata V4: 1.16-1.20
-    assert any("written at /var/lib/flink" in note for note in doc["restore"]["notes"])  # a relocated copy
+    assert f"execution.state-recovery.path: {target}/chk-" in config
+    assert any("written at /var/lib/flink" in note for note in doc["restore"]["notes"])
 
 
 def test_fallback_needs_a_job_root():

@@ -26,6 +26,7 @@ from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
+    FileHandle,
     IncrementalKeyedHandle,
     iter_stream_handles,
 )
@@ -459,3 +460,16 @@ def test_real_flink_restores_all_but_the_reported_lost_range(tmp_path, name):
     assert differing, "dropping the file changed nothing: the test would prove nothing"
     outside = [d for d in differing if not _in_lost_range(result.lost, *d, max_parallelism)]
     assert outside == []
+
+
+def test_a_copied_rebuild_is_self_contained_and_movable(tmp_path):
+    dmg = damage.damaged_copy(FIXTURES_WITH_FILES[1], tmp_path, "missing_manifest")
+    newest = f"chk-{max(dmg.checkpoints)}"
+    result = rebuild_manifest(str(dmg.root / newest), str(tmp_path / "out"), copy=True)
+    assert result.ok
+    shutil.rmtree(dmg.root)  # the input is gone
+    (tmp_path / "out").rename(tmp_path / "moved")
+    moved = tmp_path / "moved" / newest
+    assert verify(str(moved)).ok
+    metadata = decode_metadata((moved / "_metadata").read_bytes())
+    assert not [h for _, h in metadata.iter_stream_handles() if isinstance(h, FileHandle)]

@@ -17,12 +17,13 @@ from fixtures import state_model
 from fixtures.restore import restore_state
 from repair.cli.app import main
 from repair.errors import UsageError
+from repair.formats.flink.handles import RelativeFileHandle
 from repair.formats.flink.metadata import decode_metadata
 from repair.io.snapshot import recorded_paths
 from repair.ops.relocate import relocate
 from repair.ops.verify.engine import verify
 from tests import damage
-from tests.conftest import FIXTURES, fixture_info
+from tests.conftest import FIXTURES, fixture_info, fixture_spec
 
 EXTERNAL = "flink-2.1-p3-external-xxh3-zstd"
 
@@ -40,13 +41,17 @@ def test_relocated_checkpoint_names_only_existing_files(tmp_path, read_only_guar
     result = relocate(str(root / newest), str(new_root), copy=copy)
     assert result.ok and Path(result.new_metadata) == new_root / newest / "_metadata"
     paths = _file_paths(new_root / newest / "_metadata")
-    assert paths and all(p.startswith("file:/") and Path(p[5:]).is_file() for p in paths)
-    expected_base = new_root if copy else root
-    assert all(Path(p[5:]).is_relative_to(expected_base.resolve()) for p in paths)
-    assert not any("/var/lib/flink" in p for p in paths)
-    # Everything else is unchanged: same operators, handles, sizes; and it verifies clean.
     original = decode_metadata((root / newest / "_metadata").read_bytes())
     rewritten = decode_metadata((new_root / newest / "_metadata").read_bytes())
+    if copy:  # every copy is recorded relative to the new _metadata, as Flink records a savepoint's files
+        assert paths == []
+        relative = [h for _, h in rewritten.iter_stream_handles() if isinstance(h, RelativeFileHandle)]
+        assert len(relative) == len(result.files) and all((new_root / newest / h.relative_path).is_file() for h in relative)
+    else:
+        assert paths and all(p.startswith("file:/") and Path(p[5:]).is_file() for p in paths)
+        assert all(Path(p[5:]).is_relative_to(root.resolve()) for p in paths)
+        assert not any("/var/lib/flink" in p for p in paths)
+    # Everything else is unchanged: same operators, handles, sizes; and it verifies clean.
     assert [op.operator_id for op in rewritten.operators] == [op.operator_id for op in original.operators]
     assert [h.size for _, h in rewritten.iter_stream_handles()] == [h.size for _, h in original.iter_stream_handles()]
     report = verify(str(new_root / newest))
@@ -78,7 +83,9 @@ def test_refuses_job_roots_and_existing_targets(tmp_path):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name, copy", [("flink-1.20-default", True), ("flink-2.1-p3-external-xxh3-zstd", False)])
+@pytest.mark.parametrize("name, copy", [("flink-1.20-default", True), ("flink-2.1-p3-external-xxh3-zstd", False),
+                                        ("flink-2.1-p3-external-xxh3-zstd", True), ("flink-1.15-default", True),
+                                        ("flink-1.20-changelog", True)])  # DSTL files copied and recorded relative too
 def test_real_flink_restores_a_relocated_checkpoint(tmp_path, name, copy):
     fixture = FIXTURES / name
     info = fixture_info(fixture)
@@ -88,15 +95,14 @@ def test_real_flink_restores_a_relocated_checkpoint(tmp_path, name, copy):
     result = relocate(str(moved / f"chk-{newest}"), str(tmp_path / "relocated"), copy=copy)
     assert result.ok
     restore_root = tmp_path / "relocated"
-    if copy:  # self-contained: moved once more (and the input gone), it still verifies and restores
+    if copy:  # self-contained: moved once more (and the input gone), it still verifies and restores as it is
         shutil.rmtree(moved)
         restore_root = restore_root.rename(tmp_path / "moved-again")
-        relocate(str(restore_root / f"chk-{newest}"), str(tmp_path / "restorable"))
-        restore_root = tmp_path / "restorable"
     assert verify(str(restore_root / f"chk-{newest}")).ok
     records = state_model.read_records(fixture / "records.tsv")
     restored = restore_state(info["flink_version"], restore_root / f"chk-{newest}", records,
-                             parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"])
+                             parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"],
+                             state_backend=fixture_spec(fixture)["state_backend"], extra_conf=info["spec"].get("extra"))
     expected = json.loads((fixture / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
@@ -132,7 +138,8 @@ def test_a_copied_output_is_self_contained_and_movable(tmp_path):
     (tmp_path / "out").rename(tmp_path / "moved")
     report = verify(str(tmp_path / "moved" / newest))
     assert report.ok and report.files > 0
-    assert list(report.snapshots[0].relocated_from.items()) == [(str(tmp_path / "out"), str(tmp_path / "moved"))]
+    # Nothing names a place: every file is recorded relative to the _metadata (Flink reads it so too).
+    assert _file_paths(tmp_path / "moved" / newest / "_metadata") == [] and report.snapshots[0].relocated_from == {}
 
 
 def test_a_job_directory_copied_under_another_s3_prefix_verifies_clean(s3_storage, s3):

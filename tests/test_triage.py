@@ -92,7 +92,7 @@ def test_repairing_the_newest_checkpoint_is_best_when_only_its_manifest_is_bad(t
     assert best["commands"][1].startswith(f"flink run -s {dmg.root}-rebuilt-chk-{newest}/chk-{newest} ")
     assert (doc["ways"][1]["action"], doc["ways"][1]["checkpoint_id"]) == (RESTORE, newest - 1)
     assert main(["triage", str(dmg.root)]) == 0
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert f"best way back: rebuild-manifest chk-{newest} (nothing lost)" in text
     assert f"1) repair rebuild-manifest {dmg.root}/chk-{newest}" in text
 
@@ -111,7 +111,7 @@ def test_nothing_lossless_exits_1_and_says_what_is_lost(tmp_path, capsys):
     for way in doc["ways"]:
         assert [(lost["reason"], Path(lost["path"]).name) for lost in way["lost"]] == [("missing", shared.name)]
     assert main(["triage", str(root)]) == 1
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # rich wraps long lines
     assert "lost: " in text and doc["ways"][0]["lost"][0]["local_name"] in text and "--drop-missing" in text
 
 
@@ -159,3 +159,43 @@ def test_real_flink_restores_the_repaired_newest_checkpoint_triage_proposes(tmp_
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+def test_several_deployments_in_one_root_choose_nothing_until_a_lineage_is_given(tmp_path, capsys):
+    copy = damage.copy_fixture(EXTERNAL, tmp_path)
+    dmg = damage.add_foreign_checkpoint(copy, "flink-2.1-default")
+    foreign = max(dmg.checkpoints)
+    assert main(["triage", str(dmg.root), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["ok"] is False and doc["best"] is None and len(doc["lineages"]) == 2
+    assert "not choosing one for you" in doc["message"]
+    own = next(l["index"] for l in doc["lineages"] if f"chk-{foreign}" not in l["checkpoints"])
+    result = triage(str(dmg.root), lineage=own)
+    assert result.ok and (result.best.action, result.best.checkpoint_id) == (RESTORE, foreign - 1)
+    assert all(w.lineage == own for w in result.ways)
+    with pytest.raises(UsageError, match="no lineage 7"):
+        triage(str(dmg.root), lineage=7)
+
+
+def test_a_broken_savepoint_is_listed_beyond_repair(tmp_path):
+    fixture = damage.copy_fixture("flink-2.1-default", tmp_path)
+    savepoint = next(p for p in sorted((fixture / "savepoints").iterdir())
+                     if any(f.name != "_metadata" for f in p.iterdir()))  # one with files besides _metadata
+    victim = next(f for f in sorted(savepoint.iterdir()) if f.name != "_metadata")
+    victim.unlink()
+    result = triage(str(damage.checkpoint_root(fixture)), savepoints=str(fixture / "savepoints"))
+    assert savepoint.name not in {w.snapshot for w in result.ways}
+    broken = next(b for b in result.beyond_repair if b.snapshot == savepoint.name)
+    assert any(victim.name in reason for reason in broken.reasons)
+
+
+def test_triage_of_a_renamed_copy_on_s3(tmp_path, s3, s3_storage):
+    dmg = damage.damaged_copy(EXTERNAL, tmp_path, "missing_manifest")
+    newest = max(dmg.checkpoints)
+    files = {f"backup/p3/{p.relative_to(dmg.root)}": p.read_bytes() for p in sorted(dmg.root.rglob("*")) if p.is_file()}
+    root = f"s3://{s3.new_bucket(files)}/backup/p3"
+    result = triage(root, storage=s3_storage)
+    best = result.best
+    assert result.ok and (best.action, best.checkpoint_id) == (REBUILD, newest)
+    assert best.commands[0] == f"repair rebuild-manifest {root}/chk-{newest} --out {root}-rebuilt-chk-{newest}"
+    assert list(best.relocated_from.values()) == [root]

@@ -119,6 +119,7 @@ def fallback(
 def triage(
     root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
     savepoints: Optional[str] = typer.Option(None, "--savepoints", help="Also consider the savepoints in this directory (or this one savepoint)."),
+    lineage: Optional[int] = typer.Option(None, "--lineage", help="When the root holds checkpoints of several jobs or deployments: the ways back of this lineage only."),
     master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
@@ -129,7 +130,7 @@ def triage(
     from repair.ops.triage import triage as run_triage
 
     with progress_bar("verifying") as on_progress:
-        result = run_triage(root, savepoints=savepoints, master=master, workers=workers, on_progress=on_progress)
+        result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
     _show(result, json_output, render_triage, exit_code=0 if result.ok else 1)
 
 

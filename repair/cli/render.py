@@ -219,7 +219,7 @@ def render_fallback(result) -> None:
 def render_triage(result) -> None:
     """The ways back, best first: a table, then each way's commands in order and what it loses."""
     console = stdout()
-    colour = "green" if result.ok else ("yellow" if result.ways else "red")
+    colour = "green" if result.ok else ("yellow" if result.ways and not result.undecided else "red")
     console.print(f"[bold {colour}]{result.message}[/]", highlight=False)
     checked = result.checked
     console.print(f"  {checked['checkpoints']} retained checkpoint(s) and {checked['savepoints']} savepoint(s) verified, "
@@ -241,8 +241,12 @@ def render_triage(result) -> None:
             console.print(f"  {step}) {command}", highlight=False, markup=False)
         for command in way.alternatives:
             console.print(f"     or {command}", highlight=False, markup=False)
+    if len(result.lineages) > 1:
+        console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)")
+        for lineage in result.lineages:
+            console.print(f"  {lineage.index}: {', '.join(lineage.checkpoints)}  ({lineage.reason})", highlight=False)
     if result.beyond_repair:
-        console.print("\n[bold]beyond repair[/] (newer than every way back)")
+        console.print("\n[bold]beyond repair[/] (broken checkpoints newer than every way back, broken savepoints)")
         for broken in result.beyond_repair:
             console.print(f"  {broken.snapshot}: {'; '.join(broken.reasons[:3])}"
                           + (f" (+{len(broken.reasons) - 3} more)" if len(broken.reasons) > 3 else ""), highlight=False, markup=False)
@@ -284,7 +288,8 @@ def render_orphans(result) -> None:
         f"retained checkpoints {retained['checkpoints']}, {retained['files']} files, {human_bytes(retained['bytes'])}"
     )
     if referenced["missing"]:
-        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which")
+        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which; "
+                      f"`repair triage {escape(result.root)}` ranks the ways back")
     if result.orphans:
         console.print(
             "Nothing was deleted. Delete orphans only with the job stopped, or only those older than the oldest "

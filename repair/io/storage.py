@@ -39,6 +39,7 @@ import functools
 import os
 import secrets
 import threading
+import time
 from dataclasses import dataclass
 from typing import Iterable, Iterator
 
@@ -51,6 +52,7 @@ from repair.io.options import StorageOptions, parse_endpoint
 from repair.io.retry import RetryPolicy, ShortRead, is_transient
 from repair.io.uris import (
     Location,
+    absolute,
     basename,
     is_within,
     join,
@@ -61,6 +63,8 @@ from repair.io.uris import (
 )
 
 __all__ = [
+    "absolute",
+    "iso_utc",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_READ_BYTES",
     "DirectoryPublisher",
@@ -108,6 +112,13 @@ _FILESYSTEM_CLASSES = {
     "azure": "AzureFileSystem",
 }
 _TMP_MARKER = ".tmp-"
+
+
+def iso_utc(seconds: float | None) -> str | None:
+    """A file time (seconds since the epoch) as ``2026-11-25T00:43:46Z``; None stays None."""
+    if seconds is None:
+        return None
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
 
 
 # -- errors --------------------------------------------------------------------------------------

@@ -179,6 +179,12 @@ def resolve_within(base: str, name: str) -> str:
     return joined
 
 
+def absolute(uri: str) -> str:
+    """A local path (or ``file:`` URI) as an absolute path, as Flink needs it; other URIs as they are."""
+    location = parse_location(uri)
+    return os.path.abspath(location.fs_path) if location.kind == "local" else uri
+
+
 def is_within(path: str, directory: str) -> bool:
     """Whether ``path`` is ``directory`` or below it: the same file system (scheme and authority, local
     paths in any of their spellings) and a path under it, local paths compared after resolving

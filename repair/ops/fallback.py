@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 from repair.errors import UsageError
 from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
-from repair.io.layout import normalize_uri
 from repair.ops.rebuild.checkpoint import REPAIRABLE
 from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
 
@@ -65,7 +64,7 @@ class CheckpointVerdict:
     valid: bool | None
     lineage: int
     culprits: list[Culprit] = field(default_factory=list)
-    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one; not in ``--json``.
+    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one.
     written_at: float | None = None
 
     def to_json(self) -> dict:
@@ -76,6 +75,7 @@ class CheckpointVerdict:
             "valid": self.valid,
             "lineage": self.lineage,
             "culprits": [c.to_json() for c in self.culprits],
+            "written_at": st.iso_utc(self.written_at),
         }
 
 
@@ -199,7 +199,7 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
         candidates = [v for v in verdicts if v.lineage == wanted]
         message = ""
     chosen = next((v for v in candidates if v.valid), None)
-    restore = _restore_advice(chosen, snapshots) if chosen else None
+    restore = _restore_advice(chosen, snapshots, root) if chosen else None
     lost: list[str] = []
     if chosen is None and candidates:
         lost = _what_is_lost(candidates[0]) + [_repair_hint(candidates[0])]
@@ -312,21 +312,27 @@ def _repair_hint(verdict: CheckpointVerdict) -> str:
             "recovery directories (`repair verify DIR` on a RocksDB dir)")
 
 
-def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary]) -> RestoreAdvice:
+def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary], root: str) -> RestoreAdvice:
     summary = next(s for s in snapshots if s.name == chosen.name)
-    path = normalize_uri(chosen.path)  # Flink needs an absolute path or a URI
+    path = st.absolute(chosen.path)  # Flink needs an absolute path or a URI
     version = summary.metadata_version or 0
-    commands, config = restore_commands(path, version), []
+    commands, restore_path = [], path
+    if summary.relocated_from:  # Flink would open the recorded paths: a _metadata pointing where the files are, first
+        target = output_next_to(root, "relocated", chosen.name)
+        restore_path = st.join(target, chosen.name)
+        commands.append(f"repair relocate {path} --to {target}   # first: a _metadata pointing where its files are now")
+    commands += restore_commands(restore_path, version)
+    config = []
     if version >= 5 or version == 4:
-        config += [f"execution.state-recovery.path: {path}", "execution.state-recovery.claim-mode: NO_CLAIM   # Flink 1.20 and 2.x"]
+        config += [f"execution.state-recovery.path: {restore_path}", "execution.state-recovery.claim-mode: NO_CLAIM   # Flink 1.20 and 2.x"]
     if version in (3, 4):
-        config += [f"execution.savepoint.path: {path}", "execution.savepoint-restore-mode: NO_CLAIM   # Flink 1.15 to 1.19"]
+        config += [f"execution.savepoint.path: {restore_path}", "execution.savepoint-restore-mode: NO_CLAIM   # Flink 1.15 to 1.19"]
     notes = []
     for recorded, actual in summary.relocated_from.items():
         notes.append(
             f"This checkpoint was written at {recorded} and is read at {actual}: Flink opens the paths its _metadata "
-            f"records, so first `repair relocate {path} --to NEW_ROOT` (a _metadata pointing where the files are now; "
-            f"--copy makes NEW_ROOT self-contained) and restore NEW_ROOT/{chosen.name}, or restore it where {recorded} exists."
+            f"records, so the commands relocate it first (`repair relocate ... --copy` makes the new root "
+            f"self-contained and movable), or restore it where {recorded} exists."
         )
     notes += [
         "Restore in NO_CLAIM mode (the default since Flink 1.15): the new job then never deletes files of the "
@@ -335,6 +341,12 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary])
         + {3: "written by Flink 1.11 to 1.15", 4: "written by Flink 1.16 to 1.20", 5: "written by Flink 2.0"}.get(version, "written by Flink 2.1 or newer"),
     ]
     return RestoreAdvice(path, commands, config, notes)
+
+
+def output_next_to(root: str, what: str, name: str) -> str:
+    """A suggested new root next to the job root, never inside it: ``<root>-<what>-<chk-N>`` (absolute)."""
+    root = st.absolute(root).rstrip("/")
+    return st.join(st.parent(root), f"{st.basename(root)}-{what}-{name}")
 
 
 def restore_commands(path: str, version: int) -> list[str]:

@@ -159,6 +159,7 @@ class InspectResult:
             "savepoint_format": self.savepoint_format,
             "snapshot_type": self.snapshot_type,
             "retained_checkpoints": self.retained_checkpoints,
+            "written_at": st.iso_utc(self.written_at),
             "relocated": [{"recorded": k, "actual": v} for k, v in self.relocated_from.items()],
             "totals": {
                 "operators": len(self.operators),
@@ -188,7 +189,13 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         if not refs:
             available = ", ".join(str(r.number) for r in layout.snapshots)
             raise RepairError(f"no chk-{checkpoint} here (retained: {available})", source=path)
-    snapshot = load_snapshot(refs[-1], layout.root, storage)
+    try:
+        snapshot = load_snapshot(refs[-1], layout.root, storage)
+    except RepairError as error:
+        if layout.kind == "job-root" and checkpoint is None and len(refs) > 1:
+            error.message += (f"; the newest checkpoint's _metadata cannot be read: `repair inspect {path} -c {refs[-2].number}` "
+                              f"reads an older one, `repair fallback {path}` picks the newest valid one")
+        raise
     uid_by_id = {operator_id_for_uid(uid): uid for uid in uids or []}
     operators = [_operator(snapshot, op, uid_by_id, storage) for op in snapshot.metadata.operators]
     if uids:

@@ -7,8 +7,12 @@ with the size ``_metadata`` records, and writes a new job root ``NEW_ROOT`` hold
 ``<chk-N or savepoint name>/_metadata`` whose paths point to:
 
 - the files where they are now (default), or
-- copies under ``NEW_ROOT`` (``copy=True``): ``shared/...``, ``taskowned/...`` and ``chk-N/...`` keep
-  their relative place, so ``NEW_ROOT`` is a self-contained checkpoint root.
+- copies next to the new ``_metadata`` (``copy=True``): ``<chk-N>/shared/...``, ``<chk-N>/taskowned/...``,
+  ``<chk-N>/dstl/...`` and the files of ``chk-N/`` itself, each recorded *relative* to the ``_metadata``
+  (``RelativeFileStateHandle``, as Flink records a savepoint's files; Flink resolves them against the
+  directory it restores from). ``NEW_ROOT/<chk-N>`` is then self-contained and movable: moved anywhere,
+  it verifies and real Flink restores it as it is. File-merging segments have no relative form: their
+  copies go to ``NEW_ROOT/shared/...`` and are recorded by absolute path.
 
 Files that ``_metadata`` names relative to its own directory (exclusive state of checkpoints and
 native savepoints) are always copied next to the new ``_metadata``. Inline state needs nothing. The
@@ -134,7 +138,11 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
             return handle
         if isinstance(handle, FileHandle):
             resolved = snapshot.resolver.resolve(handle)
-            new_path = relocated(resolved.uri, handle.size, handle.path, _copy_name(handle.path, target_dir_name) if copy else None)
+            if copy:  # a copy next to the new _metadata, recorded relative to it: movable with its directory
+                name = _relative_copy_name(handle.path, target_dir_name)
+                new_path = relocated(resolved.uri, handle.size, handle.path, posixpath.join(target_dir_name, name))
+                return RelativeFileHandle(name, handle.size) if new_path else handle
+            new_path = relocated(resolved.uri, handle.size, handle.path, None)
             return replace(handle, path=new_path) if new_path else handle
         if isinstance(handle, SegmentFileHandle):
             resolved = snapshot.resolver.resolve(handle)
@@ -173,6 +181,13 @@ def _copy_name(recorded: str, snapshot_dir: str) -> str:
     if tail[0].startswith("chk-"):
         return "/".join([snapshot_dir, *tail[1:]])
     return "/".join(tail)
+
+
+def _relative_copy_name(recorded: str, snapshot_dir: str) -> str:
+    """The name, relative to the new ``_metadata``'s directory, of the copy of a file recorded as ``recorded``:
+    ``<root>/chk-N/x`` -> ``x``, ``<root>/shared/x`` -> ``shared/x``, ``<root>/taskowned/tm/x`` -> ``taskowned/tm/x``."""
+    name = _copy_name(recorded, snapshot_dir)
+    return name[len(snapshot_dir) + 1:] if name.startswith(snapshot_dir + "/") else name
 
 
 def flink_path(uri: str) -> str:

@@ -21,15 +21,14 @@ every older checkpoint's, so ages never grow with the checkpoint number.
 
 from __future__ import annotations
 
-import os
 import time
 from dataclasses import dataclass, field
 
 from repair.errors import RepairError, UsageError
 from repair.io import storage as st
-from repair.io.layout import METADATA, discover, normalize_uri
+from repair.io.layout import METADATA, discover
 from repair.io.snapshot import load_snapshot
-from repair.ops.fallback import FallbackResult, judge, restore_commands
+from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
@@ -78,7 +77,7 @@ class WayBack:
         return {
             "rank": self.rank, "action": self.action, "snapshot": self.snapshot, "kind": self.kind, "path": self.path,
             "checkpoint_id": self.checkpoint_id, "lineage": self.lineage, "lossless": self.lossless,
-            "written_at": _iso(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
+            "written_at": st.iso_utc(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
             "why": self.why, "commands": self.commands, "alternatives": self.alternatives, "relocated_from": self.relocated_from,
             "lost": [item.to_json() for item in self.lost],
         }
@@ -103,22 +102,29 @@ class TriageResult:
     checked: dict[str, int]
     ways: list[WayBack]  # ranked, best first
     beyond_repair: list[BeyondRepair]
-    lineages: int
-    message: str
+    #: Groups of checkpoints by job or deployment (see :mod:`repair.ops.fallback`), and the one chosen.
+    lineages: list[Lineage]
+    lineage: int | None
+    message: str = ""
+
+    @property
+    def undecided(self) -> bool:
+        """Several jobs or deployments wrote here and none was chosen: no way is called best."""
+        return len(self.lineages) > 1 and self.lineage is None
 
     @property
     def ok(self) -> bool:
-        """A way back loses nothing."""
-        return any(way.lossless for way in self.ways)
+        """A way back loses nothing (and it is clear which job's)."""
+        return not self.undecided and any(way.lossless for way in self.ways)
 
     @property
     def best(self) -> WayBack | None:
-        return self.ways[0] if self.ways else None
+        return self.ways[0] if self.ways and not self.undecided else None
 
     def to_json(self) -> dict:
         return {
             "ok": self.ok, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
-            "message": self.message, "lineages": self.lineages,
+            "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
             "best": self.best.rank if self.best else None,
             "ways": [way.to_json() for way in self.ways],
             "beyond_repair": [b.to_json() for b in self.beyond_repair],
@@ -127,44 +133,53 @@ class TriageResult:
 
 def triage(
     root: str, *, savepoints: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
-    master: str | None = None, on_progress=None, now: float | None = None,
+    master: str | None = None, on_progress=None, now: float | None = None, lineage: int | None = None,
 ) -> TriageResult:
-    """Verify every retained checkpoint of ``root`` (and the savepoints under ``savepoints``); rank the ways back."""
+    """Verify every retained checkpoint of ``root`` (and the savepoints under ``savepoints``); rank the ways back.
+
+    With checkpoints of several jobs or deployments in ``root``, every lineage's ways are listed but none
+    is called best (and the result is not ``ok``) until ``lineage`` chooses one.
+    """
     storage = storage or st.default_storage()
     now = time.time() if now is None else now
-    root = _absolute(root)
-    savepoints = _absolute(savepoints) if savepoints else None
+    root = st.absolute(root)
+    savepoints = st.absolute(savepoints) if savepoints else None
     report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
     if report.layout != "job-root":
         raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
     verdicts = judge(report, root)
+    if lineage is not None and lineage not in {l.index for l in verdicts.lineages}:
+        raise UsageError(f"no lineage {lineage}; this root has lineages {', '.join(str(l.index) for l in verdicts.lineages)}")
     summaries = {s.name: s for s in report.snapshots}
     times = _checkpoint_times(report.snapshots)
     ways: list[WayBack] = []
     beyond: list[BeyondRepair] = []
-    for lineage in verdicts.lineages:
-        members = [v for v in verdicts.checkpoints if v.lineage == lineage.index]  # newest first
+    for group in verdicts.lineages:
+        if lineage is not None and group.index != lineage:
+            continue
+        members = [v for v in verdicts.checkpoints if v.lineage == group.index]  # newest first
         newest_valid = next((v for v in members if v.valid), None)
-        label = lineage.index if len(verdicts.lineages) > 1 else None
+        label = group.index if len(verdicts.lineages) > 1 else None
         if newest_valid is not None:
             summary = summaries[newest_valid.name]
             ways.append(_restore(summary, root, times, now, label))
         for verdict in members:
             if verdict is newest_valid:
                 break
-            way, reasons = _repair(verdict.name, report, verdicts, root, storage, times, now, label)
+            way, reasons = _repair(verdict.name, report, root, storage, times, now, label)
             if way is not None:
                 ways.append(way)
             else:
                 beyond.append(BeyondRepair(verdict.name, verdict.path, reasons))
     saved = _savepoints(savepoints, storage, workers, master, now) if savepoints else []
-    ways += [w for w in saved if w is not None]
+    ways += [w for w in saved if isinstance(w, WayBack)]
+    beyond += [b for b in saved if isinstance(b, BeyondRepair)]
     ways.sort(key=lambda w: (not w.lossless, -(w.checkpoint_id if w.checkpoint_id is not None else -1), -(w.written_at or 0.0)))
     for rank, way in enumerate(ways, 1):
         way.rank = rank
     checked = {"checkpoints": len(report.snapshots), "savepoints": len(saved), "files": report.files, "bytes": report.bytes}
-    result = TriageResult(root, savepoints, checked, ways, beyond, len(verdicts.lineages), "")
-    result.message = _message(result, verdicts)
+    result = TriageResult(root, savepoints, checked, ways, beyond, verdicts.lineages, lineage)
+    result.message = _message(result)
     return result
 
 
@@ -189,17 +204,11 @@ def _age(written_at: float | None, now: float) -> float | None:
     return None if written_at is None else max(0.0, now - written_at)
 
 
-def _new_root(root: str, what: str, name: str) -> str:
-    """A suggested output next to the job root, never inside it: ``<root>-<what>-<chk-N>``."""
-    root = root.rstrip("/")
-    return st.join(st.parent(root), f"{st.basename(root)}-{what}-{name}")
-
-
 def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, lineage: int | None) -> WayBack:
     path = summary.path
     version = summary.metadata_version or 0
     if summary.relocated_from:
-        target = _new_root(root, "relocated", summary.name)
+        target = output_next_to(root, "relocated", summary.name)
         commands, alternatives = _steps([f"repair relocate {path} --to {target}"], st.join(target, summary.name), version)
         why = (f"the newest valid checkpoint; it was written elsewhere ({', '.join(summary.relocated_from)}), so a "
                "_metadata pointing where its files are now is written first")
@@ -212,7 +221,7 @@ def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, linea
 
 
 def _repair(
-    name: str, report: VerifyResult, verdicts: FallbackResult, root: str, storage: st.Storage, times: dict,
+    name: str, report: VerifyResult, root: str, storage: st.Storage, times: dict,
     now: float, lineage: int | None,
 ) -> tuple[WayBack | None, list[str]]:
     """The rebuild that brings the broken checkpoint ``name`` back, or None and why there is none."""
@@ -230,7 +239,7 @@ def _repair(
         return None, plan.unrepairable
     lossless = not plan.lost
     action = REBUILD if lossless else REBUILD_DROPPING
-    target = _new_root(root, "rebuilt", name)
+    target = output_next_to(root, "rebuilt", name)
     flags = "" if lossless else " --drop-missing"
     version = summary.metadata_version or 0
     commands, alternatives = _steps([f"repair rebuild-manifest {summary.path} --out {target}{flags}"], st.join(target, name), version)
@@ -246,8 +255,8 @@ def _repair(
                    commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from)), []
 
 
-def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | None]:
-    """A restore for every valid savepoint in ``directory`` (a savepoint, or a directory of them); None for broken ones."""
+def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:
+    """A restore for every valid savepoint in ``directory`` (a savepoint, or a directory of them), and why broken ones are not."""
     if storage.stat(st.join(directory, METADATA)) is not None:
         paths = [directory]
     else:
@@ -256,12 +265,13 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
             raise UsageError("--savepoints: no such directory", source=directory)
         paths = sorted(e.path for e in storage.list_dir(directory)
                        if e.is_dir and storage.stat(st.join(e.path, METADATA)) is not None)
-    ways: list[WayBack | None] = []
+    ways: list[WayBack | BeyondRepair] = []
     for path in paths:
         report = verify(path, storage=storage, workers=workers, master=master)
         summary = report.snapshots[0]
         if not report.ok:
-            ways.append(None)
+            errors = [f.describe(path) for f in report.findings if f.severity == "error"]
+            ways.append(BeyondRepair(summary.name, path, errors))
             continue
         commands, alternatives = _steps([], path, summary.metadata_version or 0)
         ways.append(WayBack(RESTORE, summary.name, "savepoint", path, summary.checkpoint_id, True, summary.written_at,
@@ -269,23 +279,13 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
     return ways
 
 
-def _message(result: TriageResult, verdicts: FallbackResult) -> str:
+def _message(result: TriageResult) -> str:
+    if result.undecided:
+        return (f"{len(result.lineages)} jobs or deployments wrote checkpoints into this directory; not choosing one for you. "
+                "Pass --lineage N (see the lineages below) after checking which deployment you want to restore.")
     if result.best is None:
         return "no way back found: no retained checkpoint is valid or repairable" + (
             "" if result.savepoints else "; pass --savepoints DIR to consider savepoints")
     best = result.best
     cost = "nothing lost" if best.lossless else f"{len(best.lost)} SST file(s) of state lost"
-    several = f"; {result.lineages} jobs or deployments wrote here, check the lineage" if result.lineages > 1 else ""
-    return f"best way back: {best.action} {best.snapshot} ({cost}){several}"
-
-
-def _absolute(path: str) -> str:
-    """Local paths made absolute (Flink needs absolute paths or URIs); URIs as they are."""
-    path = normalize_uri(path)
-    return os.path.abspath(path) if st.parse_location(path).kind == "local" else path
-
-
-def _iso(seconds: float | None) -> str | None:
-    if seconds is None:
-        return None
-    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(seconds))
+    return f"best way back: {best.action} {best.snapshot} ({cost})"
