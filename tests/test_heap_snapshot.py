@@ -324,8 +324,8 @@ def test_export_of_the_other_states_works_and_of_the_hidden_one_fails_cleanly(tm
     assert before, "the test needs a value state written before the hidden one"
     real = savepoint_reader.decode_keyed_backend_meta
 
-    def with_an_unknown_value_serializer(data):
-        meta = real(data)
+    def with_an_unknown_value_serializer(data, **options):
+        meta = real(data, **options)
         unknown = [dataclasses.replace(s, serializers=[(k, SerializerSnapshot("com.example.KryoLike", 1) if k == "VALUE_SERIALIZER" else v)
                                                        for k, v in s.serializers]) if s.name == hidden_name else s for s in meta.states]
         return dataclasses.replace(meta, states=unknown)

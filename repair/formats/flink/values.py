@@ -95,11 +95,15 @@ class Decoder:
     """Decodes one serialized value. ``length`` is Flink's ``getLength()`` (-1: variable length);
     ``fast`` the optional :data:`FastDecode` of the same format (see :data:`FAST_MISSES`)."""
 
-    def __init__(self, name: str, read: Callable[[ByteReader], Any], length: int = -1, fast: FastDecode | None = None):
+    def __init__(self, name: str, read: Callable[[ByteReader], Any], length: int = -1, fast: FastDecode | None = None,
+                 *, supported: bool = True):
         self.name = name
         self._read = read
         self.length = length
         self.fast = fast
+        #: False for a serializer without a known wire format (every read raises
+        #: :class:`UnsupportedSerializerError`); callers may still delimit its bytes by their neighbours.
+        self.supported = supported
 
     @property
     def is_variable_length(self) -> bool:
@@ -333,11 +337,13 @@ _FAST_SIMPLE: dict[str, FastDecode] = {
 
 def _unsupported(snapshot: SerializerSnapshot | None, detail: str | None = None) -> Decoder:
     class_name = snapshot.class_name if snapshot is not None else "<no serializer snapshot>"
+    if detail is None and snapshot is not None and "undecoded" in snapshot.attributes:
+        detail = f"cannot decode {class_name}: its serializer snapshot is unreadable ({snapshot.attributes['undecoded']})"
 
     def read(r: ByteReader) -> Any:
         raise UnsupportedSerializerError(class_name, r.offset, detail=detail)
 
-    return Decoder(describe(snapshot) if snapshot is not None else "?", read)
+    return Decoder(describe(snapshot) if snapshot is not None else "?", read, supported=False)
 
 
 def _nested(snapshot: SerializerSnapshot, count: int) -> list[Decoder] | None:
