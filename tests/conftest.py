@@ -16,8 +16,14 @@ from repair.formats.flink.handles import ChangelogBackendHandle
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 
-#: Every committed fixture (a directory with fixture.json), by name.
-FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json"))
+def _is_sql_fixture(fixture_json: Path) -> bool:
+    return bool(json.loads(fixture_json.read_text())["spec"].get("sql"))
+
+
+#: Every committed fixture of the DataStream fixture job (a directory with fixture.json), by name.
+FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if not _is_sql_fixture(p))
+#: The fixtures of the Flink SQL job (fixtures/sqljob, state in sql_state_model.py): other states.
+SQL_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _is_sql_fixture(p))
 
 
 def tree_digest(path: Path) -> dict[str, str]:

@@ -34,8 +34,12 @@ from typing import Any, Callable, NamedTuple
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
+from repair.formats.flink import row_data
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
+    DECIMAL_DATA_SNAPSHOT,
+    ROW_DATA_SNAPSHOT,
+    TIMESTAMP_DATA_SNAPSHOT,
     ENUM_SNAPSHOT,
     POJO_SNAPSHOT,
     SIMPLE_SNAPSHOTS,
@@ -559,6 +563,9 @@ def _enum(snapshot: SerializerSnapshot) -> Decoder:
     return Decoder(describe(snapshot), read, 4, fast)
 
 
+_STRING_DATA = "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
+_NULL_SERIALIZER = "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot"
+
 #: ``RowKind.shortString()`` by ``RowKind.toByteValue()``.
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 
@@ -666,7 +673,33 @@ def _null_flagged(inner: Decoder, padding: int, flag_field: str, name: str | Non
                    fast if fast_inner is not None else None)
 
 
+def _table(snapshot: SerializerSnapshot) -> Decoder | None:
+    """flink-table-runtime serializers (see :mod:`repair.formats.flink.row_data`)."""
+    name, attributes = snapshot.class_name, snapshot.attributes
+    read: Callable[[ByteReader], Any] | None = None
+    if name == ROW_DATA_SNAPSHOT:
+        read = row_data.row_data_read(attributes.get("logical_types") or [])
+    elif name == TIMESTAMP_DATA_SNAPSHOT and type(attributes.get("precision")) is int:
+        read = row_data.timestamp_data_read(attributes["precision"])
+    elif name == DECIMAL_DATA_SNAPSHOT and type(attributes.get("precision")) is int:
+        read = row_data.decimal_data_read(attributes["precision"], attributes.get("scale") or 0)
+    return Decoder(describe(snapshot), read) if read is not None else None
+
+
+def _external(snapshot: SerializerSnapshot) -> Decoder | None:
+    """``ExternalSerializer``: the bytes are the nested internal serializer's."""
+    nested = _nested(snapshot, 1)
+    return nested[0] if nested is not None and nested[0].supported else None
+
+
+def _raw_value(snapshot: SerializerSnapshot) -> Decoder:
+    """``RawValueDataSerializer``: ``int size`` + the bytes of the nested serializer, kept as bytes."""
+    return Decoder(describe(snapshot), lambda r: row_data.sized(r, "raw value"))
+
+
 _COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
+    "External": _external,
+    "RAW": _raw_value,
     "Tuple": _tuple,
     "List": _list,
     "ArrayList": _list,
@@ -701,4 +734,10 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
         decoder = _enum(snapshot)
     elif name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
         decoder = decoder_for(snapshot.nested[0])
+    elif name in (ROW_DATA_SNAPSHOT, TIMESTAMP_DATA_SNAPSHOT, DECIMAL_DATA_SNAPSHOT):
+        decoder = _table(snapshot)
+    elif name == _STRING_DATA:
+        decoder = Decoder("STRING", row_data.string_data_read)
+    elif name == _NULL_SERIALIZER:
+        decoder = Decoder("NULL", _one_zero_byte("null"), 1)  # NullSerializer writes one byte 0
     return decoder if decoder is not None else _unsupported(snapshot)
