@@ -64,14 +64,14 @@ def test_inspect_json_contract(capsys, read_only_guard):
     assert len(op["id"]) == 32 and int(op["id"], 16) >= 0
     sub = next(s for o in doc["operators"] for s in o["subtasks"] if s["key_group_range"])
     assert {"index", "key_group_range", "states", "files"} <= sub.keys()
-    assert all({"name", "kind"} == s.keys() for s in sub["states"])
+    assert all({"name", "kind", "key_type", "value_type"} == s.keys() for s in sub["states"])
     assert all({"local_name", "inline", "size", "path"} <= f.keys() for f in sub["files"])
 
 
 def test_inspect_table(capsys):
     code, out, _ = run(capsys, "inspect", str(ROOT_120), "--uid", "per-user", "--files")
     assert code == 0
-    assert "checkpoint 5" in out and "per-user" in out and "amount-by-tag (map)" in out
+    assert "checkpoint 5" in out and "per-user" in out and "amount-by-tag (map: String -> Map<String," in out
     assert "relocated" in out and "MANIFEST-" in out
 
 

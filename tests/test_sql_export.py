@@ -15,6 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from repair.cli.app import main
+from repair.ops.inspect import inspect
 from tests.conftest import FIXTURES, SQL_FIXTURE_NAMES, fixture_info
 
 
@@ -82,3 +83,12 @@ def test_join_record_states_with_their_counts(exported):
             assert user_key["kind"] == "+I" and user_key["f0"] == _json(row["key"])["f0"]
             found[user_key["f0"]][str(user_key[field])] = row["value"]
         assert {u: dict(sorted(c.items())) for u, c in sorted(found.items())} == expected["join"][side]
+
+
+def test_inspect_describes_row_data_types(exported):
+    name, _, _ = exported
+    states = {state.name: state for op in inspect(_job_root(name)).operators for sub in op.subtasks for state in sub.states}
+    assert (states["accState"].key_type, states["accState"].value_type) == ("ROW<STRING>", "TTL<ROW<BIGINT, BIGINT, BIGINT, BIGINT, RAW>>")
+    assert states["deduplicate-state"].value_type == "TTL<ROW<BIGINT NOT NULL, BIGINT NOT NULL, STRING, STRING, TIMESTAMP_LTZ(3)>>"
+    assert states["left-records"].value_type == "Map<ROW<STRING, BIGINT NOT NULL>, TTL<Integer>>"
+    assert states["distinctAcc_0"].describe() == "map: ROW<STRING> -> Map<External<STRING>, TTL<External<Long>>>"
