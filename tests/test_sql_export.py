@@ -2,8 +2,9 @@
 
 ``fixtures/flink-1.20-sql`` was written by real Flink 1.20 running ``fixtures/sqljob`` (a GROUP BY with
 COUNT/SUM/MAX/COUNT DISTINCT, a ROW_NUMBER deduplication, a regular join; state TTL on);
-``expected.json`` is ``fixtures/sql_state_model.py``'s. The SQL operators have no uids: they are found
-by their state names.
+``expected.json`` is ``fixtures/sql_state_model.py``'s. The newest checkpoint (RocksDB incremental) and the canonical and
+native savepoints taken after it are exported. The SQL operators have no uids: they are found by their
+state names.
 """
 
 from __future__ import annotations
@@ -34,11 +35,23 @@ def _json(value):
     return json.loads(value) if isinstance(value, str) else value
 
 
-@pytest.fixture(scope="module", params=SQL_FIXTURE_NAMES)
+def _snapshots() -> list:
+    """(fixture, what) of each SQL fixture's newest checkpoint and its savepoints (taken after it, with
+    the same state)."""
+    found = []
+    for name in SQL_FIXTURE_NAMES:
+        found.append(pytest.param((name, "checkpoint"), id=f"{name}-checkpoint"))
+        for fmt in sorted(fixture_info(FIXTURES / name)["savepoints"]):
+            found.append(pytest.param((name, fmt), id=f"{name}-{fmt.lower()}"))
+    return found
+
+
+@pytest.fixture(scope="module", params=_snapshots())
 def exported(request, tmp_path_factory):
-    name = request.param
+    name, what = request.param
+    path = _job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
     out = tmp_path_factory.mktemp(name) / "out"
-    assert main(["export", _job_root(name), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
     return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
 
 
@@ -92,3 +105,14 @@ def test_inspect_describes_row_data_types(exported):
     assert states["deduplicate-state"].value_type == "TTL<ROW<BIGINT NOT NULL, BIGINT NOT NULL, STRING, STRING, TIMESTAMP_LTZ(3)>>"
     assert states["left-records"].value_type == "Map<ROW<STRING, BIGINT NOT NULL>, TTL<Integer>>"
     assert states["distinctAcc_0"].describe() == "map: ROW<STRING> -> Map<External<STRING>, TTL<External<Long>>>"
+
+
+@pytest.mark.parametrize("name", SQL_FIXTURE_NAMES)
+def test_verify_decodes_sql_state_without_findings(name, capsys):
+    """Verify checks every file of the SQL job's checkpoints and frames and decodes the canonical
+    savepoint's key groups (RowData keys and values) without a finding."""
+    savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
+    for path in (_job_root(name), str(savepoint)):
+        assert main(["verify", path, "--json", "--workers", "1"]) == 0
+        report = json.loads(capsys.readouterr().out)
+        assert "not_fully_checked" not in json.dumps(report)
