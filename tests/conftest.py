@@ -16,14 +16,17 @@ from repair.formats.flink.handles import ChangelogBackendHandle
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 
-def _is_sql_fixture(fixture_json: Path) -> bool:
-    return bool(json.loads(fixture_json.read_text())["spec"].get("sql"))
+def _job(fixture_json: Path) -> str:
+    spec = json.loads(fixture_json.read_text())["spec"]
+    return "sql" if spec.get("sql") else "kryo" if spec.get("kryo") else "datastream"
 
 
 #: Every committed fixture of the DataStream fixture job (a directory with fixture.json), by name.
-FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if not _is_sql_fixture(p))
-#: The fixtures of the Flink SQL job (fixtures/sqljob, state in sql_state_model.py): other states.
-SQL_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _is_sql_fixture(p))
+FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "datastream")
+#: The fixtures of the Flink SQL job (fixtures/extra_jobs, state in sql_state_model.py): other states.
+SQL_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "sql")
+#: The fixtures of the Kryo job (fixtures/extra_jobs, state in kryo_state_model.py).
+KRYO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "kryo")
 
 
 def tree_digest(path: Path) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Export of Flink SQL state (RowData) equals the state computed independently from the job's input.
 
-``fixtures/flink-1.20-sql`` was written by real Flink 1.20 running ``fixtures/sqljob`` (a GROUP BY with
+``fixtures/flink-1.20-sql`` was written by real Flink 1.20 running ``fixtures/extra_jobs/src/fixturejob/SqlJob.java`` (a GROUP BY with
 COUNT/SUM/MAX/COUNT DISTINCT, a ROW_NUMBER deduplication, a regular join; state TTL on);
 ``expected.json`` is ``fixtures/sql_state_model.py``'s. The newest checkpoint (RocksDB incremental) and the canonical and
 native savepoints taken after it are exported. The SQL operators have no uids: they are found by their

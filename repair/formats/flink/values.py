@@ -34,13 +34,14 @@ from typing import Any, Callable, NamedTuple
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.flink import row_data
+from repair.formats.flink import kryo, row_data
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
     ROW_DATA_SNAPSHOT,
     TIMESTAMP_DATA_SNAPSHOT,
     ENUM_SNAPSHOT,
+    KRYO_SNAPSHOT,
     POJO_SNAPSHOT,
     SIMPLE_SNAPSHOTS,
     TTL_AWARE_SNAPSHOT,
@@ -736,6 +737,9 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
         decoder = decoder_for(snapshot.nested[0])
     elif name in (ROW_DATA_SNAPSHOT, TIMESTAMP_DATA_SNAPSHOT, DECIMAL_DATA_SNAPSHOT):
         decoder = _table(snapshot)
+    elif name == KRYO_SNAPSHOT:
+        type_class = snapshot.attributes.get("type_class")
+        decoder = Decoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
     elif name == _STRING_DATA:
         decoder = Decoder("STRING", row_data.string_data_read)
     elif name == _NULL_SERIALIZER:
