@@ -32,7 +32,9 @@ def _rows(out, state: str) -> list[dict]:
 
 
 def _json(value):
-    return json.loads(value) if isinstance(value, str) else value
+    """A struct column's value (RowData columns are typed ``struct<kind, f0, ...>``)."""
+    assert isinstance(value, dict), value
+    return value
 
 
 def _snapshots() -> list:
@@ -62,6 +64,11 @@ def test_every_sql_state_is_decoded(exported):
     assert {"accState", "distinctAcc_0", "deduplicate-state", "left-records", "right-records"} <= {s["state"] for s in states}
     for state in states:
         assert state["rows_with_errors"] == 0 and state["raw_fallback"] == [], state["state"]
+        for column in state["columns"].values():  # RowData, StringData, External: typed, not JSON
+            assert column["type"] != "json", (state["state"], column)
+    acc = next(s for s in states if s["state"] == "accState")
+    assert acc["columns"]["key"]["type"] == "struct<kind: string, f0: string>"
+    assert acc["columns"]["value"]["type"] == "struct<kind: string, f0: int64, f1: int64, f2: int64, f3: int64, f4: binary>"
 
 
 def test_group_by_accumulators_and_distinct_view(exported):
@@ -72,7 +79,7 @@ def test_group_by_accumulators_and_distinct_view(exported):
         assert key["kind"] == "+I" and row["ttl_timestamp"] is not None
         found[key["f0"]]["accState"] = [acc["f0"], acc["f1"], acc["f2"], acc["f3"]]
     for row in _rows(out, "distinctAcc_0"):
-        found[_json(row["key"])["f0"]].setdefault("distinctAcc_0", {})[_json(row["user_key"])] = int(_json(row["value"]))
+        found[row["key"]["f0"]].setdefault("distinctAcc_0", {})[row["user_key"]] = row["value"]
     for entry in found.values():
         entry["distinctAcc_0"] = dict(sorted(entry["distinctAcc_0"].items()))
     assert dict(sorted(found.items())) == expected["agg"]
