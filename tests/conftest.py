@@ -8,6 +8,7 @@ import shutil
 import struct
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from fixtures.state_model import window_key
@@ -98,6 +99,19 @@ def fixture_info(path: Path) -> dict:
 
 #: FixtureSpec fields newer than some committed fixture.json files, with the generator's defaults.
 SPEC_DEFAULTS = {"state_backend": "rocksdb", "incremental": True, "snapshot_compression": False}
+
+
+def job_root(name: str) -> str:
+    """The job directory (``checkpoints/<job-id>``) of the committed fixture ``name``."""
+    return str(FIXTURES / name / "checkpoints" / fixture_info(FIXTURES / name)["job_id"])
+
+
+def exported_rows(out: Path, state: str) -> list[dict]:
+    """Every row of ``state`` in the export at ``out`` (all operators and parts, in part order)."""
+    rows = []
+    for part in sorted(out.glob(f"operator=*/state={state.replace('/', '%2F')}/*.parquet")):
+        rows += pq.read_table(part).to_pylist()
+    return rows
 
 
 def fixture_spec(path: Path) -> dict:

@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from repair.cli.app import main
-from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, SQL_FIXTURE_NAMES, fixture_info
+from tests.conftest import KRYO_FIXTURE_NAMES, SQL_FIXTURE_NAMES, job_root
 from tests.test_export import _assert_identical, local_spark  # noqa: F401  (a module fixture)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES)
 def test_spark_local_export_is_identical(name, local_spark, tmp_path):  # noqa: F811
-    root = str(FIXTURES / name / "checkpoints" / fixture_info(FIXTURES / name)["job_id"])
+    root = job_root(name)
     assert main(["export", root, "--out", str(tmp_path / "local"), "--workers", "1"]) == 0
     assert main(["export", root, "--out", str(tmp_path / "spark"), "--master", local_spark]) == 0
     _assert_identical(tmp_path / "local", tmp_path / "spark")

@@ -10,25 +10,13 @@ from __future__ import annotations
 
 import json
 
-import pyarrow.parquet as pq
 import pytest
 
 from repair.cli.app import main
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
 from repair.ops.inspect import inspect
-from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, fixture_info
-
-
-def _job_root(name: str) -> str:
-    return str(FIXTURES / name / "checkpoints" / fixture_info(FIXTURES / name)["job_id"])
-
-
-def _rows(out, state: str) -> list[dict]:
-    rows = []
-    for part in sorted(out.glob(f"operator=*/state={state.replace('/', '%2F')}/*.parquet")):
-        rows += pq.read_table(part).to_pylist()
-    return rows
+from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, exported_rows, job_root
 
 
 def _value(text):
@@ -44,7 +32,7 @@ def _key(row) -> tuple[str, str]:
 def exported(request, tmp_path_factory):
     name = request.param
     out = tmp_path_factory.mktemp(name) / "out"
-    assert main(["export", _job_root(name), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["export", job_root(name), "--out", str(out), "--workers", "1"]) == 0
     return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
 
 
@@ -60,13 +48,13 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
         assert type(key) in (int, str)
         return found.setdefault(_key(row), {"key": key, "timers": []})
 
-    for row in _rows(out, "count"):
+    for row in exported_rows(out, "count"):
         entry(row)["count"] = row["value"]
-    for row in _rows(out, "amount-by-tag"):
+    for row in exported_rows(out, "amount-by-tag"):
         entry(row).setdefault("amount-by-tag", {})[row["user_key"]] = row["value"]
-    for row in _rows(out, "last"):
+    for row in exported_rows(out, "last"):
         entry(row)["last"] = _value(row["value"])
-    for row in _rows(out, "_timer_state/event_user-timers"):
+    for row in exported_rows(out, "_timer_state/event_user-timers"):
         entry(row)["timers"].append(row["timestamp"])
     for item in found.values():
         item["timers"].sort()
@@ -79,7 +67,7 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
 
 def test_inspect_names_the_kryo_key(exported):
     name, _, _ = exported
-    states = {s.name: s for op in inspect(_job_root(name)).operators for sub in op.subtasks for s in sub.states}
+    states = {s.name: s for op in inspect(job_root(name)).operators for sub in op.subtasks for s in sub.states}
     assert states["last"].describe() == "value: Kryo java.lang.Object -> Kryo java.lang.Object"
 
 

@@ -12,23 +12,11 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 
-import pyarrow.parquet as pq
 import pytest
 
 from repair.cli.app import main
 from repair.ops.inspect import inspect
-from tests.conftest import FIXTURES, SQL_FIXTURE_NAMES, fixture_info
-
-
-def _job_root(name: str) -> str:
-    return str(FIXTURES / name / "checkpoints" / fixture_info(FIXTURES / name)["job_id"])
-
-
-def _rows(out, state: str) -> list[dict]:
-    rows = []
-    for part in sorted(out.glob(f"operator=*/state={state}/*.parquet")):
-        rows += pq.read_table(part).to_pylist()
-    return rows
+from tests.conftest import FIXTURES, SQL_FIXTURE_NAMES, exported_rows, fixture_info, job_root
 
 
 def _json(value):
@@ -51,7 +39,7 @@ def _snapshots() -> list:
 @pytest.fixture(scope="module", params=_snapshots())
 def exported(request, tmp_path_factory):
     name, what = request.param
-    path = _job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
+    path = job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
     out = tmp_path_factory.mktemp(name) / "out"
     assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
     return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
@@ -74,11 +62,11 @@ def test_every_sql_state_is_decoded(exported):
 def test_group_by_accumulators_and_distinct_view(exported):
     _, out, expected = exported
     found: dict[str, dict] = defaultdict(dict)
-    for row in _rows(out, "accState"):
+    for row in exported_rows(out, "accState"):
         key, acc = _json(row["key"]), _json(row["value"])
         assert key["kind"] == "+I" and row["ttl_timestamp"] is not None
         found[key["f0"]]["accState"] = [acc["f0"], acc["f1"], acc["f2"], acc["f3"]]
-    for row in _rows(out, "distinctAcc_0"):
+    for row in exported_rows(out, "distinctAcc_0"):
         found[row["key"]["f0"]].setdefault("distinctAcc_0", {})[row["user_key"]] = row["value"]
     for entry in found.values():
         entry["distinctAcc_0"] = dict(sorted(entry["distinctAcc_0"].items()))
@@ -88,7 +76,7 @@ def test_group_by_accumulators_and_distinct_view(exported):
 def test_deduplication_keeps_the_latest_row(exported):
     _, out, expected = exported
     found = {}
-    for row in _rows(out, "deduplicate-state"):
+    for row in exported_rows(out, "deduplicate-state"):
         key = _json(row["key"])
         found[str(key["f0"])] = _json(row["value"])
     assert dict(sorted(found.items())) == dict(sorted(expected["dedup"].items()))
@@ -98,7 +86,7 @@ def test_join_record_states_with_their_counts(exported):
     _, out, expected = exported
     for side, field in (("left-records", "f1"), ("right-records", "f1")):
         found: dict[str, dict] = defaultdict(dict)
-        for row in _rows(out, side):
+        for row in exported_rows(out, side):
             user_key = _json(row["user_key"])
             assert user_key["kind"] == "+I" and user_key["f0"] == _json(row["key"])["f0"]
             found[user_key["f0"]][str(user_key[field])] = row["value"]
@@ -107,7 +95,7 @@ def test_join_record_states_with_their_counts(exported):
 
 def test_inspect_describes_row_data_types(exported):
     name, _, _ = exported
-    states = {state.name: state for op in inspect(_job_root(name)).operators for sub in op.subtasks for state in sub.states}
+    states = {state.name: state for op in inspect(job_root(name)).operators for sub in op.subtasks for state in sub.states}
     assert (states["accState"].key_type, states["accState"].value_type) == ("ROW<STRING>", "TTL<ROW<BIGINT, BIGINT, BIGINT, BIGINT, RAW>>")
     assert states["deduplicate-state"].value_type == "TTL<ROW<BIGINT NOT NULL, BIGINT NOT NULL, STRING, STRING, TIMESTAMP_LTZ(3)>>"
     assert states["left-records"].value_type == "Map<ROW<STRING, BIGINT NOT NULL>, TTL<Integer>>"
@@ -119,7 +107,7 @@ def test_verify_decodes_sql_state_without_findings(name, capsys):
     """Verify checks every file of the SQL job's checkpoints and frames and decodes the canonical
     savepoint's key groups (RowData keys and values) without a finding."""
     savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
-    for path in (_job_root(name), str(savepoint)):
+    for path in (job_root(name), str(savepoint)):
         assert main(["verify", path, "--json", "--workers", "1"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert "not_fully_checked" not in json.dumps(report)
