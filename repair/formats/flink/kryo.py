@@ -14,8 +14,18 @@ A ``String`` is either ASCII (no high bit but on its last byte, which carries 0x
 (0: null) in a varint whose first byte has 0x80 as its flag and 6 bits (0x40: more bytes), followed by
 UTF-16 code units each in 1 (<= 0x7F), 2 (<= 0x7FF) or 3 bytes.
 
+Classes Kryo writes by name (not registered: ``1``, a name id, the name the first time in a graph):
+``java.util.ArrayList``, ``LinkedList``, ``HashSet``, ``LinkedHashSet`` (``CollectionSerializer``) and
+``HashMap``, ``LinkedHashMap`` (``MapSerializer``, entries as ``[(key, value), ...]``), their elements
+by ``writeClassAndObject``. Kryo 2.24 writes a collection's or map's size as a varint; Kryo 5 the size
++ 1 (0: null), for a collection with a flag (all elements of one class: that class once, a has-null
+boolean, then the elements without their class). Back-references (marker id + 2) name a tracked object
+read before in the same graph. Flink's snapshot does not say which Kryo wrote the bytes, so both are
+tried (:func:`read_class_and_object`).
+
 Anything else (floats, chars, shorts and doubles, whose fixed-width byte order differs between the
-Kryo generations; classes written by name; user registrations; back-references) raises
+Kryo generations; other classes written by name, e.g. POJOs of Kryo's ``FieldSerializer``; user
+registrations, whose ids depend on the job's configuration) raises
 :class:`~repair.formats.flink.values.UnsupportedSerializerError` with the reason, so the raw bytes
 are kept.
 """
@@ -97,40 +107,179 @@ def read_string(r: ByteReader) -> str | None:
     return units.decode("utf-16-be", errors="surrogatepass")
 
 
-def _reference(r: ByteReader) -> bool:
-    """The reference marker of a tracked object: True for a new object, False for null."""
-    at = r.offset
-    marker = read_varint(r, "kryo reference marker")
-    if marker in (0, 1):
-        return marker == 1
-    from repair.formats.flink.values import UnsupportedSerializerError
-
-    raise UnsupportedSerializerError("Kryo", at, detail=f"cannot decode a Kryo back-reference (id {marker - 2})")
-
-
+#: Kryo's own registrations whose objects are not tracked by reference (``Util.isWrapperClass``).
+_WRAPPERS = {INT, FLOAT, BOOLEAN, BYTE, CHAR, SHORT, LONG, DOUBLE}
 _READERS: dict[int, Callable[[ByteReader], Any]] = {
     INT: lambda r: _unzigzag(read_varint(r, "kryo int"), 32),
     LONG: lambda r: read_varlong(r, "kryo long"),
     BOOLEAN: lambda r: r.bool("kryo boolean"),
     BYTE: lambda r: r.i8("kryo byte"),
 }
+#: Classes Kryo writes by name (not registered) whose default serializers are read here.
+COLLECTIONS = ("java.util.ArrayList", "java.util.LinkedList", "java.util.HashSet", "java.util.LinkedHashSet")
+MAPS = ("java.util.HashMap", "java.util.LinkedHashMap")
+#: Kryo generations: 2 (Kryo 2.24, Flink 1.x) and 5 (Kryo 5, Flink 2.x) differ in collection headers.
+GENERATIONS = (5, 2)
 
 
-def read_class_and_object(r: ByteReader, type_class: str | None = None) -> Any:
-    """``Kryo.readClassAndObject`` for Kryo's own registrations (see the module docstring)."""
+def _unsupported(at: int, detail: str):
     from repair.formats.flink.values import UnsupportedSerializerError
 
-    at = r.offset
-    tag = read_varint(r, "kryo class")
-    if tag == 0:
-        return None
-    if tag == 1:
-        raise UnsupportedSerializerError("Kryo", at, detail=f"cannot decode Kryo {type_class}: a class written by name (not registered)")
-    registration = tag - 2
-    if registration == STRING:
-        return read_string(r) if _reference(r) else None
-    read = _READERS.get(registration)
-    if read is None:
-        what = _NAMES.get(registration, f"registration id {registration}")
-        raise UnsupportedSerializerError("Kryo", at, detail=f"cannot decode Kryo {type_class}: a {what} (not decoded yet)")
-    return read(r)
+    return UnsupportedSerializerError("Kryo", at, detail=detail)
+
+
+def read_varint_flag(r: ByteReader, field: str) -> tuple[bool, int]:
+    """Kryo 5's ``readVarIntFlag``: the first byte's 0x80 is a flag, 0x40 says more bytes follow, its
+    6 low bits and then 7 bits a byte are the value."""
+    first = r.u8(field)
+    value = first & 0x3F
+    if first & 0x40:
+        for shift in range(6, 34, 7):
+            byte = r.u8(field)
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+    return bool(first & 0x80), value
+
+
+class _Graph:
+    """One ``readClassAndObject`` graph: its class-name table (Kryo numbers the classes written by name
+    per graph) and the Kryo generation whose collection headers to read."""
+
+    def __init__(self, r: ByteReader, generation: int, type_class: str | None):
+        self.r, self.generation, self.type_class = r, generation, type_class
+        self.names: dict[int, str] = {}
+        #: The tracked objects read so far, by reference id (Kryo numbers them in the order it meets them).
+        self.objects: list[Any] = []
+
+    def read_class(self) -> int | str | None:
+        """A registration id, a class name, or None (null)."""
+        r = self.r
+        at = r.offset
+        tag = read_varint(r, "kryo class")
+        if tag == 0:
+            return None
+        if tag != 1:
+            return tag - 2
+        name_id = read_varint(r, "kryo class name id")
+        if name_id not in self.names:
+            name = read_string(r)
+            if name is None:
+                raise FormatError("kryo class name", at, "a class name", "null")
+            self.names[name_id] = name
+        return self.names[name_id]
+
+    def read_class_and_object(self) -> Any:
+        cls = self.read_class()
+        if cls is None:
+            return None
+        return self.read_object(cls, nullable=False)
+
+    def read_object(self, cls: int | str, *, nullable: bool) -> Any:
+        """An object of ``cls``: its reference marker first if Kryo tracks it; a wrapper that may be null
+        (``readObjectOrNull``) has a null byte instead."""
+        r = self.r
+        at = r.offset
+        if cls in _WRAPPERS:
+            if nullable and not r.bool("kryo not null"):
+                return None
+            read = _READERS.get(cls)  # type: ignore[arg-type]
+            if read is None:
+                raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {_NAMES[cls]} (not decoded yet)")  # type: ignore[index]
+            return read(r)
+        marker = read_varint(r, "kryo reference marker")
+        if marker == 0:
+            return None
+        if marker != 1:  # the same object as one read before in this graph
+            if not marker - 2 < len(self.objects):
+                raise FormatError("kryo reference", at, f"a reference id below {len(self.objects)}", marker - 2)
+            return self.objects[marker - 2]
+        slot = len(self.objects)
+        self.objects.append(None)
+        if cls == STRING:
+            value: Any = read_string(r)
+        elif cls in COLLECTIONS:
+            value = self._collection(slot)
+        elif cls in MAPS:
+            value = self._map(slot)
+        else:
+            what = f"class {cls}" if isinstance(cls, str) else f"registration id {cls}"
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {what} (not decoded yet)")
+        self.objects[slot] = value
+        return value
+
+    def _collection(self, slot: int) -> list | None:
+        """``CollectionSerializer`` without a known element class (the list is referenced before its
+        elements are read, as Kryo does)."""
+        r = self.r
+        out: list = []
+        self.objects[slot] = out
+        if self.generation == 2:  # a varint size, then every element with its class
+            size = read_varint(r, "kryo collection size")
+            if size > r.remaining:
+                raise FormatError("kryo collection size", r.offset, f"at most {r.remaining} elements", size)
+            for _ in range(size):
+                out.append(self.read_class_and_object())
+            return out
+        same_type, length = read_varint_flag(r, "kryo collection size")
+        if length == 0:
+            return None
+        length -= 1
+        if length > r.remaining:
+            raise FormatError("kryo collection size", r.offset, f"at most {r.remaining} elements", length)
+        if length and not same_type:
+            out.extend(self.read_class_and_object() for _ in range(length))
+        elif length:
+            cls = self.read_class()
+            if cls is None:  # all elements null
+                out.extend([None] * length)
+            else:
+                has_null = r.bool("kryo collection has null")
+                out.extend(self.read_object(cls, nullable=has_null) for _ in range(length))
+        return out
+
+    def _map(self, slot: int) -> list[tuple[Any, Any]] | None:
+        """``MapSerializer`` without known key and value classes: entries as ``[(key, value), ...]``."""
+        r = self.r
+        out: list[tuple[Any, Any]] = []
+        self.objects[slot] = out
+        size = read_varint(r, "kryo map size")
+        if self.generation != 2:
+            if size == 0:
+                return None
+            size -= 1
+        if size > r.remaining:
+            raise FormatError("kryo map size", r.offset, f"at most {r.remaining} entries", size)
+        for _ in range(size):
+            key = self.read_class_and_object()
+            out.append((key, self.read_class_and_object()))
+        return out
+
+
+def read_class_and_object(r: ByteReader, type_class: str | None = None, generation: int | None = None) -> Any:
+    """``Kryo.readClassAndObject`` of one graph (see the module docstring). Without ``generation``, both
+    Kryo generations are tried: the one that ends where the data ends wins; they agree but for
+    collection headers, so a value that reads alike in both is that value, one that differs is
+    ambiguous (raised as unsupported)."""
+    if generation is not None:
+        return _Graph(r, generation, type_class).read_class_and_object()
+    start = r.pos
+    found: list[tuple[int, Any]] = []
+    first_error: FormatError | None = None
+    for candidate in GENERATIONS:
+        r.pos = start
+        try:
+            value = _Graph(r, candidate, type_class).read_class_and_object()
+        except FormatError as error:
+            first_error = first_error or error
+            continue
+        found.append((r.pos, value))
+    if not found:
+        r.pos = start
+        raise first_error  # type: ignore[misc]
+    at_end = [item for item in found if item[0] == r.end] or found
+    if any(value != at_end[0][1] or end != at_end[0][0] for end, value in at_end[1:]):
+        r.pos = start
+        raise _unsupported(r.offset, f"cannot decode Kryo {type_class}: the bytes read differently as Kryo 2.24 and Kryo 5")
+    r.pos = at_end[0][0]
+    return at_end[0][1]
