@@ -91,3 +91,17 @@ def test_kryo_strings_and_longs_of_both_generations():
     assert kryo.read_class_and_object(ByteReader(b"\x00")) is None
     # a long of 9 bytes (the ninth holds 8 bits): -2**63, zig-zag 2**64 - 1
     assert kryo.read_class_and_object(ByteReader(b"\x09" + b"\xff" * 8 + b"\xff")) == -(2**63)
+
+
+def test_kryo_bytes_not_understood_stay_raw_instead_of_failing():
+    from repair.formats.flink.serializers import KRYO_SNAPSHOT, SerializerSnapshot
+    from repair.formats.flink.values import UnsupportedSerializerError, decoder_for
+
+    # a whole value with bytes after what was read: not understood, so unsupported (raw kept), not corrupt
+    decoder = decoder_for(SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "java.lang.Object"}))
+    assert decoder.decode_all(b"\x09\x0a") == 5
+    with pytest.raises(UnsupportedSerializerError, match="2 bytes left after the value read"):
+        decoder.decode_all(b"\x09\x0a\x09\x0a")
+    # a back-reference to the first object of the graph (the list itself, then "b" twice)
+    kryo5 = b"\x01\x00" + b"java.util.ArrayLis" + bytes([ord("t") | 0x80]) + b"\x01\x83\x03\x00\x01\x82b\x03"
+    assert kryo.read_class_and_object(ByteReader(kryo5), "java.lang.Object") == ["b", "b"]

@@ -258,9 +258,8 @@ class _Graph:
 
 def read_class_and_object(r: ByteReader, type_class: str | None = None, generation: int | None = None) -> Any:
     """``Kryo.readClassAndObject`` of one graph (see the module docstring). Without ``generation``, both
-    Kryo generations are tried: the one that ends where the data ends wins; they agree but for
-    collection headers, so a value that reads alike in both is that value, one that differs is
-    ambiguous (raised as unsupported)."""
+    Kryo generations are tried: a reading that ends where ``r``'s data ends wins; readings that differ
+    are ambiguous and raise as unsupported (raw bytes kept)."""
     if generation is not None:
         return _Graph(r, generation, type_class).read_class_and_object()
     start = r.pos
@@ -277,6 +276,8 @@ def read_class_and_object(r: ByteReader, type_class: str | None = None, generati
     if not found:
         r.pos = start
         raise first_error  # type: ignore[misc]
+    # A key is followed by its namespace, a list element by a delimiter: the end of the data is not
+    # always the value's. Where no reading ends there, the readings must agree.
     at_end = [item for item in found if item[0] == r.end] or found
     if any(value != at_end[0][1] or end != at_end[0][0] for end, value in at_end[1:]):
         r.pos = start

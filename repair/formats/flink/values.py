@@ -564,6 +564,19 @@ def _enum(snapshot: SerializerSnapshot) -> Decoder:
     return Decoder(describe(snapshot), read, 4, fast)
 
 
+class _KryoDecoder(Decoder):
+    """Kryo is decoded for some classes only (:mod:`repair.formats.flink.kryo`): a whole value whose
+    reading does not end at its end was not understood (not corrupt), so it stays raw."""
+
+    def decode_all(self, data: bytes, offset: int = 0, field: str = "value") -> Any:
+        value, end = self.decode(data, offset)
+        if end != len(data):
+            raise UnsupportedSerializerError(
+                "Kryo", end, detail=f"cannot decode {self.name}: {len(data) - end} bytes left after the value read"
+            )
+        return value
+
+
 _STRING_DATA = "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
 _NULL_SERIALIZER = "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot"
 
@@ -739,7 +752,7 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
         decoder = _table(snapshot)
     elif name == KRYO_SNAPSHOT:
         type_class = snapshot.attributes.get("type_class")
-        decoder = Decoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
+        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
     elif name == _STRING_DATA:
         decoder = Decoder("STRING", row_data.string_data_read)
     elif name == _NULL_SERIALIZER:
