@@ -37,6 +37,7 @@ from typing import Any, Callable
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 
+KRYO_SNAPSHOT_CLASS = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
 #: Kryo's own registration ids (``Kryo`` constructor, 2.24 and 5).
 INT, STRING, FLOAT, BOOLEAN, BYTE, CHAR, SHORT, LONG, DOUBLE = range(9)
 _NAMES = {FLOAT: "float", CHAR: "char", SHORT: "short", DOUBLE: "double"}
@@ -125,7 +126,13 @@ GENERATIONS = (5, 2)
 def _unsupported(at: int, detail: str):
     from repair.formats.flink.values import UnsupportedSerializerError
 
-    return UnsupportedSerializerError("Kryo", at, detail=detail)
+    return UnsupportedSerializerError(KRYO_SNAPSHOT_CLASS, at, detail=detail)
+
+
+def _unsupported_type() -> type:
+    from repair.formats.flink.values import UnsupportedSerializerError
+
+    return UnsupportedSerializerError
 
 
 def read_varint_flag(r: ByteReader, field: str) -> tuple[bool, int]:
@@ -273,9 +280,11 @@ def read_class_and_object(r: ByteReader, type_class: str | None = None, generati
             first_error = first_error or error
             continue
         found.append((r.pos, value))
-    if not found:
+    if not found:  # Kryo is read for some classes only: bytes it does not read are not understood, not corrupt
         r.pos = start
-        raise first_error  # type: ignore[misc]
+        if isinstance(first_error, _unsupported_type()):
+            raise first_error
+        raise _unsupported(r.offset, f"cannot decode Kryo {type_class}: {first_error}")
     # A key is followed by its namespace, a list element by a delimiter: the end of the data is not
     # always the value's. Where no reading ends there, the readings must agree.
     at_end = [item for item in found if item[0] == r.end] or found

@@ -572,7 +572,7 @@ class _KryoDecoder(Decoder):
         value, end = self.decode(data, offset)
         if end != len(data):
             raise UnsupportedSerializerError(
-                "Kryo", end, detail=f"cannot decode {self.name}: {len(data) - end} bytes left after the value read"
+                KRYO_SNAPSHOT, end, detail=f"cannot decode {self.name}: {len(data) - end} bytes left after the value read"
             )
         return value
 
