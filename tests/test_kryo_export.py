@@ -17,7 +17,7 @@ from repair.cli.app import main
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
 from repair.ops.inspect import inspect
-from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, exported_rows, job_root
+from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, exported_rows, fixture_info, job_root
 
 
 def _value(text):
@@ -29,11 +29,18 @@ def _key(row) -> tuple[str, str]:
     return type(key).__name__, str(key)
 
 
-@pytest.fixture(scope="module", params=KRYO_FIXTURE_NAMES)
+def _snapshots() -> list:
+    """(fixture, what) of each Kryo fixture's newest checkpoint and canonical savepoint (same state)."""
+    return [pytest.param((name, what), id=f"{name}-{what.lower()}") for name in KRYO_FIXTURE_NAMES
+            for what in ("checkpoint", *sorted(fixture_info(FIXTURES / name)["savepoints"]))]
+
+
+@pytest.fixture(scope="module", params=_snapshots())
 def exported(request, tmp_path_factory):
-    name = request.param
+    name, what = request.param
+    path = job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
     out = tmp_path_factory.mktemp(name) / "out"
-    assert main(["export", job_root(name), "--out", str(out), "--workers", "1"]) == 0
+    assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
     return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
 
 
@@ -105,3 +112,11 @@ def test_kryo_bytes_not_understood_stay_raw_instead_of_failing():
     # a back-reference to the first object of the graph (the list itself, then "b" twice)
     kryo5 = b"\x01\x00" + b"java.util.ArrayLis" + bytes([ord("t") | 0x80]) + b"\x01\x83\x03\x00\x01\x82b\x03"
     assert kryo.read_class_and_object(ByteReader(kryo5), "java.lang.Object") == ["b", "b"]
+
+
+@pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
+def test_verify_finds_nothing(name, capsys):
+    savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
+    for path in (job_root(name), str(savepoint)):
+        assert main(["verify", path, "--json", "--workers", "1"]) == 0
+        capsys.readouterr()
