@@ -49,7 +49,7 @@ def test_every_sql_state_is_decoded(exported):
     _, out, _ = exported
     summary = json.loads((out / "_export.json").read_text())
     states = [s for op in summary["operators"] for s in op["states"]]
-    assert {"accState", "distinctAcc_0", "deduplicate-state", "left-records", "right-records"} <= {s["state"] for s in states}
+    assert {"accState", "distinctAcc_0", "deduplicate-state", "left-records", "right-records", "window-aggs"} <= {s["state"] for s in states}
     for state in states:
         assert state["rows_with_errors"] == 0 and state["raw_fallback"] == [], state["state"]
         for column in state["columns"].values():  # RowData, StringData, External: typed, not JSON
@@ -111,3 +111,14 @@ def test_verify_decodes_sql_state_without_findings(name, capsys):
         assert main(["verify", path, "--json", "--workers", "1"]) == 0
         report = json.loads(capsys.readouterr().out)
         assert "not_fully_checked" not in json.dumps(report)
+
+
+def test_window_aggregates_by_window_end(exported):
+    _, out, expected = exported
+    found: dict[str, dict] = defaultdict(dict)
+    for row in exported_rows(out, "window-aggs"):
+        acc = _json(row["value"])
+        found[_json(row["key"])["f0"]][str(row["namespace"])] = [acc["f0"], acc["f1"]]
+    assert {u: dict(sorted(w.items())) for u, w in sorted(found.items())} == expected["window"]
+    timers = {(_json(r["key"])["f0"], r["namespace"], r["timestamp"]) for r in exported_rows(out, "_timer_state/event_window-timers")}
+    assert timers == {(user, int(end), int(end) - 1) for user, ends in expected["window"].items() for end in ends}
