@@ -89,9 +89,9 @@ def _field_reader(t: SqlType) -> Callable[[bytes, int, str], Any] | None:
     if root == "DECIMAL":
         precision, scale = t.params.get("precision", 0), t.params.get("scale", 0)
         if precision <= 18:
-            return lambda row, at, field: str(Decimal(int.from_bytes(row[at : at + 8], "little", signed=True)).scaleb(-scale))
-        return lambda row, at, field: str(Decimal(int.from_bytes(
-            _var_part(row, int.from_bytes(row[at : at + 8], "little"), field), "big", signed=True)).scaleb(-scale))
+            return lambda row, at, field: decimal_text(int.from_bytes(row[at : at + 8], "little", signed=True), scale)
+        return lambda row, at, field: decimal_text(int.from_bytes(
+            _var_part(row, int.from_bytes(row[at : at + 8], "little"), field), "big", signed=True), scale)
     if root in _TIMESTAMPS:
         if t.params.get("precision", 6) <= 3:
             return lambda row, at, field: int.from_bytes(row[at : at + 8], "little", signed=True)
@@ -158,7 +158,12 @@ def timestamp_data_read(precision: int) -> Callable[[ByteReader], int]:
     return lambda r: r.i64("timestamp millis") * 1_000_000 + r.i32("timestamp nanos of millisecond")
 
 
+def decimal_text(unscaled: int, scale: int) -> str:
+    """The exact decimal ``unscaled * 10**-scale`` as plain text (no rounding to a context precision)."""
+    return format(Decimal(f"{unscaled}E{-scale}"), "f")
+
+
 def decimal_data_read(precision: int, scale: int) -> Callable[[ByteReader], str]:
     if precision <= 18:
-        return lambda r: str(Decimal(r.i64("decimal unscaled")).scaleb(-scale))
-    return lambda r: str(Decimal(int.from_bytes(sized(r, "decimal"), "big", signed=True)).scaleb(-scale))
+        return lambda r: decimal_text(r.i64("decimal unscaled"), scale)
+    return lambda r: decimal_text(int.from_bytes(sized(r, "decimal"), "big", signed=True), scale)
