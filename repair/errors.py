@@ -75,6 +75,14 @@ class TruncatedError(FormatError):
         )
 
 
+class UnsupportedSerializerError(FormatError):
+    """A value of a Flink serializer whose wire format the decoders do not know: the value stays raw."""
+
+    def __init__(self, class_name: str, offset: int, *, detail: str | None = None):
+        self.class_name = class_name
+        super().__init__("value", offset, "a serializer this decoder knows", class_name, detail=detail or f"cannot decode {class_name}")
+
+
 class StorageError(RepairError):
     """A file or directory could not be read (missing, permission denied, unreachable storage).
 

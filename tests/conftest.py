@@ -9,6 +9,7 @@ import shutil
 import struct
 from pathlib import Path
 
+import pyarrow.parquet as pq
 import pytest
 
 from fixtures.state_model import window_key
@@ -34,8 +35,18 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"{report.longrepr}: REPAIR_REQUIRE_TOOLS=1 makes a missing tool a failure"
 
 
-#: Every committed fixture (a directory with fixture.json), by name.
-FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json"))
+
+def _job(fixture_json: Path) -> str:
+    spec = json.loads(fixture_json.read_text())["spec"]
+    return "sql" if spec.get("sql") else "kryo" if spec.get("kryo") else "datastream"
+
+
+#: Every committed fixture of the DataStream fixture job (a directory with fixture.json), by name.
+FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "datastream")
+#: The fixtures of the Flink SQL job (fixtures/extra_jobs, state in sql_state_model.py): other states.
+SQL_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "sql")
+#: The fixtures of the Kryo job (fixtures/extra_jobs, state in kryo_state_model.py).
+KRYO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "kryo")
 
 
 def tree_digest(path: Path) -> dict[str, str]:
@@ -107,6 +118,19 @@ def fixture_info(path: Path) -> dict:
 
 #: FixtureSpec fields newer than some committed fixture.json files, with the generator's defaults.
 SPEC_DEFAULTS = {"state_backend": "rocksdb", "incremental": True, "snapshot_compression": False}
+
+
+def job_root(name: str) -> str:
+    """The job directory (``checkpoints/<job-id>``) of the committed fixture ``name``."""
+    return str(FIXTURES / name / "checkpoints" / fixture_info(FIXTURES / name)["job_id"])
+
+
+def exported_rows(out: Path, state: str) -> list[dict]:
+    """Every row of ``state`` in the export at ``out`` (all operators and parts, in part order)."""
+    rows = []
+    for part in sorted(out.glob(f"operator=*/state={state.replace('/', '%2F')}/*.parquet")):
+        rows += pq.read_table(part).to_pylist()
+    return rows
 
 
 def fixture_spec(path: Path) -> dict:

@@ -66,7 +66,7 @@ def test_inspect_json_contract(capsys, read_only_guard):
 def test_inspect_table(capsys):
     code, out, _ = run(capsys, "inspect", str(ROOT_120), "--uid", "per-user", "--files")
     assert code == 0
-    assert "checkpoint 5" in out and "per-user" in out and "amount-by-tag (map)" in out
+    assert "checkpoint 5" in out and "per-user" in out and "amount-by-tag (map: String -> Map<String," in out
     assert "relocated" in out and "MANIFEST-" in out
 
 

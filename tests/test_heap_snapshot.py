@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 
 from fixtures import state_model
-from repair.errors import FormatError, RepairError
+from repair.errors import FormatError, RepairError, UnsupportedSerializerError
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta
 from repair.formats.flink.full_snapshot import canonical_stream as flink_keygroup_stream
@@ -27,7 +27,6 @@ from repair.formats.flink.full_snapshot.heap_rows import HeapStateDecoder
 from repair.formats.flink.handles import KeyGroupsHandle
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.formats.flink.serializers import SerializerSnapshot
-from repair.formats.flink.values import UnsupportedSerializerError
 from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.resolved import read_resolved
@@ -325,8 +324,8 @@ def test_export_of_the_other_states_works_and_of_the_hidden_one_fails_cleanly(tm
     assert before, "the test needs a value state written before the hidden one"
     real = savepoint_reader.decode_keyed_backend_meta
 
-    def with_an_unknown_value_serializer(data):
-        meta = real(data)
+    def with_an_unknown_value_serializer(data, **options):
+        meta = real(data, **options)
         unknown = [dataclasses.replace(s, serializers=[(k, SerializerSnapshot("com.example.KryoLike", 1) if k == "VALUE_SERIALIZER" else v)
                                                        for k, v in s.serializers]) if s.name == hidden_name else s for s in meta.states]
         return dataclasses.replace(meta, states=unknown)

@@ -331,8 +331,8 @@ def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monke
     real = savepoint_reader.decode_keyed_backend_meta
     hidden = set()
 
-    def with_an_unknown_value_serializer(data):
-        meta = real(data)
+    def with_an_unknown_value_serializer(data, **options):
+        meta = real(data, **options)
         state = next(s for s in meta.states if s.kind != "priority-queue")  # window operators have no value state
         hidden.add(state.name)
         unknown = dataclasses.replace(state, serializers=[(k, SerializerSnapshot("com.example.KryoLike", 1) if k == "VALUE_SERIALIZER" else v)

@@ -79,10 +79,11 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
 
 
 def _unique_states(op) -> list[tuple[str, str]]:
+    """``(name, kind with key and value types)`` of each state of ``op``, once."""
     seen: dict[str, str] = {}
     for sub in op.subtasks:
         for state in sub.states:
-            seen.setdefault(state.name, state.kind)
+            seen.setdefault(state.name, state.describe())
     return list(seen.items())
 
 

@@ -18,6 +18,7 @@ from repair.formats.flink.handles import (
     SegmentFileHandle,
 )
 from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.serializers import describe
 from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.resolved import read_resolved
@@ -57,9 +58,19 @@ class FileEntry:
 class StateEntry:
     name: str
     kind: str
+    #: The key's and the value's types from the serializer snapshots (e.g. ``ROW<STRING>``,
+    #: ``TTL<ROW<BIGINT, STRING>>``, ``Map<String, Long>``); None where the meta data does not say.
+    key_type: str | None = None
+    value_type: str | None = None
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind}
+        return {"name": self.name, "kind": self.kind, "key_type": self.key_type, "value_type": self.value_type}
+
+    def describe(self) -> str:
+        """``kind``, or ``kind: key -> value`` where the types are known."""
+        if self.value_type is None:
+            return self.kind
+        return f"{self.kind}: {self.key_type} -> {self.value_type}" if self.key_type else f"{self.kind}: {self.value_type}"
 
 
 @dataclass
@@ -306,7 +317,8 @@ def _changelog(snapshot: LoadedSnapshot, keyed: ChangelogBackendHandle, storage:
             seen.add(name)
             add(handle, "changelog")
     try:
-        info.states.extend(StateEntry(state.name, state.kind) for state in changelog_states(snapshot, storage, keyed))
+        info.states.extend(StateEntry(state.name, state.kind, value_type=state.describe_value())
+                           for state in changelog_states(snapshot, storage, keyed))
     except RepairError as error:
         info.problems.append(f"changelog: {error}")
 
@@ -337,4 +349,6 @@ def _keyed_states(
         where = resolved.uri or "inline meta data"
         info.problems.append(f"backend meta data ({where}): {error}")
         return []
-    return [StateEntry(state.name, state.kind) for state in meta.states]
+    key_type = describe(meta.key_serializer) if meta.key_serializer is not None else None
+    return [StateEntry(state.name, state.kind, None if state.kind == "priority-queue" else key_type, state.describe_value())
+            for state in meta.states]

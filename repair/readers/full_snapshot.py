@@ -52,7 +52,8 @@ def _first_block(offsets: list[int]) -> int | None:
 def read_head_meta(source: RandomAccess, offsets: list[int]) -> KeyedBackendMeta:
     """The keyed backend meta data at the head of a full snapshot's bytes (up to its first key group)."""
     first = _first_block(offsets)
-    return decode_keyed_backend_meta(bytes(read_exactly(source, 0, source.size if first is None else first, "keyed backend meta data")))
+    return decode_keyed_backend_meta(bytes(read_exactly(source, 0, source.size if first is None else first, "keyed backend meta data")),
+                                     ends_at_data_end=first is not None)
 
 
 def iter_full_snapshot(
@@ -116,7 +117,8 @@ def read_key_groups_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: 
     """The keyed backend meta data (states and serializers) at the head of a full snapshot."""
     resolved = resolve_delegate(snapshot, handle)
     try:
-        return decode_keyed_backend_meta(read_resolved(storage, resolved, length=_first_block(handle.offsets)))
+        first = _first_block(handle.offsets)
+        return decode_keyed_backend_meta(read_resolved(storage, resolved, length=first), ends_at_data_end=first is not None)
     except RepairError as error:
         raise error.in_source(delegate_name(snapshot, resolved)) from None
 

@@ -262,7 +262,7 @@ def read_handle_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: Incr
     if meta_file is None:
         raise FormatError("meta data handle", handle.offset, "a handle", "null")
     try:
-        return decode_keyed_backend_meta(read_resolved(storage, meta_file))
+        return decode_keyed_backend_meta(read_resolved(storage, meta_file), ends_at_data_end=True)
     except RepairError as error:
         raise error.in_source(meta_file.uri or f"inline meta data of {snapshot.ref.metadata_uri}") from None
 

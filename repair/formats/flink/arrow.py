@@ -20,6 +20,13 @@ POJO                                           ``struct`` with the snapshot's fi
 Row of T0..Tn                                  ``struct<kind: string, f0: T0, ...>`` (``dict``; ``kind``:
                                                RowKind ``+I``, ``-U``, ``+U`` or ``-D``, null in legacy
                                                mode; the snapshot has no field names)
+RowData (Flink SQL)                            ``struct<kind: string, f0: T0, ...>`` from the logical types:
+                                               BOOLEAN..DOUBLE as above, CHAR/VARCHAR ``string``,
+                                               BINARY/VARBINARY/ARRAY/MAP/MULTISET/RAW ``binary``,
+                                               DECIMAL ``string``, DATE/TIME ``int32``, TIMESTAMP(_LTZ)
+                                               ``int64`` (epoch ms, or ns above precision 3), ROW a struct
+StringData, TimestampData, DecimalData         ``string``, ``int64``, ``string``
+External of T, RawValueData, NullSerializer    T, ``binary``, ``null``
 Nullable of T                                  T (a null value is null)
 TTL of T, TtlAware of T                        T (the TTL timestamp is a column of its own)
 =============================================  ==================================================
@@ -54,12 +61,16 @@ import pyarrow as pa
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
+    DECIMAL_DATA_SNAPSHOT,
     ENUM_SNAPSHOT,
     POJO_SNAPSHOT,
+    ROW_DATA_SNAPSHOT,
+    TIMESTAMP_DATA_SNAPSHOT,
     TTL_AWARE_SNAPSHOT,
     SerializerSnapshot,
     describe,
 )
+from repair.formats.flink.table_types import SqlType
 
 _B = "org.apache.flink.api.common.typeutils.base."
 _F = "org.apache.flink."
@@ -73,6 +84,8 @@ SIMPLE_TYPES: dict[str, pa.DataType] = {
     }.items()
 }
 SIMPLE_TYPES.update({
+    _F + "table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot": pa.string(),
+    _F + "table.dataview.NullSerializer$NullSerializerSnapshot": pa.null(),
     _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": pa.binary(),
     _F + "runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": pa.null(),
     _F + "queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": pa.null(),
@@ -179,12 +192,47 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
     if label == "Row" and type(snapshot.attributes.get("supports_row_kind")) is bool:
         return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot),
                             leading=(pa.field("kind", pa.string()),))
+    if name == ROW_DATA_SNAPSHOT:
+        return _row_data_type(snapshot.attributes.get("logical_types") or [], describe(snapshot))
+    if name == TIMESTAMP_DATA_SNAPSHOT:
+        return pa.int64(), None
+    if name == DECIMAL_DATA_SNAPSHOT:
+        return pa.string(), None
+    if label == "External" and len(snapshot.nested) == 1:
+        return arrow_type(snapshot.nested[0])
+    if label == "RAW":
+        return pa.binary(), None
     padding = snapshot.attributes.get("null_padding_length")
     if label == "Nullable" and len(snapshot.nested) == 1 and type(padding) is int and padding >= 0:
         return arrow_type(snapshot.nested[0])
     if label == "TTL" and snapshot.nested and len(snapshot.nested) <= 2:
         return arrow_type(snapshot.nested[-1])
     return None, f"no decoded type for {describe(snapshot)} ({snapshot.simple_name})"
+
+
+#: Arrow types of the SQL logical types as :mod:`repair.formats.flink.row_data` decodes them.
+SQL_TYPES: dict[str, pa.DataType] = {
+    "BOOLEAN": pa.bool_(), "TINYINT": pa.int8(), "SMALLINT": pa.int16(), "INTEGER": pa.int32(), "DATE": pa.int32(),
+    "TIME_WITHOUT_TIME_ZONE": pa.int32(), "INTERVAL_YEAR_MONTH": pa.int32(), "BIGINT": pa.int64(),
+    "INTERVAL_DAY_TIME": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "CHAR": pa.string(),
+    "VARCHAR": pa.string(), "BINARY": pa.binary(), "VARBINARY": pa.binary(), "DECIMAL": pa.string(),
+    "TIMESTAMP_WITHOUT_TIME_ZONE": pa.int64(), "TIMESTAMP_WITH_LOCAL_TIME_ZONE": pa.int64(),
+    "ARRAY": pa.binary(), "MAP": pa.binary(), "MULTISET": pa.binary(), "RAW": pa.binary(),
+}
+
+
+def _row_data_type(types: list[SqlType], what: str) -> tuple[pa.DataType | None, str | None]:
+    """``struct<kind: string, f0: T0, ...>`` of a ``RowDataSerializer`` (or a nested ROW)."""
+    children = [pa.field("kind", pa.string())]
+    for i, t in enumerate(types):
+        if t.root == "ROW" and t.names is not None:
+            child, reason = _row_data_type(t.children, t.sql())
+        else:
+            child, reason = SQL_TYPES.get(t.root), f"no decoded type for SQL type {t.sql()}"
+        if child is None:
+            return None, f"{what}: field f{i}: {reason}"
+        children.append(pa.field(f"f{i}", child))
+    return pa.struct(children), None
 
 
 def _pojo_type(snapshot: SerializerSnapshot) -> tuple[pa.DataType | None, str | None]:

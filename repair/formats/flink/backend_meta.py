@@ -32,6 +32,7 @@ from repair.formats.flink.serializers import (
     SnapshotReader,
     UnknownSerializerSnapshotError,
     describe,
+    opaque_snapshot,
 )
 
 #: ``StateMetaInfoSnapshot.BackendStateType`` by ordinal (KEY_VALUE_V2 exists from 2.0).
@@ -153,7 +154,9 @@ class KeyedBackendMeta:
 
     @property
     def complete(self) -> bool:
-        return not self.problems and len(self.states) == self.declared_state_count
+        """Every declared state was found. Serializer snapshots of unknown classes do not count against
+        it: they are opaque snapshots (their states' rows keep raw bytes), listed in ``problems``."""
+        return len(self.states) == self.declared_state_count
 
     def state(self, name: str) -> StateMetaInfo | None:
         for s in self.states:
@@ -175,13 +178,21 @@ class OperatorBackendMeta:
 
 
 class _MetaReader:
-    def __init__(self, reader: ByteReader):
+    def __init__(self, reader: ByteReader, *, ends_at_data_end: bool = False):
         self.r = reader
         self.snapshots = SnapshotReader(reader)
+        #: True when the proxy is all of the data (an incremental handle's meta data file): the last
+        #: serializer of the last state then ends at the end of the data.
+        self.ends_at_data_end = ends_at_data_end
+        self.skipped_to_end = False
+        self.lost = False
 
-    def state(self) -> StateMetaInfo:
-        """``CurrentReaderImpl.readStateMetaInfoSnapshot``; an unknown serializer class sets ``problem``
-        and leaves the reader inside the unknown payload."""
+    def state(self, last: bool = False) -> StateMetaInfo:
+        """``CurrentReaderImpl.readStateMetaInfoSnapshot``. A serializer snapshot of an unknown class is
+        kept as an opaque snapshot (:func:`opaque_snapshot`) and sets ``problem``; the reader then skips
+        its payload to the next serializer key of the state (``KEY``, ``int 2``), or, for the state's
+        last serializer of the proxy's ``last`` state, to the end of the data. Where no such anchor is
+        found, ``self.lost`` is set and the reader is left inside the payload (the caller resyncs)."""
         r = self.r
         at = r.offset
         name = read_utf(r, "state name")
@@ -195,29 +206,59 @@ class _MetaReader:
             key = read_utf(r, "state option key")
             info.options.append((key, read_utf(r, "state option value")))
         count = r.count("state serializer count", item_size=2 + 4 + 6)
-        for _ in range(count):
+        for index in range(count):
             key = read_utf(r, "state serializer key")
             try:
                 info.serializers.append((key, self.snapshots.top_level(f"{key} of state {name!r}")))
             except UnknownSerializerSnapshotError as error:
-                info.problem = f"{key}: {error}"
-                info.unknown_snapshot_class = error.class_name
-                return info
+                problem = f"{key}: {error}"
+                info.problem = problem if info.problem is None else f"{info.problem}; {problem}"
+                info.unknown_snapshot_class = info.unknown_snapshot_class or error.class_name
+                info.serializers.append((key, opaque_snapshot(error)))
+                more = index + 1 < count
+                if not (self.skip_to_serializer_key() if more else last and self.skip_to_end()):
+                    self.lost = True
+                    return info
         return info
 
+    def skip_to_serializer_key(self) -> bool:
+        """Move the reader to the next ``UTF serializer key, int 2`` (a state's next serializer)."""
+        r = self.r
+        for pos in range(r.pos, r.end - 8):
+            probe = ByteReader(r.data, pos, r.end, base=r.base)
+            try:
+                if read_utf(probe, "probe") in KNOWN_SERIALIZER_KEYS and probe.i32("probe") == 2:
+                    r.pos = pos
+                    return True
+            except FormatError:
+                continue
+        return False
+
+    def skip_to_end(self) -> bool:
+        """The proxy's last serializer ends where the data ends (only where the caller says so)."""
+        if not self.ends_at_data_end:
+            return False
+        self.r.pos = self.r.end
+        self.skipped_to_end = True
+        return True
+
     def states(self, count: int, problems: list[str]) -> tuple[list[StateMetaInfo], bool, bool]:
-        """Read ``count`` states, resynchronizing after an unknown snapshot class.
+        """Read ``count`` states, skipping the payloads of unknown snapshot classes (see :meth:`state`)
+        and resynchronizing on the next state header where that is not possible.
 
         Returns the states, whether all were read to their end, and whether a resync happened.
         """
         states: list[StateMetaInfo] = []
         resynced = False
         while len(states) < count:
-            info = self.state()
+            self.lost = False
+            info = self.state(last=len(states) + 1 == count)
             states.append(info)
             if info.problem is None:
                 continue
             problems.append(f"state {info.name!r}: {info.problem}")
+            if not self.lost:
+                continue
             if len(states) == count or not self.resync():
                 return states, False, resynced
             resynced = True
@@ -264,11 +305,13 @@ def _looks_like_state_header(r: ByteReader, pos: int) -> bool:
         return False
 
 
-def decode_keyed_backend_meta(data: bytes, offset: int = 0) -> KeyedBackendMeta:
+def decode_keyed_backend_meta(data: bytes, offset: int = 0, *, ends_at_data_end: bool = False) -> KeyedBackendMeta:
     """Decode a ``KeyedBackendSerializationProxy`` starting at ``offset`` of ``data``.
 
     Structural corruption raises :class:`FormatError`; an unknown serializer snapshot class does not (see
-    module docstring).
+    module docstring): it becomes an opaque snapshot, so only the columns it serializes stay raw.
+    ``ends_at_data_end``: the proxy is all of ``data`` (an incremental handle's meta data file, or a full
+    snapshot's head cut at its first key group), so an unknown last serializer ends there.
     """
     r = ByteReader(data, offset)
     at = r.offset
@@ -276,29 +319,28 @@ def decode_keyed_backend_meta(data: bytes, offset: int = 0) -> KeyedBackendMeta:
     if version not in KEYED_PROXY_VERSIONS:
         raise FormatError("keyed backend proxy version", at, f"one of {KEYED_PROXY_VERSIONS}", version)
     compression = r.bool("key-group compression flag")
-    reader = _MetaReader(r)
+    reader = _MetaReader(r, ends_at_data_end=ends_at_data_end)
     problems: list[str] = []
-    key_serializer = None
     try:
         key_serializer = reader.snapshots.top_level("key serializer")
     except UnknownSerializerSnapshotError as error:
         problems.append(f"key serializer: {error}")
+        key_serializer = opaque_snapshot(error)
         if not reader.resync() or r.pos - 2 < offset:
-            return KeyedBackendMeta(version, compression, None, -1, [], problems)
+            return KeyedBackendMeta(version, compression, key_serializer, -1, [], problems)
         # The state count is the short right before the first state header.
         count = ByteReader(data, r.pos - 2).i16("state count")
         if count < 1:
-            return KeyedBackendMeta(version, compression, None, -1, [], problems)
+            return KeyedBackendMeta(version, compression, key_serializer, -1, [], problems)
         states, _, _ = reader.states(count, problems)
-        return KeyedBackendMeta(version, compression, None, count, states, problems, resynchronized=True)
+        return KeyedBackendMeta(version, compression, key_serializer, count, states, problems, resynchronized=True)
     count_at = r.offset
     count = r.i16("state count")
     if count < 0:
         raise FormatError("state count", count_at, "a count >= 0", count)
     states, finished, resynced = reader.states(count, problems)
-    return KeyedBackendMeta(
-        version, compression, key_serializer, count, states, problems, resynced, r.pos if finished and not resynced else None
-    )
+    exact_end = finished and not resynced and not reader.skipped_to_end
+    return KeyedBackendMeta(version, compression, key_serializer, count, states, problems, resynced, r.pos if exact_end else None)
 
 
 def decode_operator_backend_meta(data: bytes, offset: int = 0) -> OperatorBackendMeta:

@@ -36,7 +36,7 @@ import bisect
 from dataclasses import dataclass
 from typing import Any, Iterator, Sequence
 
-from repair.errors import FormatError, RepairError
+from repair.errors import FormatError, RepairError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink.backend_meta import (
     OPERATOR_STATE_DISTRIBUTION_MODE,
@@ -47,7 +47,7 @@ from repair.formats.flink.backend_meta import (
 from repair.formats.flink.full_snapshot.canonical import iter_snappy_chunks
 from repair.formats.flink.handles import OperatorStateEntry
 from repair.formats.flink.in_rocksdb.keyed_rows import ROW_FIELDS
-from repair.formats.flink.values import UnsupportedSerializerError, decoder_for
+from repair.formats.flink.values import decoder_for
 
 #: ``StateMetaInfoSnapshot.BackendStateType`` ordinals of operator and broadcast states.
 _OPERATOR, _BROADCAST = 1, 2

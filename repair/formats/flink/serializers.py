@@ -29,6 +29,15 @@ from typing import Any, Callable
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
+from repair.formats.bytes.java_serialization import JavaStreamReader
+from repair.formats.flink.table_types import SqlType, sql_type_of
+
+
+def read_java_stream_object(reader: ByteReader) -> Any:
+    """One object written by ``InstantiationUtil.serializeObject`` (its own stream: header, object)."""
+    stream = JavaStreamReader(reader)
+    stream.header()
+    return stream.object()
 
 #: ``TypeSerializerSnapshotSerializationUtil$TypeSerializerSnapshotSerializationProxy.VERSION``.
 SNAPSHOT_PROXY_VERSION = 2
@@ -45,6 +54,7 @@ CONFIG_SNAPSHOT_ADAPTER_VERSION = 0x7A53C4F0
 MAX_DEPTH = 32
 
 _F = "org.apache.flink."
+_T = _F + "table.runtime.typeutils."
 
 
 class UnknownSerializerSnapshotError(FormatError):
@@ -132,6 +142,11 @@ SIMPLE_SNAPSHOTS.update(
         _F + "streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": "GlobalWindow",
         _F + "api.java.typeutils.runtime.Tuple0SerializerSnapshot": "Tuple0",
         _F + "runtime.state.JavaSerializer$JavaSerializerSnapshot": "Serializable (Java serialization)",
+        # flink-table-runtime / flink-table-api-java: internal data structures of SQL state
+        _T + "StringDataSerializer$StringDataSerializerSnapshot": "STRING",
+        _F + "table.dataview.NullSerializer$NullSerializerSnapshot": "NULL",
+        _F + "table.runtime.operators.window.TimeWindow$Serializer$TimeWindowSerializerSnapshot": "TimeWindow",
+        _F + "table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot": "CountWindow",
     }
 )
 
@@ -167,6 +182,13 @@ def _int_outer(key: str) -> Callable[[ByteReader, int], dict[str, Any]]:
     return read
 
 
+def _external_outer(reader: ByteReader, outer_version: int) -> dict[str, Any]:
+    # ExternalSerializer$ExternalSerializerSnapshot (outer version 1): the DataType, Java-serialized,
+    # then ``bool isInternalInput``.
+    data_type = read_java_stream_object(reader)
+    return {"data_type": data_type, "is_internal_input": reader.bool("is internal input")}
+
+
 # CompositeTypeSerializerSnapshot subclasses -> (short type name, outer payload reader).
 COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, Any]]]] = {
     _F + "api.common.typeutils.base.ListSerializerSnapshot": ("List", _no_outer),
@@ -187,12 +209,26 @@ COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, 
     _F + "api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot": ("Nullable", _int_outer("null_padding_length")),
     _F + "streaming.api.functions.sink.TwoPhaseCommitSinkFunction$StateSerializerSnapshot": ("TwoPhaseCommitState", _bool_outer_from_v4("supports_null_transaction")),
     _F + "streaming.api.functions.sink.legacy.TwoPhaseCommitSinkFunction$StateSerializerSnapshot": ("TwoPhaseCommitState", _bool_outer_from_v4("supports_null_transaction")),
+    _T + "RawValueDataSerializer$RawValueDataSerializerSnapshot": ("RAW", _no_outer),
+    _T + "ExternalSerializer$ExternalSerializerSnapshot": ("External", _external_outer),
+    _T + "WindowKeySerializer$WindowKeySerializerSnapshot": ("WindowKey", _no_outer),
+    _F + "table.dataview.MapViewSerializerSnapshot": ("MapView", _no_outer),
+    _F + "table.dataview.ListViewSerializerSnapshot": ("ListView", _no_outer),
+    _F + "table.dataview.NullAwareMapSerializerSnapshot": ("NullAwareMap", _no_outer),
 }
 
 POJO_SNAPSHOT = _F + "api.java.typeutils.runtime.PojoSerializerSnapshot"
 KRYO_SNAPSHOT = _F + "api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
 ENUM_SNAPSHOT = _F + "api.common.typeutils.base.EnumSerializer$EnumSerializerSnapshot"
 TTL_AWARE_SNAPSHOT = _F + "runtime.state.ttl.TtlAwareSerializerSnapshot"
+ROW_DATA_SNAPSHOT = _T + "RowDataSerializer$RowDataSerializerSnapshot"
+TIMESTAMP_DATA_SNAPSHOT = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"
+DECIMAL_DATA_SNAPSHOT = _T + "DecimalDataSerializer$DecimalSerializerSnapshot"
+BINARY_ROW_SNAPSHOT = _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
+ARRAY_DATA_SNAPSHOT = _T + "ArrayDataSerializer$ArrayDataSerializerSnapshot"
+MAP_DATA_SNAPSHOT = _T + "MapDataSerializer$MapDataSerializerSnapshot"
+TABLE_SNAPSHOTS = (ROW_DATA_SNAPSHOT, TIMESTAMP_DATA_SNAPSHOT, DECIMAL_DATA_SNAPSHOT, BINARY_ROW_SNAPSHOT,
+                   ARRAY_DATA_SNAPSHOT, MAP_DATA_SNAPSHOT)
 # GenericTypeSerializerSnapshot subclasses (payload: UTF type class).
 GENERIC_TYPE_SNAPSHOTS = {
     _F + "api.java.typeutils.runtime.ValueSerializer$ValueSerializerSnapshot": "Value",
@@ -252,6 +288,8 @@ class SnapshotReader:
             elif class_name in GENERIC_TYPE_SNAPSHOTS:
                 self._expect_version(snapshot, version_at, (2,))
                 snapshot.attributes["type_class"] = read_utf(r, "type class")
+            elif class_name in TABLE_SNAPSHOTS:
+                self._table(snapshot, version_at)
             elif class_name == TTL_AWARE_SNAPSHOT:
                 self._expect_version(snapshot, version_at, (1,))
                 snapshot.attributes["is_ttl_enabled"] = r.bool("ttl enabled")
@@ -354,6 +392,39 @@ class SnapshotReader:
             entries = self.linked_optional_map(key.replace("_", " "))
             snapshot.attributes[key] = [name for name, *_ in entries]
 
+    def _table(self, snapshot: SerializerSnapshot, version_at: int) -> None:
+        """The flink-table-runtime snapshots with payloads of their own (checked against the 1.20 jars):
+        logical types and serializers as Java-serialized objects, precision and scale as ints."""
+        r, name = self.r, snapshot.class_name
+        attributes = snapshot.attributes
+        if name == ROW_DATA_SNAPSHOT:  # v3: int n, n LogicalTypes, nested field serializers
+            self._expect_version(snapshot, version_at, (3,))
+            count = r.count("row data field count", item_size=4)
+            attributes["logical_types"] = [self._logical_type() for _ in range(count)]
+            snapshot.nested = self.nested_delegate()
+        elif name == TIMESTAMP_DATA_SNAPSHOT:  # v1: int precision
+            self._expect_version(snapshot, version_at, (1,))
+            attributes["precision"] = r.i32("timestamp precision")
+        elif name == DECIMAL_DATA_SNAPSHOT:  # v3: int precision, int scale
+            self._expect_version(snapshot, version_at, (3,))
+            attributes["precision"] = r.i32("decimal precision")
+            attributes["scale"] = r.i32("decimal scale")
+        elif name == BINARY_ROW_SNAPSHOT:  # v3: int arity
+            self._expect_version(snapshot, version_at, (3,))
+            attributes["arity"] = r.i32("binary row arity")
+        elif name == ARRAY_DATA_SNAPSHOT:  # v3: element LogicalType, element serializer (Java-serialized)
+            self._expect_version(snapshot, version_at, (3,))
+            attributes["logical_types"] = [self._logical_type()]
+            read_java_stream_object(r)
+        elif name == MAP_DATA_SNAPSHOT:  # v3: key and value LogicalTypes, then their serializers
+            self._expect_version(snapshot, version_at, (3,))
+            attributes["logical_types"] = [self._logical_type(), self._logical_type()]
+            read_java_stream_object(r)
+            read_java_stream_object(r)
+
+    def _logical_type(self) -> SqlType:
+        return sql_type_of(read_java_stream_object(self.r))
+
     def _enum(self, snapshot: SerializerSnapshot, version_at: int) -> None:
         # EnumSerializer$EnumSerializerSnapshot (version 3): class, int n, n constant names.
         r = self.r
@@ -361,6 +432,12 @@ class SnapshotReader:
         snapshot.attributes["enum_class"] = read_utf(r, "enum class")
         count = r.count("enum constant count", item_size=2)
         snapshot.attributes["enum_constants"] = [read_utf(r, "enum constant") for _ in range(count)]
+
+
+def opaque_snapshot(error: UnknownSerializerSnapshotError) -> SerializerSnapshot:
+    """A snapshot whose class is known by name only: its payload could not be read (``undecoded`` says
+    why), so values it serialized stay raw bytes."""
+    return SerializerSnapshot(error.class_name, -1, attributes={"undecoded": str(error)}, offset=error.offset)
 
 
 def decode_serializer_snapshot(data: bytes, offset: int = 0) -> tuple[SerializerSnapshot, int]:
@@ -401,4 +478,24 @@ def describe(snapshot: SerializerSnapshot | None) -> str:
         return f"{GENERIC_TYPE_SNAPSHOTS[name]} {snapshot.attributes.get('type_class')}"
     if name == TTL_AWARE_SNAPSHOT:
         return describe(snapshot.nested[0]) if snapshot.nested else "?"
+    if name in TABLE_SNAPSHOTS:
+        return _describe_table(snapshot)
+    return snapshot.simple_name
+
+
+def _describe_table(snapshot: SerializerSnapshot) -> str:
+    name, attributes = snapshot.class_name, snapshot.attributes
+    types = attributes.get("logical_types") or []
+    if name == ROW_DATA_SNAPSHOT:
+        return "ROW<" + ", ".join(t.sql() for t in types) + ">"
+    if name == TIMESTAMP_DATA_SNAPSHOT:
+        return f"TIMESTAMP({attributes.get('precision')})"
+    if name == DECIMAL_DATA_SNAPSHOT:
+        return f"DECIMAL({attributes.get('precision')}, {attributes.get('scale')})"
+    if name == BINARY_ROW_SNAPSHOT:
+        return f"BinaryRow({attributes.get('arity')} fields)"
+    if name == ARRAY_DATA_SNAPSHOT and types:
+        return f"ARRAY<{types[0].sql()}>"
+    if name == MAP_DATA_SNAPSHOT and len(types) == 2:
+        return f"MAP<{types[0].sql()}, {types[1].sql()}>"
     return snapshot.simple_name

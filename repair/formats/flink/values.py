@@ -32,13 +32,18 @@ from __future__ import annotations
 import struct
 from typing import Any, Callable, NamedTuple
 
-from repair.errors import FormatError
+from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
+from repair.formats.flink import kryo, row_data
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
+    DECIMAL_DATA_SNAPSHOT,
     ENUM_SNAPSHOT,
+    KRYO_SNAPSHOT,
     POJO_SNAPSHOT,
+    ROW_DATA_SNAPSHOT,
     SIMPLE_SNAPSHOTS,
+    TIMESTAMP_DATA_SNAPSHOT,
     TTL_AWARE_SNAPSHOT,
     SerializerSnapshot,
     describe,
@@ -47,14 +52,6 @@ from repair.formats.flink.serializers import (
 _F64 = struct.Struct(">d")
 _F32 = struct.Struct(">f")
 _SIGN_BIT = 1 << 63
-
-
-class UnsupportedSerializerError(FormatError):
-    """A value of a serializer whose wire format this module does not know."""
-
-    def __init__(self, class_name: str, offset: int, *, detail: str | None = None):
-        self.class_name = class_name
-        super().__init__("value", offset, "a serializer this decoder knows", class_name, detail=detail or f"cannot decode {class_name}")
 
 
 class TtlValue(NamedTuple):
@@ -95,11 +92,15 @@ class Decoder:
     """Decodes one serialized value. ``length`` is Flink's ``getLength()`` (-1: variable length);
     ``fast`` the optional :data:`FastDecode` of the same format (see :data:`FAST_MISSES`)."""
 
-    def __init__(self, name: str, read: Callable[[ByteReader], Any], length: int = -1, fast: FastDecode | None = None):
+    def __init__(self, name: str, read: Callable[[ByteReader], Any], length: int = -1, fast: FastDecode | None = None,
+                 *, supported: bool = True):
         self.name = name
         self._read = read
         self.length = length
         self.fast = fast
+        #: False for a serializer without a known wire format (every read raises
+        #: :class:`UnsupportedSerializerError`); callers may still delimit its bytes by their neighbours.
+        self.supported = supported
 
     @property
     def is_variable_length(self) -> bool:
@@ -333,11 +334,13 @@ _FAST_SIMPLE: dict[str, FastDecode] = {
 
 def _unsupported(snapshot: SerializerSnapshot | None, detail: str | None = None) -> Decoder:
     class_name = snapshot.class_name if snapshot is not None else "<no serializer snapshot>"
+    if detail is None and snapshot is not None and "undecoded" in snapshot.attributes:
+        detail = f"cannot decode {class_name}: its serializer snapshot is unreadable ({snapshot.attributes['undecoded']})"
 
     def read(r: ByteReader) -> Any:
         raise UnsupportedSerializerError(class_name, r.offset, detail=detail)
 
-    return Decoder(describe(snapshot) if snapshot is not None else "?", read)
+    return Decoder(describe(snapshot) if snapshot is not None else "?", read, supported=False)
 
 
 def _nested(snapshot: SerializerSnapshot, count: int) -> list[Decoder] | None:
@@ -553,6 +556,22 @@ def _enum(snapshot: SerializerSnapshot) -> Decoder:
     return Decoder(describe(snapshot), read, 4, fast)
 
 
+class _KryoDecoder(Decoder):
+    """Kryo is decoded for some classes only (:mod:`repair.formats.flink.kryo`): a whole value whose
+    reading does not end at its end was not understood (not corrupt), so it stays raw."""
+
+    def decode_all(self, data: bytes, offset: int = 0, field: str = "value") -> Any:
+        value, end = self.decode(data, offset)
+        if end != len(data):
+            raise UnsupportedSerializerError(
+                KRYO_SNAPSHOT, end, detail=f"cannot decode {self.name}: {len(data) - end} bytes left after the value read"
+            )
+        return value
+
+
+_STRING_DATA = "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
+_NULL_SERIALIZER = "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot"
+
 #: ``RowKind.shortString()`` by ``RowKind.toByteValue()``.
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 
@@ -660,7 +679,33 @@ def _null_flagged(inner: Decoder, padding: int, flag_field: str, name: str | Non
                    fast if fast_inner is not None else None)
 
 
+def _table(snapshot: SerializerSnapshot) -> Decoder | None:
+    """flink-table-runtime serializers (see :mod:`repair.formats.flink.row_data`)."""
+    name, attributes = snapshot.class_name, snapshot.attributes
+    read: Callable[[ByteReader], Any] | None = None
+    if name == ROW_DATA_SNAPSHOT:
+        read = row_data.row_data_read(attributes.get("logical_types") or [])
+    elif name == TIMESTAMP_DATA_SNAPSHOT and type(attributes.get("precision")) is int:
+        read = row_data.timestamp_data_read(attributes["precision"])
+    elif name == DECIMAL_DATA_SNAPSHOT and type(attributes.get("precision")) is int:
+        read = row_data.decimal_data_read(attributes["precision"], attributes.get("scale") or 0)
+    return Decoder(describe(snapshot), read) if read is not None else None
+
+
+def _external(snapshot: SerializerSnapshot) -> Decoder | None:
+    """``ExternalSerializer``: the bytes are the nested internal serializer's."""
+    nested = _nested(snapshot, 1)
+    return nested[0] if nested is not None and nested[0].supported else None
+
+
+def _raw_value(snapshot: SerializerSnapshot) -> Decoder:
+    """``RawValueDataSerializer``: ``int size`` + the bytes of the nested serializer, kept as bytes."""
+    return Decoder(describe(snapshot), lambda r: row_data.sized(r, "raw value"))
+
+
 _COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
+    "External": _external,
+    "RAW": _raw_value,
     "Tuple": _tuple,
     "List": _list,
     "ArrayList": _list,
@@ -695,4 +740,13 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
         decoder = _enum(snapshot)
     elif name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
         decoder = decoder_for(snapshot.nested[0])
+    elif name in (ROW_DATA_SNAPSHOT, TIMESTAMP_DATA_SNAPSHOT, DECIMAL_DATA_SNAPSHOT):
+        decoder = _table(snapshot)
+    elif name == KRYO_SNAPSHOT:
+        type_class = snapshot.attributes.get("type_class")
+        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
+    elif name == _STRING_DATA:
+        decoder = Decoder("STRING", row_data.string_data_read)
+    elif name == _NULL_SERIALIZER:
+        decoder = Decoder("NULL", _one_zero_byte("null"), 1)  # NullSerializer writes one byte 0
     return decoder if decoder is not None else _unsupported(snapshot)

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repair.errors import RepairError
+from repair.errors import RepairError, UnsupportedSerializerError
 from repair.formats.flink.changelog.dstl import ChangeReader, MetadataChange, decode_change
 from repair.formats.flink.handles import ChangelogBackendHandle
-from repair.formats.flink.values import UnsupportedSerializerError
 from repair.io import storage as st
 from repair.io.snapshot import LoadedSnapshot
 from repair.readers.changelog import NO_KEY_SERIALIZER, iter_subtask_changes, recorded_key_serializer, with_states

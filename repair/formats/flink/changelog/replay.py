@@ -26,12 +26,11 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
-from repair.errors import FormatError
+from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.changelog.dstl import ChangeReader, DataChange, ScopedChange
 from repair.formats.flink.full_snapshot.heap_rows import HeapStateDecoder
-from repair.formats.flink.values import UnsupportedSerializerError
 
 #: A scope: ``(key bytes, namespace bytes)``; a timer's: ``(element bytes, b"")``.
 Scope = tuple[bytes, bytes]

@@ -35,7 +35,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence, TypeVar
 
-from repair.errors import FormatError, TruncatedError
+from repair.errors import FormatError, TruncatedError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.random_access import RandomAccess, read_exactly
 from repair.formats.flink.full_snapshot.canonical import SNAPPY_STREAM_IDENTIFIER
@@ -47,7 +47,6 @@ from repair.formats.flink.full_snapshot.canonical_stream import (
 )
 from repair.formats.flink.full_snapshot.heap_rows import HeapStateDecoder
 from repair.formats.flink.handles import KeyGroupRange
-from repair.formats.flink.values import UnsupportedSerializerError
 
 _I32 = struct.Struct(">i")
 _T = TypeVar("_T")

@@ -17,8 +17,11 @@ Every row is a dict with :data:`ROW_FIELDS`; the raw bytes are always kept. A se
 cannot decode (:class:`~repair.formats.flink.values.UnsupportedSerializerError`) gives rows with raw
 bytes, None for what it would have decoded and ``error`` set (``"value: cannot decode ..."``): an
 undecodable value, map key or list element leaves the key and namespace decoded; an undecodable key or
-namespace leaves the whole key (after the key-group prefix) in ``key_raw``. Corrupt bytes of a known
-serializer raise.
+namespace leaves the whole key (after the key-group prefix) in ``key_raw``, except that an undecodable
+key is delimited by what follows it (a namespace that decodes to exactly the rest, or to the map user
+key; Flink's length suffixes where both may be variable-length; a timer's namespace): namespace, user
+key, value and timestamp are then decoded, ``key_raw`` holds the key's own bytes and ``error`` says
+``key: cannot decode ...``. Corrupt bytes of a known serializer raise.
 """
 
 from __future__ import annotations
@@ -78,6 +81,9 @@ class KeyedStateDecoder:
         value = state.serializer("VALUE_SERIALIZER")
         if state.kind == "priority-queue":
             self.timer = decoder_for(value)
+            # TimerSerializer(key, namespace): the namespace delimits a key of an unknown serializer
+            timer_nested = value.nested if value is not None and len(value.nested) == 2 else None
+            self._timer_parts = [decoder_for(n) for n in timer_nested] if timer_nested else None
             self._fast = self._fast_rows()
             return
         self.namespace = decoder_for(state.serializer("NAMESPACE_SERIALIZER"))
@@ -134,7 +140,12 @@ class KeyedStateDecoder:
             if self.kind == "priority-queue":
                 return [self._timer_row(key, value, key_group)]
             return self._kv_rows(key, value, key_group)
-        except UnsupportedSerializerError as error:  # the key or namespace: the parts cannot be told apart
+        except UnsupportedSerializerError as error:  # the key or namespace
+            if not self.key.supported:
+                known = self._unknown_key_timer_row if self.kind == "priority-queue" else self._unknown_key_rows
+                rows = known(key, value, key_group, str(error))
+                if rows is not None:
+                    return rows
             return [self._row(key_group, key_raw=key[self.prefix_bytes :], value_raw=value, error=str(error))]
         except FormatError as error:
             error.message = f"state {self.state.name!r}, key {key.hex()}: {error.message}"
@@ -155,13 +166,19 @@ class KeyedStateDecoder:
         row["key_group"] = key_group
         row["key"], row["key_raw"] = self._part(self.key, r, "key")
         row["namespace"], row["namespace_raw"] = self._part(self.namespace, r, "namespace")
+        if self.kind != "map" and not r.at_end():
+            raise FormatError("key", r.offset, "the end of the key", f"{r.remaining} more bytes")
+        return self._value_rows(row, key, r.pos, value, [])
+
+    def _value_rows(self, row: dict[str, Any], key: bytes, user_key_at: int, value: bytes, errors: list[str]) -> list[dict[str, Any]]:
+        """``row`` (key and namespace done) completed with the user key at ``user_key_at`` of ``key`` (map
+        state) and the value; an undecodable user key or value is named in ``error``, its raw bytes kept."""
         row["value_raw"] = value
         kind = self.kind
         if kind == "map":
-            row["user_key_raw"] = bytes(key[r.pos :])
-            errors = []
+            row["user_key_raw"] = bytes(key[user_key_at:])
             try:
-                row["user_key"] = self.user_key.decode_all(key, r.pos, "map user key")
+                row["user_key"] = self.user_key.decode_all(key, user_key_at, "map user key")
             except UnsupportedSerializerError as error:
                 errors.append(f"user_key: {error}")
             try:
@@ -170,20 +187,51 @@ class KeyedStateDecoder:
                 errors.append(f"value: {error}")
             row["error"] = "; ".join(errors) or None
             return [row]
-        if not r.at_end():
-            raise FormatError("key", r.offset, "the end of the key", f"{r.remaining} more bytes")
         try:
             if kind == "list":
                 rows = []
                 for i, (element, ttl, raw) in enumerate(self._elements(value)):
                     item = row.copy()
                     item["value"], item["ttl_timestamp"], item["list_index"], item["value_raw"] = element, ttl, i, raw
+                    item["error"] = "; ".join(errors) or None
                     rows.append(item)
                 return rows
             row["value"], row["ttl_timestamp"] = split_ttl(self.value.decode_all(value))
         except UnsupportedSerializerError as error:  # the value only: the key stays decoded
-            row["error"] = f"value: {error}"
+            errors.append(f"value: {error}")
+        row["error"] = "; ".join(errors) or None
         return [row]
+
+    # -- an undecodable key, delimited by its neighbours ---------------------------------------------
+    def _unknown_key_rows(self, key: bytes, value: bytes, key_group: int, reason: str) -> list[dict[str, Any]] | None:
+        """The rows of an entry whose key serializer is unknown while the namespace (and user key) are
+        known: the key's bytes end where the namespace that decodes to exactly the rest begins (with
+        Flink's length suffixes where both could be variable-length). None when that is not one place."""
+        start = self.prefix_bytes
+        user_key = self.user_key if self.kind == "map" else None
+        found = _delimit_unknown_key(key, start, self.namespace, user_key, suffixes=self.namespace.is_variable_length)
+        if len(found) != 1:
+            return None
+        key_end, namespace_at, namespace_end, user_key_at, namespace = found[0]
+        row = self._template.copy()
+        row["key_group"], row["key_raw"] = key_group, bytes(key[start:key_end])
+        row["namespace"], row["namespace_raw"] = namespace, bytes(key[namespace_at:namespace_end])
+        return self._value_rows(row, key, user_key_at, value, [f"key: {reason}"])
+
+    def _unknown_key_timer_row(self, key: bytes, value: bytes, key_group: int, reason: str) -> list[dict[str, Any]] | None:
+        """A timer whose key serializer is unknown: timestamp first, the namespace decoding to the end."""
+        parts = self._timer_parts
+        if parts is None or value:
+            return None
+        start = self.prefix_bytes + 8
+        found = _delimit_unknown_key(key, start, parts[1], None, suffixes=False)
+        if len(found) != 1 or len(key) < start:
+            return None
+        key_end, _, _, _, namespace = found[0]
+        flipped = int.from_bytes(key[self.prefix_bytes:start], "big") ^ (1 << 63)
+        timestamp = flipped - (1 << 64) if flipped >= 1 << 63 else flipped
+        return [self._row(key_group, namespace=namespace, timestamp=timestamp, key_raw=key[self.prefix_bytes:],
+                          value_raw=value, error=f"key: {reason}")]
 
     # -- fast rows ---------------------------------------------------------------------------------
     def _fast_rows(self):
@@ -302,6 +350,48 @@ class KeyedStateDecoder:
             at = r.offset
             if r.u8("list delimiter") != LIST_DELIMITER:
                 raise FormatError("list delimiter", at, "',' (0x2c) or the end of the value", f"0x{value[at]:02x}")
+
+
+def _delimit_unknown_key(key: bytes, start: int, namespace: Decoder, user_key: Decoder | None, *,
+                         suffixes: bool) -> list[tuple[int, int, int, int, Any]]:
+    """Where the bytes of an undecodable key (from ``start``) may end: every ``(key end, namespace start,
+    namespace end, user key start, namespace)`` whose namespace decodes and is followed by exactly a user
+    key (``user_key``) or by nothing. With ``suffixes``, the layout with Flink's length suffixes (written
+    when key and namespace are both variable-length) is tried too. Stops at the second candidate."""
+    found: list[tuple[int, int, int, int, Any]] = []
+    size = len(key)
+    for key_end in range(size, start, -1):
+        for suffixed in (False, True) if suffixes else (False,):
+            at = key_end
+            if suffixed:
+                at = _suffix_end(key, at, key_end - start)
+                if at < 0:
+                    continue
+            try:
+                namespace_value, namespace_end = namespace.decode(key, at)
+            except FormatError:
+                continue
+            end = _suffix_end(key, namespace_end, namespace_end - at) if suffixed else namespace_end
+            if end < 0:
+                continue
+            if user_key is None:
+                if end != size:
+                    continue
+            else:
+                try:
+                    user_key.decode_all(key, end)
+                except FormatError:
+                    continue
+            found.append((key_end, at, namespace_end, end, namespace_value))
+            if len(found) > 1:
+                return found
+    return found
+
+
+def _suffix_end(key: bytes, pos: int, length: int) -> int:
+    """The position after the length suffix ``length`` at ``pos``, or -1 if it is not there."""
+    end = pos + _variable_int_size(length)
+    return end if end <= len(key) and int.from_bytes(key[pos:end], "little") == length else -1
 
 
 def _fast_whole(fast, data: bytes, pos: int) -> Any:

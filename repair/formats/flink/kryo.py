@@ -1,0 +1,287 @@
+"""Values Flink's ``KryoSerializer`` wrote (generic types: a ``keyBy`` returning ``Object``, a
+``ValueState<Object>``), for the classes Kryo registers itself, the same in Kryo 2.24 (Flink 1.x) and
+Kryo 5 (Flink 2.x), checked against real Flink 1.20 and 2.1 state (fixtures ``flink-*-kryo``).
+
+``Kryo.writeClassAndObject``: the class as a varint (7 bits a byte, least significant first; ``0``
+null, ``1`` a class written by name, else the registration id + 2), then, for classes whose objects
+Kryo tracks by reference (all but the primitive wrappers), a reference marker varint (``1`` a new
+object; ``0`` null; others back-references), then the object. Kryo's own registrations come first in
+every ``Kryo`` instance, so their ids do not depend on the user's: 0 ``int``/``Integer`` (zig-zag
+varint), 1 ``String``, 3 ``boolean`` (one byte), 4 ``byte``, 7 ``long``/``Long`` (zig-zag varlong of up
+to 9 bytes, the ninth holding 8 bits).
+
+A ``String`` is either ASCII (no high bit but on its last byte, which carries 0x80) or a length + 1
+(0: null) in a varint whose first byte has 0x80 as its flag and 6 bits (0x40: more bytes), followed by
+UTF-16 code units each in 1 (<= 0x7F), 2 (<= 0x7FF) or 3 bytes.
+
+Classes Kryo writes by name (not registered: ``1``, a name id, the name the first time in a graph):
+``java.util.ArrayList``, ``LinkedList``, ``HashSet``, ``LinkedHashSet`` (``CollectionSerializer``) and
+``HashMap``, ``LinkedHashMap`` (``MapSerializer``, entries as ``[(key, value), ...]``), their elements
+by ``writeClassAndObject``. Kryo 2.24 writes a collection's or map's size as a varint; Kryo 5 the size
++ 1 (0: null), for a collection with a flag (all elements of one class: that class once, a has-null
+boolean, then the elements without their class). Back-references (marker id + 2) name a tracked object
+read before in the same graph. Flink's snapshot does not say which Kryo wrote the bytes, so both are
+tried (:func:`read_class_and_object`).
+
+Anything else (floats, chars, shorts and doubles, whose fixed-width byte order differs between the
+Kryo generations; other classes written by name, e.g. POJOs of Kryo's ``FieldSerializer``; user
+registrations, whose ids depend on the job's configuration) raises
+:class:`~repair.formats.flink.values.UnsupportedSerializerError` with the reason, so the raw bytes
+are kept.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from repair.errors import FormatError, UnsupportedSerializerError
+from repair.formats.bytes.binary import ByteReader
+
+KRYO_SNAPSHOT_CLASS = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+#: Kryo's own registration ids (``Kryo`` constructor, 2.24 and 5).
+INT, STRING, FLOAT, BOOLEAN, BYTE, CHAR, SHORT, LONG, DOUBLE = range(9)
+_NAMES = {FLOAT: "float", CHAR: "char", SHORT: "short", DOUBLE: "double"}
+
+
+def read_varint(r: ByteReader, field: str) -> int:
+    """``Input.readVarInt(true)``: up to 5 bytes, 7 bits each, least significant first."""
+    value = 0
+    for shift in range(0, 35, 7):
+        byte = r.u8(field)
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return value & 0xFFFFFFFF
+    raise FormatError(field, r.offset - 1, "a varint of at most 5 bytes", "a longer one")
+
+
+def _unzigzag(value: int, bits: int) -> int:
+    value &= (1 << bits) - 1
+    return (value >> 1) ^ -(value & 1)
+
+
+def read_varlong(r: ByteReader, field: str) -> int:
+    """``Input.readLong(false)`` / ``readVarLong(false)``: 8 bytes of 7 bits, a ninth of 8, zig-zag."""
+    value = 0
+    for shift in range(0, 56, 7):
+        byte = r.u8(field)
+        value |= (byte & 0x7F) << shift
+        if byte < 0x80:
+            return _unzigzag(value, 64)
+    return _unzigzag(value | r.u8(field) << 56, 64)
+
+
+def read_string(r: ByteReader) -> str | None:
+    """``Input.readString``."""
+    first = r.u8("kryo string")
+    if not first & 0x80:  # ASCII: the last char has its high bit set
+        chars = bytearray([first])
+        while not chars[-1] & 0x80:
+            chars.append(r.u8("kryo ascii string"))
+        chars[-1] &= 0x7F
+        return chars.decode("ascii")
+    length = first & 0x3F
+    if first & 0x40:
+        for shift in range(6, 34, 7):
+            byte = r.u8("kryo string length")
+            length |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+    if length == 0:
+        return None
+    count = length - 1
+    if count > r.remaining:
+        raise FormatError("kryo string length", r.offset, f"at most {r.remaining} chars", count)
+    units = bytearray()
+    for _ in range(count):
+        at = r.offset
+        b = r.u8("kryo string char")
+        kind = b >> 4
+        if kind < 8:
+            unit = b
+        elif kind in (12, 13):
+            unit = (b & 0x1F) << 6 | r.u8("kryo string char") & 0x3F
+        elif kind == 14:
+            unit = (b & 0x0F) << 12 | (r.u8("kryo string char") & 0x3F) << 6 | r.u8("kryo string char") & 0x3F
+        else:
+            raise FormatError("kryo string char", at, "a 1-, 2- or 3-byte char", f"0x{b:02x}")
+        units += unit.to_bytes(2, "big")
+    return units.decode("utf-16-be", errors="surrogatepass")
+
+
+#: Kryo's own registrations whose objects are not tracked by reference (``Util.isWrapperClass``).
+_WRAPPERS = {INT, FLOAT, BOOLEAN, BYTE, CHAR, SHORT, LONG, DOUBLE}
+_READERS: dict[int, Callable[[ByteReader], Any]] = {
+    INT: lambda r: _unzigzag(read_varint(r, "kryo int"), 32),
+    LONG: lambda r: read_varlong(r, "kryo long"),
+    BOOLEAN: lambda r: r.bool("kryo boolean"),
+    BYTE: lambda r: r.i8("kryo byte"),
+}
+#: Classes Kryo writes by name (not registered) whose default serializers are read here.
+COLLECTIONS = ("java.util.ArrayList", "java.util.LinkedList", "java.util.HashSet", "java.util.LinkedHashSet")
+MAPS = ("java.util.HashMap", "java.util.LinkedHashMap")
+#: Kryo generations: 2 (Kryo 2.24, Flink 1.x) and 5 (Kryo 5, Flink 2.x) differ in collection headers.
+GENERATIONS = (5, 2)
+
+
+def _unsupported(at: int, detail: str) -> UnsupportedSerializerError:
+    return UnsupportedSerializerError(KRYO_SNAPSHOT_CLASS, at, detail=detail)
+
+
+def read_varint_flag(r: ByteReader, field: str) -> tuple[bool, int]:
+    """Kryo 5's ``readVarIntFlag``: the first byte's 0x80 is a flag, 0x40 says more bytes follow, its
+    6 low bits and then 7 bits a byte are the value."""
+    first = r.u8(field)
+    value = first & 0x3F
+    if first & 0x40:
+        for shift in range(6, 34, 7):
+            byte = r.u8(field)
+            value |= (byte & 0x7F) << shift
+            if byte < 0x80:
+                break
+    return bool(first & 0x80), value
+
+
+class _Graph:
+    """One ``readClassAndObject`` graph: its class-name table (Kryo numbers the classes written by name
+    per graph) and the Kryo generation whose collection headers to read."""
+
+    def __init__(self, r: ByteReader, generation: int, type_class: str | None):
+        self.r, self.generation, self.type_class = r, generation, type_class
+        self.names: dict[int, str] = {}
+        #: The tracked objects read so far, by reference id (Kryo numbers them in the order it meets them).
+        self.objects: list[Any] = []
+
+    def read_class(self) -> int | str | None:
+        """A registration id, a class name, or None (null)."""
+        r = self.r
+        at = r.offset
+        tag = read_varint(r, "kryo class")
+        if tag == 0:
+            return None
+        if tag != 1:
+            return tag - 2
+        name_id = read_varint(r, "kryo class name id")
+        if name_id not in self.names:
+            name = read_string(r)
+            if name is None:
+                raise FormatError("kryo class name", at, "a class name", "null")
+            self.names[name_id] = name
+        return self.names[name_id]
+
+    def read_class_and_object(self) -> Any:
+        cls = self.read_class()
+        if cls is None:
+            return None
+        return self.read_object(cls, nullable=False)
+
+    def read_object(self, cls: int | str, *, nullable: bool) -> Any:
+        """An object of ``cls``: its reference marker first if Kryo tracks it; a wrapper that may be null
+        (``readObjectOrNull``) has a null byte instead."""
+        r = self.r
+        at = r.offset
+        if cls in _WRAPPERS:
+            if nullable and not r.bool("kryo not null"):
+                return None
+            read = _READERS.get(cls)  # type: ignore[arg-type]
+            if read is None:
+                raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {_NAMES[cls]} (not decoded yet)")  # type: ignore[index]
+            return read(r)
+        marker = read_varint(r, "kryo reference marker")
+        if marker == 0:
+            return None
+        if marker != 1:  # the same object as one read before in this graph
+            if not marker - 2 < len(self.objects):
+                raise FormatError("kryo reference", at, f"a reference id below {len(self.objects)}", marker - 2)
+            return self.objects[marker - 2]
+        slot = len(self.objects)
+        self.objects.append(None)
+        if cls == STRING:
+            value: Any = read_string(r)
+        elif cls in COLLECTIONS:
+            value = self._collection(slot)
+        elif cls in MAPS:
+            value = self._map(slot)
+        else:
+            what = f"class {cls}" if isinstance(cls, str) else f"registration id {cls}"
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {what} (not decoded yet)")
+        self.objects[slot] = value
+        return value
+
+    def _collection(self, slot: int) -> list | None:
+        """``CollectionSerializer`` without a known element class (the list is referenced before its
+        elements are read, as Kryo does)."""
+        r = self.r
+        out: list = []
+        self.objects[slot] = out
+        if self.generation == 2:  # a varint size, then every element with its class
+            size = read_varint(r, "kryo collection size")
+            if size > r.remaining:
+                raise FormatError("kryo collection size", r.offset, f"at most {r.remaining} elements", size)
+            for _ in range(size):
+                out.append(self.read_class_and_object())
+            return out
+        same_type, length = read_varint_flag(r, "kryo collection size")
+        if length == 0:
+            return None
+        length -= 1
+        if length > r.remaining:
+            raise FormatError("kryo collection size", r.offset, f"at most {r.remaining} elements", length)
+        if length and not same_type:
+            out.extend(self.read_class_and_object() for _ in range(length))
+        elif length:
+            cls = self.read_class()
+            if cls is None:  # all elements null
+                out.extend([None] * length)
+            else:
+                has_null = r.bool("kryo collection has null")
+                out.extend(self.read_object(cls, nullable=has_null) for _ in range(length))
+        return out
+
+    def _map(self, slot: int) -> list[tuple[Any, Any]] | None:
+        """``MapSerializer`` without known key and value classes: entries as ``[(key, value), ...]``."""
+        r = self.r
+        out: list[tuple[Any, Any]] = []
+        self.objects[slot] = out
+        size = read_varint(r, "kryo map size")
+        if self.generation != 2:
+            if size == 0:
+                return None
+            size -= 1
+        if size > r.remaining:
+            raise FormatError("kryo map size", r.offset, f"at most {r.remaining} entries", size)
+        for _ in range(size):
+            key = self.read_class_and_object()
+            out.append((key, self.read_class_and_object()))
+        return out
+
+
+def read_class_and_object(r: ByteReader, type_class: str | None = None, generation: int | None = None) -> Any:
+    """``Kryo.readClassAndObject`` of one graph (see the module docstring). Without ``generation``, both
+    Kryo generations are tried: a reading that ends where ``r``'s data ends wins; readings that differ
+    are ambiguous and raise as unsupported (raw bytes kept)."""
+    if generation is not None:
+        return _Graph(r, generation, type_class).read_class_and_object()
+    start = r.pos
+    found: list[tuple[int, Any]] = []
+    first_error: FormatError | None = None
+    for candidate in GENERATIONS:
+        r.pos = start
+        try:
+            value = _Graph(r, candidate, type_class).read_class_and_object()
+        except FormatError as error:
+            first_error = first_error or error
+            continue
+        found.append((r.pos, value))
+    if not found:  # Kryo is read for some classes only: bytes it does not read are not understood, not corrupt
+        r.pos = start
+        if isinstance(first_error, UnsupportedSerializerError):
+            raise first_error
+        raise _unsupported(r.offset, f"cannot decode Kryo {type_class}: {first_error}")
+    # A key is followed by its namespace, a list element by a delimiter: the end of the data is not
+    # always the value's. Where no reading ends there, the readings must agree.
+    at_end = [item for item in found if item[0] == r.end] or found
+    if any(value != at_end[0][1] or end != at_end[0][0] for end, value in at_end[1:]):
+        r.pos = start
+        raise _unsupported(r.offset, f"cannot decode Kryo {type_class}: the bytes read differently as Kryo 2.24 and Kryo 5")
+    r.pos = at_end[0][0]
+    return at_end[0][1]

@@ -1,0 +1,123 @@
+"""Export of Kryo-serialized keys and values equals the state computed independently from the input.
+
+``fixtures/flink-1.20-kryo`` (Kryo 2.24) and ``flink-2.1-kryo`` (Kryo 5) were written by real Flink
+running ``fixtures/extra_jobs/src/fixturejob/KryoJob.java``: a ``keyBy`` returning ``Object`` (Long
+accounts and String users), ``ValueState<Object>`` of a Long or String, of a ``java.util.ArrayList`` and of
+a ``java.util.HashMap`` (written by class name; Kryo 5 writes collection headers of its own and
+back-references to a String met before), Long and map states and event-time timers under the Kryo key; ``expected.json`` is ``fixtures/kryo_state_model.py``'s.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from repair.cli.app import main
+from repair.formats.bytes.binary import ByteReader
+from repair.formats.flink import kryo
+from repair.ops.inspect import inspect
+from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, exported_rows, fixture_info, job_root
+
+
+def _value(text):
+    return json.loads(text) if isinstance(text, str) else text
+
+
+def _key(row) -> tuple[str, str]:
+    key = _value(row["key"])
+    return type(key).__name__, str(key)
+
+
+def _snapshots() -> list:
+    """(fixture, what) of each Kryo fixture's newest checkpoint and canonical savepoint (same state)."""
+    return [pytest.param((name, what), id=f"{name}-{what.lower()}") for name in KRYO_FIXTURE_NAMES
+            for what in ("checkpoint", *sorted(fixture_info(FIXTURES / name)["savepoints"]))]
+
+
+@pytest.fixture(scope="module", params=_snapshots())
+def exported(request, tmp_path_factory):
+    name, what = request.param
+    path = job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
+    out = tmp_path_factory.mktemp(name) / "out"
+    assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
+    return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
+
+
+def test_kryo_keys_and_values_equal_the_computed_state(exported):
+    _, out, expected = exported
+    summary = json.loads((out / "_export.json").read_text())
+    for state in (s for op in summary["operators"] for s in op["states"]):
+        assert state["rows_with_errors"] == 0 and state["raw_fallback"] == [], state["state"]
+    found: dict[tuple[str, str], dict] = {}
+
+    def entry(row) -> dict:
+        key = _value(row["key"])
+        assert type(key) in (int, str)
+        return found.setdefault(_key(row), {"key": key, "timers": []})
+
+    for row in exported_rows(out, "count"):
+        entry(row)["count"] = row["value"]
+    for row in exported_rows(out, "amount-by-tag"):
+        entry(row).setdefault("amount-by-tag", {})[row["user_key"]] = row["value"]
+    for row in exported_rows(out, "last"):
+        entry(row)["last"] = _value(row["value"])
+    for row in exported_rows(out, "history"):
+        entry(row)["history"] = _value(row["value"])
+    for row in exported_rows(out, "totals"):
+        entry(row)["totals"] = dict(sorted((op, total) for op, total in _value(row["value"])))
+    for row in exported_rows(out, "_timer_state/event_user-timers"):
+        entry(row)["timers"].append(row["timestamp"])
+    for item in found.values():
+        item["timers"].sort()
+        if "amount-by-tag" in item:
+            item["amount-by-tag"] = dict(sorted(item["amount-by-tag"].items()))
+    ordered = [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
+    assert ordered == expected["by-object"]
+    assert {type(e["key"]) for e in ordered} == {int, str} and {type(e["last"]) for e in ordered} == {int, str}
+
+
+def test_inspect_names_the_kryo_key(exported):
+    name, _, _ = exported
+    states = {s.name: s for op in inspect(job_root(name)).operators for sub in op.subtasks for s in sub.states}
+    assert states["last"].describe() == "value: Kryo java.lang.Object -> Kryo java.lang.Object"
+
+
+def test_kryo_strings_and_longs_of_both_generations():
+    # Kryo 2.24 writes ASCII strings of up to 63 chars in its ASCII form, Kryo 5 up to 32 only: both
+    # forms occur in the fixtures (the 40-char tag); here with a non-BMP char (two 3-byte code units).
+    ascii_form = b"\x03\x01" + b"t" * 39 + bytes([ord("t") | 0x80])
+    utf8_form = b"\x03\x01" + bytes([0x80 | 41]) + b"t" * 40
+    assert kryo.read_class_and_object(ByteReader(ascii_form)) == "t" * 40
+    assert kryo.read_class_and_object(ByteReader(utf8_form)) == "t" * 40
+    emoji = "😀".encode("utf-16-be")
+    units = [int.from_bytes(emoji[i:i + 2], "big") for i in (0, 2)]
+    cesu = b"".join(bytes([0xE0 | u >> 12, 0x80 | (u >> 6) & 0x3F, 0x80 | u & 0x3F]) for u in units)
+    assert kryo.read_class_and_object(ByteReader(b"\x03\x01\x83" + cesu)) == "😀"
+    assert kryo.read_class_and_object(ByteReader(b"\x03\x01\x81")) == ""
+    assert kryo.read_class_and_object(ByteReader(b"\x00")) is None
+    # a long of 9 bytes (the ninth holds 8 bits): -2**63, zig-zag 2**64 - 1
+    assert kryo.read_class_and_object(ByteReader(b"\x09" + b"\xff" * 8 + b"\xff")) == -(2**63)
+
+
+def test_kryo_bytes_not_understood_stay_raw_instead_of_failing():
+    from repair.errors import UnsupportedSerializerError
+    from repair.formats.flink.serializers import KRYO_SNAPSHOT, SerializerSnapshot
+    from repair.formats.flink.values import decoder_for
+
+    # a whole value with bytes after what was read: not understood, so unsupported (raw kept), not corrupt
+    decoder = decoder_for(SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "java.lang.Object"}))
+    assert decoder.decode_all(b"\x09\x0a") == 5
+    with pytest.raises(UnsupportedSerializerError, match="2 bytes left after the value read"):
+        decoder.decode_all(b"\x09\x0a\x09\x0a")
+    # a back-reference to the first object of the graph (the list itself, then "b" twice)
+    kryo5 = b"\x01\x00" + b"java.util.ArrayLis" + bytes([ord("t") | 0x80]) + b"\x01\x83\x03\x00\x01\x82b\x03"
+    assert kryo.read_class_and_object(ByteReader(kryo5), "java.lang.Object") == ["b", "b"]
+
+
+@pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
+def test_verify_finds_nothing(name, capsys):
+    savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
+    for path in (job_root(name), str(savepoint)):
+        assert main(["verify", path, "--json", "--workers", "1"]) == 0
+        capsys.readouterr()

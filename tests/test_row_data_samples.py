@@ -1,0 +1,65 @@
+"""Flink's own RowDataSerializer against row_data.py, for SQL types the SQL fixtures do not hold.
+
+``tests/java/RowDataSamples.java``, run against every cached Flink whose Table API jars are unpacked
+(``fixtures/flink_harness.ensure_flink_table``), writes a ``RowDataSerializer`` snapshot (read by
+serializers.py: the logical types from their Java serialization) and rows of BOOLEAN to DOUBLE, compact
+and wide DECIMAL, inline and variable STRING and VARBINARY, DATE, TIME, compact and wide TIMESTAMP,
+TIMESTAMP_LTZ(6), a nested ROW and null fields; each must decode to the value Java wrote.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from repair.formats.flink.serializers import decode_serializer_snapshot, describe
+from repair.formats.flink.values import decoder_for
+from tests.java_oracle import FLINK_CACHE, JAVA_SOURCES
+
+
+def _flinks() -> list:
+    found = [p for p in sorted(FLINK_CACHE.glob("flink-*")) if (p / "table").is_dir() and list((p / "lib").glob("flink-dist-*.jar"))]
+    if not found:
+        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no Table API jars under {FLINK_CACHE}/flink-*/table"))]
+    return [pytest.param(p, id=p.name) for p in found]
+
+
+@pytest.fixture(scope="module", params=_flinks())
+def samples(request, tmp_path_factory) -> dict:
+    if shutil.which("javac") is None or shutil.which("java") is None:
+        pytest.skip("javac/java not on PATH")
+    flink = request.param
+    classpath = os.pathsep.join(map(str, [*sorted((flink / "lib").glob("flink-dist-*.jar")), *sorted((flink / "table").glob("*.jar"))]))
+    classes = tmp_path_factory.mktemp(f"rowdata-{flink.name}")
+    subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(JAVA_SOURCES / "RowDataSamples.java")],
+                   check=True, capture_output=True, timeout=120)
+    out = subprocess.run(["java", "-cp", f"{classpath}{os.pathsep}{classes}", "RowDataSamples"],
+                         check=True, capture_output=True, text=True, timeout=120).stdout
+    return json.loads(out.strip().splitlines()[-1])
+
+
+FULL = {
+    "kind": "+U", "f0": True, "f1": -7, "f2": -300, "f3": 123456, "f4": -9007199254740993, "f5": 1.5, "f6": -2.25,
+    "f7": "-12345678.91", "f8": "1234567890123456789012345.67891", "f9": "short", "f10": bytes(range(1, 10)),
+    "f11": 20454, "f12": 45296789, "f13": 1767225600123, "f14": 1767225600123 * 1_000_000 + 456789,
+    "f15": -1000 * 1_000_000 + 1000, "f16": {"kind": "+I", "f0": 42, "f1": "zoë and a longer text"},
+}
+NULLS = {"kind": "-D", **{f"f{i}": None for i in range(17)}, "f9": "ünïcode, more than seven bytes", "f10": b"\xff"}
+
+
+@pytest.mark.slow  # a JVM per Flink release
+def test_row_data_of_every_type_decodes_to_what_flink_serialized(samples):
+    snapshot, end = decode_serializer_snapshot(bytes.fromhex(samples["snapshot"]))
+    assert end == len(bytes.fromhex(samples["snapshot"]))
+    assert describe(snapshot) == (
+        "ROW<BOOLEAN, TINYINT, SMALLINT, INTEGER, BIGINT, FLOAT, DOUBLE, DECIMAL(10, 2), DECIMAL(30, 5), STRING, BYTES, "
+        "DATE, TIME(3), TIMESTAMP(3), TIMESTAMP(9), TIMESTAMP_LTZ(6), ROW<a INT, b STRING>>"
+    ).replace("INT, b", "INTEGER, b")
+    decoder = decoder_for(snapshot)
+    full, nulls = (bytes.fromhex(row) for row in samples["rows"])
+    assert decoder.decode_all(full) == FULL
+    assert decoder.decode_all(nulls) == NULLS

@@ -1,0 +1,169 @@
+"""Storage faults: a read that failed is retried when the failure may pass, and what stays unreadable
+is never taken for damage.
+
+The retry policy is tested with a fake clock; the storage layer with a real S3 server (moto) behind
+:mod:`tests.fault_proxy`, which answers 503s, resets connections, cuts bodies and fails objects for
+good, deterministically by seed.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from repair.errors import StorageError
+from repair.io.retry import RetryPolicy, ShortRead, is_transient
+from repair.io.storage import Storage, StorageOptions
+from repair.ops.fallback import fallback
+from repair.ops.verify.engine import verify
+from tests import s3_server
+from tests.conftest import FIXTURES, fixture_info
+from tests.fault_proxy import FaultProxy, Faults
+
+#: A fixture that keeps most files inline in _metadata and a few external: quick to read over S3.
+FIXTURE = "flink-1.20-default"
+ROOT = FIXTURES / FIXTURE / "checkpoints" / fixture_info(FIXTURES / FIXTURE)["job_id"]
+
+
+# -- the policy ----------------------------------------------------------------------------------
+class FakeTime:
+    def __init__(self):
+        self.now = 0.0
+        self.slept: list[float] = []
+
+    def sleep(self, seconds: float) -> None:
+        self.slept.append(seconds)
+        self.now += seconds
+
+
+def _policy(budget: float, clock: FakeTime) -> RetryPolicy:
+    return RetryPolicy(budget_seconds=budget, clock=lambda: clock.now, sleep=clock.sleep, jitter=lambda cap: cap)
+
+
+def _failing(errors: list[BaseException], result="done"):
+    calls = []
+
+    def operation():
+        calls.append(1)
+        if errors:
+            raise errors.pop(0)
+        return result
+
+    return operation, calls
+
+
+def test_transient_failures_are_retried_with_growing_capped_delays():
+    clock = FakeTime()
+    operation, calls = _failing([OSError("AWS Error SLOW_DOWN during GetObject operation: HTTP response code: 503")] * 8)
+    assert _policy(60, clock).call(operation) == "done"
+    assert len(calls) == 9
+    assert clock.slept == [0.05, 0.1, 0.2, 0.4, 0.8, 1.6, 3.2, 5.0]  # doubling, capped at max_delay
+
+
+def test_permanent_failures_are_raised_at_once():
+    for error in (FileNotFoundError("no such file"), PermissionError("denied"),
+                  OSError("AWS Error ACCESS_DENIED during GetObject operation: HTTP response code: 403")):
+        clock = FakeTime()
+        operation, calls = _failing([error])
+        with pytest.raises(type(error)):
+            _policy(60, clock).call(operation)
+        assert len(calls) == 1 and clock.slept == []
+
+
+def test_retries_stop_when_the_budget_is_spent():
+    clock = FakeTime()
+    operation, calls = _failing([ConnectionResetError("reset")] * 100)
+    with pytest.raises(ConnectionResetError):
+        _policy(2.0, clock).call(operation)
+    assert clock.now <= 2.0 and len(calls) == len(clock.slept) + 1 and len(calls) > 3
+
+
+@pytest.mark.parametrize(
+    "message, transient",
+    [
+        ("AWS Error SLOW_DOWN during GetObject operation: HTTP response code: 503", True),
+        ("AWS Error INTERNAL_FAILURE during GetObject operation: injected", True),
+        ("AWS Error NETWORK_CONNECTION during GetObject operation: curlCode: 56, Failure when receiving data", True),
+        ("Connection reset by peer", True),
+        ("curlCode: 28, Timeout was reached", True),
+        ("AWS Error ACCESS_DENIED during HeadObject operation: HTTP response code: 403", False),
+        ("Path does not exist 'bucket/key'", False),
+        ("AWS Error NO_SUCH_KEY: HTTP response code: 404 timed out", False),  # a 404 stays permanent
+    ],
+)
+def test_which_errors_are_transient(message, transient):
+    assert is_transient(OSError(message)) is transient
+
+
+class _ShortFile:
+    """A pyarrow-like file whose first reads come back short, as a cut connection leaves them."""
+
+    def __init__(self, data: bytes, short_reads: int):
+        self.data, self.short_reads = data, short_reads
+
+    def read_at(self, length: int, offset: int) -> bytes:
+        chunk = self.data[offset : offset + length]
+        if self.short_reads:
+            self.short_reads -= 1
+            return chunk[: len(chunk) // 2]
+        return chunk
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_short_read_is_read_again_not_taken_for_a_truncated_file():
+    from repair.io.storage import InputFile
+
+    clock = FakeTime()
+    data = bytes(range(256)) * 4
+    file = InputFile("s3://b/k", _ShortFile(data, short_reads=2), len(data), retry=_policy(10, clock))
+    assert file.read(100, 500) == data[100:600] and len(clock.slept) == 2
+    stuck = InputFile("s3://b/k", _ShortFile(data, short_reads=10**6), len(data), retry=_policy(1, FakeTime()))
+    with pytest.raises(StorageError, match="transient") as raised:
+        stuck.read(0, 100)
+    assert raised.value.transient and isinstance(raised.value.__cause__, ShortRead)
+
+
+# -- S3 behind the fault proxy -------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def s3_job(tmp_path_factory):
+    """The fixture's job root in a bucket of a loopback S3 server: ``(server, s3://bucket/job)``."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    try:
+        server = s3_server.start_s3_server()
+    except ImportError as error:
+        pytest.skip(f"missing tool: moto[server] is not installed: {error}")
+    files = {f"job/{p.relative_to(ROOT)}": p.read_bytes() for p in sorted(ROOT.rglob("*")) if p.is_file()}
+    bucket = server.new_bucket(files)
+    yield server, f"s3://{bucket}/job", sorted(files)
+    server.stop()
+
+
+def _storage(endpoint: str, budget: float = 30.0) -> Storage:
+    return Storage(StorageOptions(s3_endpoint=endpoint, s3_region=s3_server.REGION, s3_access_key=s3_server.ACCESS_KEY,
+                                  s3_secret_key=s3_server.SECRET_KEY, retry_budget=budget))
+
+
+def _verdicts(report) -> list[tuple]:
+    return sorted((f.severity, f.kind, f.reference.snapshot, f.reference.local_name) for f in report.findings)
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [Faults(error_rate=0.25, seed=1), Faults(cut_rate=0.2, seed=2), Faults(reset_rate=0.2, seed=3),
+     Faults(error_rate=0.1, cut_rate=0.1, reset_rate=0.1, seed=4)],
+    ids=["25% 503", "20% cut bodies", "20% resets", "10% of each"],
+)
+def test_verify_and_fallback_over_a_faulty_store_reach_the_same_verdicts(s3_job, faults):
+    server, root, _ = s3_job
+    clean = verify(root, storage=_storage(server.endpoint))
+    clean_choice = fallback(root, storage=_storage(server.endpoint)).chosen.name
+    with FaultProxy(server.endpoint, faults) as proxy:
+        faulty = verify(root, storage=_storage(proxy.endpoint))
+        faulty_choice = fallback(root, storage=_storage(proxy.endpoint)).chosen.name
+        injected = sum(proxy.injected.values())
+    assert injected > 0  # the faults happened
+    assert _verdicts(faulty) == _verdicts(clean) and faulty.ok == clean.ok
+    assert faulty_choice == clean_choice
