@@ -8,8 +8,9 @@ configuration key) in their own result types, whose ``to_json()`` is the documen
 :class:`Severity` is the closed set every finding of every command uses. Its members are strings, so
 ``finding.severity == "error"`` and JSON output are unchanged from plain strings. What a severity
 means for a checkpoint is what real Flink does with it (docs/verify-verdicts.md): ``error``, Flink
-refuses the restore or restores state that differs; ``warning``, Flink restores exact state but
-something is off; ``info``, worth knowing.
+refuses the restore or restores state that differs; ``unknown``, it could not be judged, because a
+file stayed unreadable (storage faults are never taken for damage); ``warning``, Flink restores
+exact state but something is off; ``info``, worth knowing.
 """
 
 from __future__ import annotations
@@ -21,6 +22,8 @@ from typing import Any
 
 class Severity(str, Enum):
     ERROR = "error"
+    #: Could not be judged: a file that stayed unreadable (a storage fault, not damage).
+    UNKNOWN = "unknown"
     WARNING = "warning"
     INFO = "info"
 
@@ -30,11 +33,11 @@ class Severity(str, Enum):
 
     @property
     def rank(self) -> int:
-        """0 for errors, 1 for warnings, 2 for info: sort by it to show the worst first."""
+        """0 for errors, then unknown, warnings and info: sort by it to show the worst first."""
         return _RANKS[self]
 
 
-_RANKS = {Severity.ERROR: 0, Severity.WARNING: 1, Severity.INFO: 2}
+_RANKS = {Severity.ERROR: 0, Severity.UNKNOWN: 1, Severity.WARNING: 2, Severity.INFO: 3}
 
 
 @dataclass(frozen=True)

@@ -8,16 +8,19 @@ good, deterministically by seed.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
 
 import pytest
 
+from repair.cli.app import main
 from repair.errors import StorageError
 from repair.io.retry import RetryPolicy, ShortRead, is_transient
 from repair.io.storage import Storage, StorageOptions
 from repair.ops.fallback import fallback
 from repair.ops.verify.engine import verify
-from tests import s3_server
+from tests import damage, s3_server
 from tests.conftest import FIXTURES, fixture_info
 from tests.fault_proxy import FaultProxy, Faults
 
@@ -167,3 +170,67 @@ def test_verify_and_fallback_over_a_faulty_store_reach_the_same_verdicts(s3_job,
     assert injected > 0  # the faults happened
     assert _verdicts(faulty) == _verdicts(clean) and faulty.ok == clean.ok
     assert faulty_choice == clean_choice
+
+
+def _s3_environment(monkeypatch, endpoint: str, budget: float) -> None:
+    monkeypatch.setenv("AWS_ENDPOINT_URL", endpoint)
+    monkeypatch.setenv("AWS_REGION", s3_server.REGION)
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", s3_server.ACCESS_KEY)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", s3_server.SECRET_KEY)
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    monkeypatch.setenv("REPAIR_RETRY_BUDGET", str(budget))
+
+
+def _only_in_newest() -> str:
+    """A file in shared/ that only the newest retained checkpoint references."""
+    ids = damage.checkpoint_ids(ROOT)
+    for path in sorted((ROOT / "shared").iterdir()):
+        if damage.referencing_checkpoints(ROOT, path) == [max(ids)]:
+            return path.name
+    raise AssertionError("no shared file of the newest checkpoint alone")
+
+
+def test_an_object_that_always_fails_is_unknown_never_broken(s3_job, monkeypatch, capsys):
+    server, root, _ = s3_job
+    victim = _only_in_newest()
+    newest = f"chk-{max(damage.checkpoint_ids(ROOT))}"
+    with FaultProxy(server.endpoint, Faults(always_fail=(victim,))) as proxy:
+        _s3_environment(monkeypatch, proxy.endpoint, budget=1)
+        assert main(["verify", root, "--json"]) == 2
+        report = json.loads(capsys.readouterr().out)
+        assert main(["fallback", root, "--json"]) == 2
+        choice = json.loads(capsys.readouterr().out)
+    unreadable = [f for f in report["findings"] if f["kind"] == "unreadable"]
+    assert unreadable and all(f["severity"] == "unknown" and victim in f["path"] for f in unreadable)
+    assert "InternalError" in unreadable[0]["message"] or "INTERNAL_FAILURE" in unreadable[0]["message"]
+    assert not [f for f in report["findings"] if f["severity"] == "error"]  # a fault is not damage
+    assert report["ok"] is False and {s["name"]: s["verdict"] for s in report["snapshots"]}[newest] == "unknown"
+    assert choice["unknown"] == [newest] and newest in choice["message"] and "--retry-budget" in choice["message"]
+    assert choice["chosen"]["checkpoint_id"] < max(damage.checkpoint_ids(ROOT))  # restorable, and said plainly why not newer
+    assert {c["name"]: c["verdict"] for c in choice["checkpoints"]}[newest] == "unknown"
+
+
+def test_verify_text_says_the_verdict_is_unknown_and_how_to_retry(s3_job, monkeypatch, capsys):
+    server, root, _ = s3_job
+    with FaultProxy(server.endpoint, Faults(always_fail=(_only_in_newest(),))) as proxy:
+        _s3_environment(monkeypatch, proxy.endpoint, budget=1)
+        assert main(["verify", root]) == 2
+    out = capsys.readouterr().out
+    assert "UNKNOWN" in out and "unknown (unreadable)" in out and "--retry-budget" in out
+
+
+def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch, capsys):
+    monkeypatch.delenv("REPAIR_RETRY_BUDGET", raising=False)
+    seen = []
+    import repair.ops.diagnose.incidents as incidents
+
+    real = incidents.diagnose
+
+    def spy(text, **kwargs):
+        seen.append(StorageOptions.from_env().retry_budget)
+        return real(text, **kwargs)
+
+    monkeypatch.setattr(incidents, "diagnose", spy)
+    main(["--retry-budget", "7.5", "diagnose", str(FIXTURES.parent / "README.md")])
+    capsys.readouterr()
+    assert seen == [7.5] and "REPAIR_RETRY_BUDGET" not in os.environ

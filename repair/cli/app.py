@@ -93,7 +93,7 @@ def verify(
 
     with progress_bar("verifying") as on_progress:
         result = run_verify(path, master=master, workers=workers, on_progress=on_progress, decompress=not checksums_only)
-    _show(result, json_output, render_verify, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_verify, exit_code=2 if result.unknown else 0 if result.ok else 1)
 
 
 @app.command()
@@ -112,7 +112,7 @@ def fallback(
 
     with progress_bar("verifying") as on_progress:
         result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_fallback, exit_code=0 if result.chosen is not None else 1)
+    _show(result, json_output, render_fallback, exit_code=2 if result.unknown else 0 if result.chosen is not None else 1)
 
 
 @app.command()

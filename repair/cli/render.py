@@ -128,12 +128,15 @@ def render_verify(result) -> None:
         f"verified {checked['checkpoints']} snapshot(s), {checked['files']} files, {human_bytes(checked['bytes'])}, "
         f"{checked['blocks']} blocks: {status}"
     )
+    if result.unknown:
+        console.print("[yellow]some files could not be read (a storage fault, not damage): those verdicts are unknown; "
+                      f"retry when the store answers, e.g. repair --retry-budget 600 verify {escape(result.path)}[/]")
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("snapshot", "id", "kind", "status"):
         table.add_column(column)
     for snap in result.snapshots:
         table.add_row(snap.name, "" if snap.checkpoint_id is None else str(snap.checkpoint_id), snap.kind,
-                      "[green]ok[/]" if snap.ok else "[red]broken[/]")
+                      {"ok": "[green]ok[/]", "broken": "[red]broken[/]", "unknown": "[yellow]unknown (unreadable)[/]"}.get(snap.verdict, "not checked"))
     console.print(table)
     root = result.path
     for severity, first, snapshots in _groups(result):
@@ -184,7 +187,7 @@ def render_fallback(result) -> None:
     for verdict in result.checkpoints:
         chosen = result.chosen is not None and verdict is result.chosen
         status = "[bold green]chosen[/]" if chosen else (
-            "not checked" if verdict.valid is None else "[green]valid[/]" if verdict.valid else "[red]broken[/]"
+            {"valid": "[green]valid[/]", "broken": "[red]broken[/]", "unknown": "[yellow]unknown (unreadable)[/]"}.get(verdict.verdict, "not checked")
         )
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""

@@ -17,6 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from repair.errors import UsageError
+from repair.findings import Severity
 from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
 from repair.ops.rebuild.checkpoint import REPAIRABLE
@@ -66,6 +67,17 @@ class CheckpointVerdict:
     culprits: list[Culprit] = field(default_factory=list)
     #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one.
     written_at: float | None = None
+    #: Files that stayed unreadable (storage faults): with no culprit, the checkpoint could not be judged.
+    unreadable: list[Culprit] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> str:
+        """``valid``, ``broken``, ``unknown`` (a file stayed unreadable) or ``not_checked``."""
+        if self.culprits:
+            return "broken"
+        if self.unreadable:
+            return "unknown"
+        return "valid" if self.valid else "not_checked"
 
     def to_json(self) -> dict:
         return {
@@ -73,8 +85,10 @@ class CheckpointVerdict:
             "name": self.name,
             "path": self.path,
             "valid": self.valid,
+            "verdict": self.verdict,
             "lineage": self.lineage,
             "culprits": [c.to_json() for c in self.culprits],
+            "unreadable": [c.to_json() for c in self.unreadable],
             "written_at": st.iso_utc(self.written_at),
         }
 
@@ -136,10 +150,13 @@ class FallbackResult:
     restore: RestoreAdvice | None
     lost: list[str]  # when nothing is valid: what cannot be restored
     message: str
+    #: Checkpoints newer than the chosen one (all, when none is chosen) whose verdict is unknown.
+    unknown: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
             "root": self.root,
+            "unknown": self.unknown,
             "chosen": {"checkpoint_id": self.chosen.checkpoint_id, "path": self.chosen.path} if self.chosen else None,
             "message": self.message,
             "restore": self.restore.to_json() if self.restore else None,
@@ -177,13 +194,15 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
         raise UsageError(f"fallback needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
     snapshots = sorted(report.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True)
     lineages, lineage_of = _lineages(snapshots)
-    errors = [f for f in report.findings if f.severity == "error"]
+    errors = [f for f in report.findings if f.severity == Severity.ERROR]
+    unreadable = [f for f in report.findings if f.severity == Severity.UNKNOWN]
     verdicts = []
     for snap in snapshots:
         culprits = [Culprit.from_finding(f) for f in errors if f.reference.snapshot == snap.name]
-        valid = not culprits if snap.checked or culprits else None
+        unread = [Culprit.from_finding(f) for f in unreadable if f.reference.snapshot == snap.name]
+        valid = False if culprits else None if unread or not snap.checked else True
         verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits,
-                                          snap.written_at))
+                                          snap.written_at, unread))
     damaged = _damaged_files(errors, [s.name for s in snapshots])
 
     if len(lineages) > 1 and lineage is None:
@@ -205,9 +224,16 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
         lost = _what_is_lost(candidates[0]) + [_repair_hint(candidates[0])]
         message = f"no retained checkpoint is valid; the newest, {candidates[0].name}, cannot restore: " + "; ".join(lost[:-1])
     elif chosen is not None:
-        newer = [v.name for v in candidates if v is not chosen and (v.checkpoint_id or 0) > (chosen.checkpoint_id or 0)]
+        newer = [v.name for v in candidates if v is not chosen and (v.checkpoint_id or 0) > (chosen.checkpoint_id or 0)
+                 and v.verdict == "broken"]
         message = f"restore {chosen.name}" + (f" (newer {_and_list(newer)} {'is' if len(newer) == 1 else 'are'} broken)" if newer else "")
-    return FallbackResult(root, verdicts, lineages, damaged, chosen, restore, lost, message)
+    unknown = [v.name for v in candidates if v.verdict == "unknown"
+               and (chosen is None or (v.checkpoint_id or 0) > (chosen.checkpoint_id or 0))]
+    if unknown:
+        message = (f"the verdict of {_and_list(unknown)} is unknown: {'a file' if len(unknown) == 1 else 'files'} could not "
+                   f"be read (a storage fault, not damage); retry when the store answers, e.g. "
+                   f"`repair --retry-budget 600 fallback {root}`, before giving up newer state. ") + message
+    return FallbackResult(root, verdicts, lineages, damaged, chosen, restore, lost, message, unknown)
 
 
 def _every_lineage_has_a_valid_checkpoint(report, wanted: int | None) -> bool:
@@ -215,7 +241,7 @@ def _every_lineage_has_a_valid_checkpoint(report, wanted: int | None) -> bool:
     snapshots = sorted(report.snapshots, key=lambda s: s.number if s.number is not None else -1, reverse=True)
     lineages, lineage_of = _lineages(snapshots)
     targets = [wanted] if wanted is not None else [l.index for l in lineages]
-    found = {lineage_of[s.name] for s in snapshots if s.checked and s.ok}
+    found = {lineage_of[s.name] for s in snapshots if s.checked and s.ok and not s.unknown}
     return all(t in found for t in targets)
 
 

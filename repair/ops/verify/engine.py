@@ -164,10 +164,21 @@ class SnapshotSummary:
     #: False when verification stopped before this snapshot (``verify_newest_first``); ``ok`` then
     #: reflects only the problems found in files it shares with checked snapshots.
     checked: bool = True
+    #: Some file it references stayed unreadable (and no error was found): it could not be judged.
+    unknown: bool = False
+
+    @property
+    def verdict(self) -> str:
+        """``broken`` (an error), ``unknown`` (a file stayed unreadable), ``ok``, or ``not_checked``."""
+        if not self.ok:
+            return "broken"
+        if self.unknown:
+            return "unknown"
+        return "ok" if self.checked else "not_checked"
 
     def to_json(self) -> dict:
         return {"name": self.name, "checkpoint_id": self.checkpoint_id, "kind": self.kind, "path": self.path, "ok": self.ok,
-                "checked": self.checked}
+                "checked": self.checked, "verdict": self.verdict}
 
 
 @dataclass
@@ -182,7 +193,13 @@ class VerifyResult:
 
     @property
     def ok(self) -> bool:
-        return not any(f.severity == "error" for f in self.findings)
+        """Nothing is wrong, and nothing stayed unreadable."""
+        return not any(f.severity in (Severity.ERROR, Severity.UNKNOWN) for f in self.findings)
+
+    @property
+    def unknown(self) -> bool:
+        """Some file stayed unreadable: a verdict could not be reached (retry when the store recovers)."""
+        return any(f.severity == Severity.UNKNOWN for f in self.findings)
 
     def to_json(self) -> dict:
         return {
@@ -534,8 +551,10 @@ def _assemble(
             findings.extend(_cross_check(instance, results))
     findings.extend(_check_change_sets(plan, results))
     failed = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == "error"}
+    unreadable = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == Severity.UNKNOWN}
     for summary in plan.snapshots:
         summary.ok = summary.ok and (summary.name, summary.checkpoint_id) not in failed
+        summary.unknown = (summary.name, summary.checkpoint_id) in unreadable
         summary.checked = checked is None or summary.name in checked
     order = {s.name: i for i, s in enumerate(plan.snapshots)}
     findings.sort(key=lambda f: (order.get(f.reference.snapshot, 0), f.reference.operator or "", f.reference.subtask or 0, f.reference.local_name or ""))

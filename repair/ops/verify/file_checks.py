@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repair.errors import RepairError
-from repair.findings import Problem
+from repair.errors import RepairError, StorageError
+from repair.findings import Problem, Severity
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.files import decode_current, parse_options
 from repair.formats.rocksdb.manifest import iter_version_edits, replay
@@ -90,6 +90,8 @@ def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
             close = getattr(source, "close", None)
             if close is not None:
                 close()
+    except StorageError as error:  # could not be read: not a verdict on the bytes, which nobody saw
+        result.problems.append(Problem("unreadable", str(error), severity=Severity.UNKNOWN))
     except RepairError as error:
         result.problems.append(Problem("unreadable", str(error)))
     return result
