@@ -347,6 +347,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             operator_ids=[op.operator_id for op in snapshot.metadata.operators],
         )
     )
+    _check_trailer(snapshot, plan)
     resolver = snapshot.resolver
 
     def add(handle, reference: Reference, kind: str, **details) -> FileTask | None:
@@ -401,6 +402,25 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             if isinstance(raw, KeyGroupsHandle):
                 add(raw.delegate, ref(role="raw-keyed"), "raw-keyed", key_groups=(raw.key_groups.start, raw.key_groups.count),
                     offsets=tuple(raw.offsets), max_parallelism=op.max_parallelism)
+
+
+def _check_trailer(snapshot: LoadedSnapshot, plan: _Plan) -> None:
+    """Metadata V4+ ends with a Java-serialized ``CheckpointProperties``; Flink reads it with an
+    ``ObjectInputStream`` (``MetadataV4Serializer``) and refuses the whole file when it does not decode
+    (``EOFException``, ``StreamCorruptedException``, ``InvalidClassException``, ...), although every
+    operator before it is readable."""
+    metadata = snapshot.metadata
+    if metadata.version < 4 or metadata.properties is not None:
+        return
+    name = snapshot.ref.name
+    plan.findings.append(Finding(
+        "error", "metadata_trailer_undecodable",
+        f"the CheckpointProperties trailer ({len(metadata.trailer)} bytes at offset {metadata.trailer_offset}) does not decode: "
+        f"{metadata.properties_error}; Flink cannot load this _metadata (MetadataV4Serializer reads it with an ObjectInputStream)",
+        Reference(name, metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
+        offset=metadata.trailer_offset, expected="a Java-serialized org.apache.flink.runtime.checkpoint.CheckpointProperties",
+        found=f"{len(metadata.trailer)} bytes that do not decode",
+    ))
 
 
 def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference], add, plan: _Plan) -> None:
