@@ -375,10 +375,11 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             def ref(local_name=None, role=None):
                 return Reference(name, checkpoint, label, sub.index, op.parallelism, local_name, role, keyed_range)
 
-            for slot in ("managed_operator_state", "raw_operator_state"):
-                handle = getattr(sub, slot)
-                if isinstance(handle, OperatorStateHandle):
-                    add(handle.delegate, ref(role="operator-state"), "data")
+            managed = sub.managed_operator_state
+            if isinstance(managed, OperatorStateHandle):
+                add(managed.delegate, ref(role="operator-state"), "operator-state", operator_states=tuple(managed.states))
+            if isinstance(sub.raw_operator_state, OperatorStateHandle):  # the operator's own bytes
+                add(sub.raw_operator_state.delegate, ref(role="operator-state"), "data")
             keyed = sub.managed_keyed_state
             materialized = [keyed]
             if isinstance(keyed, ChangelogBackendHandle):

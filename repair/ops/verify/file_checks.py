@@ -22,7 +22,7 @@ from repair.formats.rocksdb.table.sst import verify_table
 from repair.io import storage as st
 
 #: What a file is expected to be, from its local RocksDB name or its role in a handle.
-KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "changelog", "data")
+KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "changelog", "operator-state", "data")
 
 #: Files checked by reading them whole are bounded (MANIFEST, CURRENT, OPTIONS, meta data).
 MAX_WHOLE_FILE = 1 << 30
@@ -44,6 +44,8 @@ class FileTask:
     key_groups: tuple[int, int] | None = None
     offsets: tuple[int, ...] | None = None
     max_parallelism: int | None = None
+    #: Operator state: the handle's states (name, distribution mode, offsets).
+    operator_states: tuple | None = None
 
     @property
     def key(self) -> tuple:
@@ -305,6 +307,33 @@ def _check_changelog(source, result: FileResult) -> None:
     result.blocks_checked += len(starts)
 
 
+def _check_operator_state(source, result: FileResult) -> None:
+    """Managed operator state, as Flink's ``OperatorStateRestoreOperation`` reads it: the backend meta data,
+    then every element of every state the handle names, at the offsets it records. Elements of a
+    serializer this toolkit cannot decode are not checked (a warning)."""
+    from repair.formats.flink.operator_state import OperatorStateFile
+
+    data = _whole(source, result)
+    if not result.task.operator_states:
+        return
+    unchecked: list[str] = []
+    try:
+        file = OperatorStateFile(data, result.task.operator_states)
+        unchecked += file.meta.problems
+        for state in file.states:
+            for row in file.rows(state.name):
+                if row.get("error"):
+                    unchecked.append(f"state {state.name!r}: {row['error']}")
+                    break
+    except RepairError as error:
+        result.problems.append(Problem("bad_operator_state", str(error), getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        return
+    if unchecked:
+        result.problems.append(Problem("not_fully_checked", "operator state not fully checked: " + "; ".join(unchecked),
+                                       severity="warning"))
+
+
 def _check_data(source, result: FileResult) -> None:
     """Bytes of a known size only (operator state, full snapshots): existence and size were checked."""
     result.bytes_checked += source.size
@@ -319,6 +348,7 @@ _CHECKS = {
     "key-groups": _check_key_groups,
     "raw-keyed": _check_raw_keyed,
     "changelog": _check_changelog,
+    "operator-state": _check_operator_state,
     "data": _check_data,
 }
 
