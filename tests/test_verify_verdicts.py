@@ -18,6 +18,7 @@ import pytest
 
 from fixtures.damage_matrix import Cell, prepare, restore_cell
 from repair.cli.app import main
+from repair.formats.flink.metadata import decode_metadata
 from repair.ops.fallback import fallback
 
 
@@ -27,10 +28,11 @@ def run(capsys, *args: str) -> tuple[int, str]:
 
 
 @pytest.mark.parametrize("fixture", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd"])
-@pytest.mark.parametrize("damage", ["truncated", "zeroed", "flipped"])
-def test_a_damaged_trailer_fails_verify_naming_it_and_its_offset(capsys, tmp_path, fixture, damage):
-    prepared = prepare(Cell(fixture, "metadata-trailer", damage), tmp_path)
-    start = prepared.offset
+@pytest.mark.parametrize("role, damage", [("metadata-trailer", "truncated"), ("metadata-trailer", "zeroed"),
+                                          ("metadata-trailer", "flipped"), ("metadata-trailer-uid", "flipped")])
+def test_a_damaged_trailer_fails_verify_naming_it_and_its_offset(capsys, tmp_path, fixture, role, damage):
+    prepared = prepare(Cell(fixture, role, damage), tmp_path)
+    start = decode_metadata((prepared.chk_dir / "_metadata").read_bytes()).trailer_offset  # the operators still decode
     code, out = run(capsys, "verify", str(prepared.chk_dir))
     assert code == 1
     assert "CheckpointProperties trailer" in out and f"offset {start}" in out
@@ -40,6 +42,14 @@ def test_a_damaged_trailer_fails_verify_naming_it_and_its_offset(capsys, tmp_pat
     assert code == 1 and not doc["ok"] and finding["severity"] == "error" and finding["offset"] == start
     assert finding["local_name"] == "_metadata"
     assert fallback(str(prepared.root)).chosen is None
+
+
+@pytest.mark.parametrize("fixture", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd"])
+def test_a_trailer_flag_byte_other_than_0_or_1_passes_as_in_java(capsys, tmp_path, fixture):
+    """``ObjectInputStream`` reads any non-zero boolean byte as true; Flink restores such a checkpoint."""
+    prepared = prepare(Cell(fixture, "metadata-trailer-flags", "flipped"), tmp_path)
+    code, out = run(capsys, "verify", str(prepared.chk_dir))
+    assert code == 0 and "trailer" not in out
 
 
 @pytest.mark.parametrize("cell", [Cell("flink-1.20-p3-external-xxhash-lz4", "options", "garbled"),
@@ -71,6 +81,14 @@ def test_real_flink_refuses_a_damaged_trailer(cell):
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("fixture", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd"])
+def test_a_trailer_flag_byte_other_than_0_or_1_passes_as_in_java(capsys, tmp_path, fixture):
+    """``ObjectInputStream`` reads any non-zero boolean byte as true; Flink restores such a checkpoint."""
+    prepared = prepare(Cell(fixture, "metadata-trailer-flags", "flipped"), tmp_path)
+    code, out = run(capsys, "verify", str(prepared.chk_dir))
+    assert code == 0 and "trailer" not in out
+
+
 @pytest.mark.parametrize("cell", [Cell("flink-1.20-p3-external-xxhash-lz4", "options", "garbled"),
                                   Cell("flink-2.1-p3-external-xxh3-zstd", "options", "garbled")])
 def test_real_flink_restores_exact_state_past_a_garbled_options_file(cell):
