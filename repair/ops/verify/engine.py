@@ -348,6 +348,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
         )
     )
     _check_trailer(snapshot, plan)
+    _check_checkpoint_id(snapshot, plan)
     resolver = snapshot.resolver
 
     def add(handle, reference: Reference, kind: str, **details) -> FileTask | None:
@@ -421,6 +422,22 @@ def _check_trailer(snapshot: LoadedSnapshot, plan: _Plan) -> None:
         Reference(name, metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
         offset=metadata.trailer_offset, expected="a Java-serialized org.apache.flink.runtime.checkpoint.CheckpointProperties",
         found=f"{len(metadata.trailer)} bytes that do not decode",
+    ))
+
+
+def _check_checkpoint_id(snapshot: LoadedSnapshot, plan: _Plan) -> None:
+    """``chk-N/_metadata`` records checkpoint N. Another id means another checkpoint's ``_metadata`` (copied
+    over, or written by another deployment sharing the directory): real Flink restores that checkpoint's
+    state from it, not the state checkpoint N held."""
+    number, recorded = snapshot.ref.number, snapshot.metadata.checkpoint_id
+    if number is None or recorded == number:
+        return
+    plan.findings.append(Finding(
+        "error", "checkpoint_id_mismatch",
+        f"_metadata of {snapshot.ref.name} records checkpoint {recorded}: it is another checkpoint's _metadata, and Flink "
+        f"would restore checkpoint {recorded}'s state from it",
+        Reference(snapshot.ref.name, recorded, local_name=METADATA), path=snapshot.ref.metadata_uri,
+        expected=f"checkpoint id {number}", found=f"checkpoint id {recorded}",
     ))
 
 
