@@ -125,7 +125,7 @@ RULES: tuple[Rule, ...] = (
             r"CURRENT file corrupted",
             r"no log_file_number, next_file_number, last_sequence entry in MANIFEST",
             r"Column families not opened: ",
-            r"No such file or directory: While open a file for random read: (?P<file>\S+?\.sst)",
+            r"No such file or directory: While open a file for random read: (?:(?P<file>\S+?\.sst)\b)?",
         ),
         {None: "repair verify <checkpoint-root>", "restore": "repair rebuild-manifest <checkpoint> --out <new-root>"},
     ),
@@ -135,7 +135,7 @@ RULES: tuple[Rule, ...] = (
         "(its head, a state handle, or the Java-serialized CheckpointProperties at its end)",
         _runbook("metadata-unreadable"),
         (
-            r"Couldn't deserialize checkpoint properties",
+            r"Couldn'?t deserialize checkpoint properties",  # normalize() drops quotes
             r"InvalidClassException: org\.apache\.flink\.runtime\.checkpoint\.\S+; local class incompatible",
             r"invalid checkpoint ID: -?\d+",
             r"Unexpected magic number\. This can have multiple reasons",
@@ -153,6 +153,9 @@ RULES: tuple[Rule, ...] = (
         _runbook("state-file-corrupt"),
         (
             r"Failed when trying to restore (?:operator state backend|heap backend)",
+            # the keyed backend's meta data (state names, serializers) cut short or garbled: the next cause
+            r"BackendBuildingException: Caught unexpected exception\.(?:(?!Caused by).){0,3000}"
+            r"Caused by: java\.io\.(?:EOF|UTFDataFormat|StreamCorrupted)Exception",
             r"Could not restore operator state backend for \S+",
             r"field serializer snapshots should be present",
             r"Unrecognized version: -?\d+",
