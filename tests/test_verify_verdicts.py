@@ -81,14 +81,6 @@ def test_real_flink_refuses_a_damaged_trailer(cell):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fixture", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd"])
-def test_a_trailer_flag_byte_other_than_0_or_1_passes_as_in_java(capsys, tmp_path, fixture):
-    """``ObjectInputStream`` reads any non-zero boolean byte as true; Flink restores such a checkpoint."""
-    prepared = prepare(Cell(fixture, "metadata-trailer-flags", "flipped"), tmp_path)
-    code, out = run(capsys, "verify", str(prepared.chk_dir))
-    assert code == 0 and "trailer" not in out
-
-
 @pytest.mark.parametrize("cell", [Cell("flink-1.20-p3-external-xxhash-lz4", "options", "garbled"),
                                   Cell("flink-2.1-p3-external-xxh3-zstd", "options", "garbled")])
 def test_real_flink_restores_exact_state_past_a_garbled_options_file(cell):
