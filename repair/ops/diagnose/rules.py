@@ -98,7 +98,8 @@ RULES: tuple[Rule, ...] = (
         "an SST or MANIFEST has bytes that do not match their checksum: a file not synced to disk before "
         "a machine crash, or corrupted in storage or in a task-local recovery copy",
         _runbook("checksum-mismatch"),
-        (r"(?:block )?checksum mismatch(?: in (?P<file>\S+))?",),
+        # RocksDB 8 (Flink 2.x) puts the checksums between: "block checksum mismatch: stored = N, computed = N, type = N in F"
+        (r"(?:block )?checksum mismatch(?:: stored = \d+, computed = \d+(?:, type = \d+)?)?(?: in (?P<file>\S+))?",),
         {None: "repair fallback <checkpoint-root>"},
     ),
     Rule(
