@@ -99,7 +99,11 @@ RULES: tuple[Rule, ...] = (
         "a machine crash, or corrupted in storage or in a task-local recovery copy",
         _runbook("checksum-mismatch"),
         # RocksDB 8 (Flink 2.x) puts the checksums between: "block checksum mismatch: stored = N, computed = N, type = N in F"
-        (r"(?:block )?checksum mismatch(?:: stored = \d+, computed = \d+(?:, type = \d+)?)?(?: in (?P<file>\S+))?",),
+        (
+            # a MANIFEST record: "checksum mismatch The file <db>/MANIFEST-000004 may be corrupted" (Flink 2.x)
+            r"checksum mismatch The file (?P<file>\S+) may be corrupted",
+            r"(?:block )?checksum mismatch(?:: stored = \d+, computed = \d+(?:, type = \d+)?)?(?: in (?P<file>\S+))?",
+        ),
         {None: "repair fallback <checkpoint-root>"},
     ),
     Rule(
