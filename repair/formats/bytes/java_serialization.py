@@ -75,6 +75,8 @@ class JavaClassDesc:
     annotations: list[Any]
     super_desc: "JavaClassDesc | None"
     proxy_interfaces: list[str] | None = None
+    #: Where the descriptor's serialVersionUID is in the file (None for proxies).
+    uid_offset: int | None = None
 
     def hierarchy(self) -> list["JavaClassDesc"]:
         """This class and its serializable superclasses, topmost first (the order of class data)."""
@@ -266,6 +268,7 @@ class JavaStreamReader:
             desc.super_desc = self.class_desc()
             return desc
         name = r.utf("java class name")
+        uid_at = r.offset
         suid = r.i64("serialVersionUID")
         slot = self._reserve()
         flags = r.u8("java class flags")
@@ -273,7 +276,7 @@ class JavaStreamReader:
         count = r.i16("java field count")
         if count < 0 or count * 3 > r.remaining:
             raise FormatError("java field count", count_at, f"0..{r.remaining // 3}", count)
-        desc = JavaClassDesc(name, suid, flags, [], [], None)
+        desc = JavaClassDesc(name, suid, flags, [], [], None, uid_offset=uid_at)
         self._handles[slot] = desc
         for _ in range(count):
             type_at = r.offset
@@ -326,7 +329,7 @@ class JavaStreamReader:
     def _field_value(self, type_code: str) -> Any:
         r = self.r
         if type_code == "Z":
-            return r.bool("java boolean")
+            return r.u8("java boolean") != 0  # as DataInput.readBoolean: any byte but 0 is true
         if type_code == "B":
             return r.i8("java byte")
         if type_code == "C":
@@ -362,16 +365,65 @@ class JavaStreamReader:
 
 def read_java_object(data: bytes, *, base: int = 0) -> tuple[Any, int]:
     """Read the stream header and the first object of ``data``; return it and the bytes consumed."""
+    value, consumed, _ = _read_first_object(data, base)
+    return value, consumed
+
+
+def _read_first_object(data: bytes, base: int) -> tuple[Any, int, list[JavaClassDesc]]:
+    """The first object, the bytes consumed, and every class descriptor the stream defined."""
     reader = ByteReader(data, base=base)
     stream = JavaStreamReader(reader)
     stream.header()
     value = stream.object()
-    return value, reader.pos
+    return value, reader.pos, [h for h in stream._handles if isinstance(h, JavaClassDesc)]
 
 
 # -- CheckpointProperties ------------------------------------------------------------------------------
 
 CHECKPOINT_PROPERTIES_CLASS = "org.apache.flink.runtime.checkpoint.CheckpointProperties"
+
+#: The serialVersionUIDs of Flink's classes in the trailer (the same in every trailer Flink 1.20 to 2.3
+#: wrote, see the fixtures); ``ObjectInputStream`` refuses another (``java.io.InvalidClassException: local
+#: class incompatible``). Enums always have 0 (``enum descriptor has non-zero serialVersionUID``).
+FLINK_SERIAL_VERSION_UIDS = {
+    CHECKPOINT_PROPERTIES_CLASS: 2,
+    "org.apache.flink.runtime.checkpoint.CheckpointType": -2963844630364414662,
+    "org.apache.flink.runtime.checkpoint.SavepointType": -6879297871714708296,
+}
+#: Flink's enums in the trailer and their constants: ``Enum.valueOf`` refuses another name.
+FLINK_ENUM_CONSTANTS = {
+    "org.apache.flink.runtime.checkpoint.SnapshotType$SharingFilesStrategy": ("FORWARD_BACKWARD", "FORWARD", "NO_SHARING"),
+    "org.apache.flink.core.execution.SavepointFormatType": ("CANONICAL", "NATIVE"),
+    "org.apache.flink.runtime.checkpoint.SavepointType$PostCheckpointAction": ("NONE", "SUSPEND", "TERMINATE"),
+}
+
+
+def _check_flink_classes(descs: list[JavaClassDesc], value: Any) -> None:
+    """Refuse what Flink's ``ObjectInputStream`` refuses: a changed serialVersionUID of a class whose
+    serialVersionUID is known, an enum's that is not 0, an unknown constant of Flink's enums."""
+    for desc in descs:
+        at = desc.uid_offset if desc.uid_offset is not None else 0
+        if desc.flags & SC_ENUM and desc.serial_version_uid != 0:
+            raise FormatError(f"serialVersionUID of {desc.name}", at, 0, desc.serial_version_uid,
+                              detail="an enum's is always 0 (java.io.InvalidClassException)")
+        expected = FLINK_SERIAL_VERSION_UIDS.get(desc.name)
+        if expected is not None and not desc.flags & SC_ENUM and desc.serial_version_uid != expected:
+            raise FormatError(f"serialVersionUID of {desc.name}", at, expected, desc.serial_version_uid,
+                              detail="java.io.InvalidClassException: local class incompatible")
+    stack, seen = [value], set()
+    while stack:
+        item = stack.pop()
+        if id(item) in seen:
+            continue
+        seen.add(id(item))
+        if isinstance(item, JavaEnum):
+            constants = FLINK_ENUM_CONSTANTS.get(item.class_name)
+            if constants is not None and item.constant not in constants:
+                raise FormatError(f"constant of {item.class_name}", 0, " or ".join(constants), item.constant,
+                                  detail="java.lang.IllegalArgumentException: No enum constant")
+        elif isinstance(item, JavaObject):
+            for _cls, values, _annotations in item.class_data:
+                stack.extend(values.values())
 
 
 @dataclass
@@ -410,10 +462,11 @@ def decode_checkpoint_properties(data: bytes, *, base: int = 0) -> CheckpointPro
 
     Raises :class:`FormatError` when the bytes are not a serialization stream or hold another class.
     """
-    value, consumed = read_java_object(data, base=base)
+    value, consumed, descs = _read_first_object(data, base)
     if not isinstance(value, JavaObject) or value.class_name != CHECKPOINT_PROPERTIES_CLASS:
         found = value.class_name if isinstance(value, JavaObject) else type(value).__name__
         raise FormatError("checkpoint properties", base + 4, CHECKPOINT_PROPERTIES_CLASS, found)
+    _check_flink_classes(descs, value)
     snapshot_type = value.get("checkpointType")
     if isinstance(snapshot_type, JavaObject):
         type_class = snapshot_type.class_name

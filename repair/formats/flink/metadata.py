@@ -151,8 +151,10 @@ class CheckpointMetadata:
     """A decoded ``_metadata`` file.
 
     ``trailer`` holds the raw bytes after the last operator: the Java-serialized CheckpointProperties for
-    version 4+, normally nothing for versions 2 and 3. ``properties`` is the decoded trailer, or None with
-    ``properties_error`` saying why it could not be decoded (an undecodable trailer does not fail the file).
+    version 4+, normally nothing for versions 2 and 3; ``trailer_offset`` is where it starts in the file.
+    ``properties`` is the decoded trailer, or None with ``properties_error`` saying why it could not be
+    decoded. An undecodable trailer does not fail decoding (the operators are still readable), but Flink
+    cannot load such a file: ``ObjectInputStream`` fails in ``MetadataV4Serializer`` (``verify`` reports it).
     """
 
     version: int
@@ -163,6 +165,7 @@ class CheckpointMetadata:
     properties: CheckpointProperties | None = None
     properties_error: str | None = None
     dialect: MetadataDialect = MetadataDialect()
+    trailer_offset: int | None = None
 
     @property
     def is_savepoint(self) -> bool | None:
@@ -281,10 +284,12 @@ class _MetadataDecoder:
         count = r.count("operator state count", item_size=min_operator)
         operators = [self.operator_state(i) for i in range(count)]
         trailer = r.raw(r.remaining, "trailer")
-        metadata = CheckpointMetadata(self.version, checkpoint_id, masters, operators, trailer, dialect=self.dialect)
+        trailer_offset = r.base + r.end - len(trailer)
+        metadata = CheckpointMetadata(self.version, checkpoint_id, masters, operators, trailer, dialect=self.dialect,
+                                      trailer_offset=trailer_offset)
         if self.version >= 4:
             try:
-                metadata.properties = decode_checkpoint_properties(trailer, base=r.base + r.end - len(trailer))
+                metadata.properties = decode_checkpoint_properties(trailer, base=trailer_offset)
             except RepairError as error:
                 metadata.properties_error = str(error)
         return metadata

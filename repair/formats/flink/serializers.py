@@ -57,6 +57,10 @@ _F = "org.apache.flink."
 _T = _F + "table.runtime.typeutils."
 
 
+#: Serializer snapshot versions are small positive numbers (1 to 3 in every release so far); beyond this
+#: bound a version is damage, not a release this decoder does not know.
+MAX_PLAUSIBLE_SNAPSHOT_VERSION = 1000
+
 class UnknownSerializerSnapshotError(FormatError):
     """A snapshot class whose payload layout this module does not know (payloads are not framed)."""
 
@@ -302,6 +306,11 @@ class SnapshotReader:
 
     @staticmethod
     def _expect_version(snapshot: SerializerSnapshot, at: int, versions: tuple[int, ...]) -> None:
+        if not 0 < snapshot.version <= MAX_PLAUSIBLE_SNAPSHOT_VERSION:
+            # Not a version some other Flink release may write: damaged bytes. Flink's snapshot classes
+            # refuse it ("Unrecognized version: -16777213" in real Flink 2.1 for a flipped byte).
+            raise FormatError("serializer snapshot version", at, f"a version of {snapshot.class_name} (known: {versions})",
+                              snapshot.version)
         if snapshot.version not in versions:
             raise UnknownSerializerSnapshotError(
                 snapshot.class_name, snapshot.offset, detail=f"snapshot version {snapshot.version} at offset {at}, known: {versions}"

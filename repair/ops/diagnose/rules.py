@@ -98,18 +98,74 @@ RULES: tuple[Rule, ...] = (
         "an SST or MANIFEST has bytes that do not match their checksum: a file not synced to disk before "
         "a machine crash, or corrupted in storage or in a task-local recovery copy",
         _runbook("checksum-mismatch"),
-        (r"(?:block )?checksum mismatch(?: in (?P<file>\S+))?",),
+        # RocksDB 8 (Flink 2.x) puts the checksums between: "block checksum mismatch: stored = N, computed = N, type = N in F"
+        (
+            # a MANIFEST record: "checksum mismatch The file <db>/MANIFEST-000004 may be corrupted" (Flink 2.x)
+            r"checksum mismatch The file (?P<file>\S+) may be corrupted",
+            r"(?:block )?checksum mismatch(?:: stored = \d+, computed = \d+(?:, type = \d+)?)?(?: in (?P<file>\S+))?",
+        ),
         {None: "repair fallback <checkpoint-root>"},
     ),
     Rule(
         "bad-sst",
-        "an SST file is truncated, zero-filled or not an SST (bad table magic number / file too short)",
+        "an SST file is truncated, zero-filled, not an SST, or not the size its MANIFEST records (bad table "
+        "magic number / file too short / size mismatch / blocks that do not decode)",
         _runbook("bad-table-magic"),
         (
             r"Bad table magic number(?:: expected \d+, found \d+)?(?: in (?P<file>\S+))?",
             r"file is too short(?: \(\d+ bytes\))? to be an sstable(?:\s*:?\s*(?P<file>\S+\.sst))?",
+            # RocksDB checks each SST's size against the MANIFEST when it opens (FRocksDB 8 names both)
+            r"Sst file size mismatch: (?P<file>\S+?\.sst)",
+            r"RocksDBException: properties unsorted",
         ),
         {None: "repair fallback <checkpoint-root>"},
+    ),
+    Rule(
+        "manifest-corrupt",
+        "a RocksDB MANIFEST or CURRENT file of the checkpoint is corrupt or belongs to another checkpoint "
+        "(it lists SSTs or column families this one does not have)",
+        _runbook("manifest-missing"),
+        (
+            r"CURRENT file does not end with newline",
+            r"CURRENT file corrupted",
+            r"no log_file_number, next_file_number, last_sequence entry in MANIFEST",
+            r"Column families not opened: ",
+            r"No such file or directory: While open a file for random read: (?:(?P<file>\S+?\.sst)\b)?",
+        ),
+        {None: "repair verify <checkpoint-root>", "restore": "repair rebuild-manifest <checkpoint> --out <new-root>"},
+    ),
+    Rule(
+        "metadata-unreadable",
+        "the checkpoint's _metadata cannot be loaded by the JobMaster: missing, empty, cut short, or damaged "
+        "(its head, a state handle, or the Java-serialized CheckpointProperties at its end)",
+        _runbook("metadata-unreadable"),
+        (
+            r"Couldn'?t deserialize checkpoint properties",  # normalize() drops quotes
+            r"InvalidClassException: org\.apache\.flink\.runtime\.checkpoint\.\S+; local class incompatible",
+            r"invalid checkpoint ID: -?\d+",
+            r"Unexpected magic number\. This can have multiple reasons",
+            r"Cannot find meta data file _metadata in directory (?P<file>\S+?)\.? Please",
+            # what ObjectInputStream or the metadata reader throws, under the JobMaster's start
+            r"Could not start the JobMaster\..{0,4000}?Caused by: java\.io\.(?:EOF|UTFDataFormat|StreamCorrupted)Exception",
+        ),
+        {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
+        phased=False,
+    ),
+    Rule(
+        "state-file-unreadable",
+        "a state file Flink decodes itself does not decode: operator state, a keyed backend's meta data "
+        "(state names and serializers) or a heap key-group stream, damaged in storage or inline in _metadata",
+        _runbook("state-file-corrupt"),
+        (
+            r"Failed when trying to restore (?:operator state backend|heap backend)",
+            # the keyed backend's meta data (state names, serializers) cut short or garbled: the next cause
+            r"BackendBuildingException: Caught unexpected exception\.(?:(?!Caused by).){0,3000}"
+            r"Caused by: java\.io\.(?:EOF|UTFDataFormat|StreamCorrupted)Exception",
+            r"Could not restore operator state backend for \S+",
+            r"field serializer snapshots should be present",
+            r"Unrecognized version: -?\d+",
+        ),
+        {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
     ),
     Rule(
         "metadata-already-exists",

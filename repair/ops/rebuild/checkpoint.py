@@ -166,7 +166,9 @@ def _classify(
     ssts: dict[tuple[str, int, str], list[CheckpointFinding]] = {}
     for finding in findings:
         ref = finding.reference
-        if finding.severity != "error" and finding.kind != "sst_not_in_manifest":
+        # Warnings need no repair to restore; a broken OPTIONS file (a warning: Flink does not read it) and an
+        # SST the MANIFEST does not list are still mended when the instance is rebuilt.
+        if finding.severity != "error" and finding.kind != "sst_not_in_manifest" and not is_options_name(ref.local_name or ""):
             continue
         if is_manifest_problem(finding):
             broken.setdefault((ref.operator, ref.subtask), []).append(finding)

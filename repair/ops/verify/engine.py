@@ -357,6 +357,8 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             operator_ids=[op.operator_id for op in snapshot.metadata.operators],
         )
     )
+    _check_trailer(snapshot, plan)
+    _check_checkpoint_id(snapshot, plan)
     resolver = snapshot.resolver
 
     def add(handle, reference: Reference, kind: str, **details) -> FileTask | None:
@@ -384,10 +386,11 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             def ref(local_name=None, role=None):
                 return Reference(name, checkpoint, label, sub.index, op.parallelism, local_name, role, keyed_range)
 
-            for slot in ("managed_operator_state", "raw_operator_state"):
-                handle = getattr(sub, slot)
-                if isinstance(handle, OperatorStateHandle):
-                    add(handle.delegate, ref(role="operator-state"), "data")
+            managed = sub.managed_operator_state
+            if isinstance(managed, OperatorStateHandle):
+                add(managed.delegate, ref(role="operator-state"), "operator-state", operator_states=tuple(managed.states))
+            if isinstance(sub.raw_operator_state, OperatorStateHandle):  # the operator's own bytes
+                add(sub.raw_operator_state.delegate, ref(role="operator-state"), "data")
             keyed = sub.managed_keyed_state
             materialized = [keyed]
             if isinstance(keyed, ChangelogBackendHandle):
@@ -411,6 +414,41 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             if isinstance(raw, KeyGroupsHandle):
                 add(raw.delegate, ref(role="raw-keyed"), "raw-keyed", key_groups=(raw.key_groups.start, raw.key_groups.count),
                     offsets=tuple(raw.offsets), max_parallelism=op.max_parallelism)
+
+
+def _check_trailer(snapshot: LoadedSnapshot, plan: _Plan) -> None:
+    """Metadata V4+ ends with a Java-serialized ``CheckpointProperties``; Flink reads it with an
+    ``ObjectInputStream`` (``MetadataV4Serializer``) and refuses the whole file when it does not decode
+    (``EOFException``, ``StreamCorruptedException``, ``InvalidClassException``, ...), although every
+    operator before it is readable."""
+    metadata = snapshot.metadata
+    if metadata.version < 4 or metadata.properties is not None:
+        return
+    name = snapshot.ref.name
+    plan.findings.append(CheckpointFinding(
+        "error", "metadata_trailer_undecodable",
+        f"the CheckpointProperties trailer ({len(metadata.trailer)} bytes at offset {metadata.trailer_offset}) does not decode: "
+        f"{metadata.properties_error}; Flink cannot load this _metadata (MetadataV4Serializer reads it with an ObjectInputStream)",
+        Reference(name, metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
+        offset=metadata.trailer_offset, expected="a Java-serialized org.apache.flink.runtime.checkpoint.CheckpointProperties",
+        found=f"{len(metadata.trailer)} bytes that do not decode",
+    ))
+
+
+def _check_checkpoint_id(snapshot: LoadedSnapshot, plan: _Plan) -> None:
+    """``chk-N/_metadata`` records checkpoint N. Another id means another checkpoint's ``_metadata`` (copied
+    over, or written by another deployment sharing the directory): real Flink restores that checkpoint's
+    state from it, not the state checkpoint N held."""
+    number, recorded = snapshot.ref.number, snapshot.metadata.checkpoint_id
+    if number is None or recorded == number:
+        return
+    plan.findings.append(CheckpointFinding(
+        "error", "checkpoint_id_mismatch",
+        f"_metadata of {snapshot.ref.name} records checkpoint {recorded}: it is another checkpoint's _metadata, and Flink "
+        f"would restore checkpoint {recorded}'s state from it",
+        Reference(snapshot.ref.name, recorded, local_name=METADATA), path=snapshot.ref.metadata_uri,
+        expected=f"checkpoint id {number}", found=f"checkpoint id {recorded}",
+    ))
 
 
 def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference], add, plan: _Plan) -> None:

@@ -22,7 +22,7 @@ from repair.formats.rocksdb.table.sst import verify_table
 from repair.io import storage as st
 
 #: What a file is expected to be, from its local RocksDB name or its role in a handle.
-KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "changelog", "data")
+KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", "raw-keyed", "changelog", "operator-state", "data")
 
 #: Files checked by reading them whole are bounded (MANIFEST, CURRENT, OPTIONS, meta data).
 MAX_WHOLE_FILE = 1 << 30
@@ -44,6 +44,8 @@ class FileTask:
     key_groups: tuple[int, int] | None = None
     offsets: tuple[int, ...] | None = None
     max_parallelism: int | None = None
+    #: Operator state: the handle's states (name, distribution mode, offsets).
+    operator_states: tuple | None = None
 
     @property
     def key(self) -> tuple:
@@ -113,6 +115,11 @@ def _open_checked(task: FileTask, storage: st.Storage, result: FileResult):
     elif (task.whole_file and info.size != task.size) or info.size < end:
         expected = f"{task.size} bytes" if task.whole_file else f"at least {end} bytes"
         kind = "truncated_file" if info.size < end else "size_mismatch"
+        if task.kind == "options":
+            # Flink downloads OPTIONS with the other files, but RocksDB never reads it back (see _check_options).
+            result.problems.append(Problem(kind, f"OPTIONS file has {info.size} bytes, _metadata records {task.size}; {OPTIONS_UNUSED}",
+                                           expected=expected, found=f"{info.size} bytes", severity="warning"))
+            return storage.open_input(task.uri)
         result.problems.append(
             Problem(kind, f"file has {info.size} bytes, _metadata records {task.size}", expected=expected, found=f"{info.size} bytes")
         )
@@ -181,12 +188,19 @@ def _check_current(source, result: FileResult) -> None:
         result.problems.append(Problem("bad_current", str(error), 0, "MANIFEST-<number>\\n", repr(data[:40])))
 
 
+#: Why a damaged OPTIONS file is a warning: real Flink 1.20 and 2.x restore exact state from a checkpoint whose
+#: OPTIONS file is empty, cut short or garbled (fixtures/damage_matrix.json); only a missing one is refused.
+OPTIONS_UNUSED = ("Flink restores without reading it (RocksDB is opened with the options Flink passes), "
+                  "but RocksDB's own tools (ldb, sst_dump --options) and a rebuild cannot use it")
+
+
 def _check_options(source, result: FileResult) -> None:
     data = _whole(source, result)
     try:
         parse_options(data)
     except RepairError as error:
-        result.problems.append(Problem("bad_options", str(error), getattr(error, "offset", None)))
+        result.problems.append(Problem("bad_options", f"OPTIONS does not parse: {error}; {OPTIONS_UNUSED}",
+                                       getattr(error, "offset", None), severity="warning"))
 
 
 def _check_backend_meta(source, result: FileResult) -> None:
@@ -283,6 +297,33 @@ def _check_changelog(source, result: FileResult) -> None:
     result.blocks_checked += len(starts)
 
 
+def _check_operator_state(source, result: FileResult) -> None:
+    """Managed operator state, as Flink's ``OperatorStateRestoreOperation`` reads it: the backend meta data,
+    then every element of every state the handle names, at the offsets it records. Elements of a
+    serializer this toolkit cannot decode are not checked (a warning)."""
+    from repair.formats.flink.operator_state import OperatorStateFile
+
+    data = _whole(source, result)
+    if not result.task.operator_states:
+        return
+    unchecked: list[str] = []
+    try:
+        file = OperatorStateFile(data, result.task.operator_states)
+        unchecked += file.meta.problems
+        for state in file.states:
+            for row in file.rows(state.name):
+                if row.get("error"):
+                    unchecked.append(f"state {state.name!r}: {row['error']}")
+                    break
+    except RepairError as error:
+        result.problems.append(Problem("bad_operator_state", str(error), getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        return
+    if unchecked:
+        result.problems.append(Problem("not_fully_checked", "operator state not fully checked: " + "; ".join(unchecked),
+                                       severity="warning"))
+
+
 def _check_data(source, result: FileResult) -> None:
     """Bytes of a known size only (operator state, full snapshots): existence and size were checked."""
     result.bytes_checked += source.size
@@ -297,6 +338,7 @@ _CHECKS = {
     "key-groups": _check_key_groups,
     "raw-keyed": _check_raw_keyed,
     "changelog": _check_changelog,
+    "operator-state": _check_operator_state,
     "data": _check_data,
 }
 
