@@ -157,3 +157,35 @@ def test_every_command_with_json_output_has_a_contract():
 )
 def test_the_comparison_finds_a_changed_field(doc, real, problem):
     assert problem in shape_differences(doc, real)
+
+
+def _emitted_kinds() -> dict[str, str]:
+    """Every finding kind the code writes as a literal, with where: the first argument of ``Problem``,
+    ``BlockProblem`` and the cross-check's ``finding``, the second of ``CheckpointFinding``. Kinds of
+    MANIFEST and log records (repair/formats/rocksdb) reach verify's output as ``manifest_<kind>``."""
+    import ast
+
+    kinds: dict[str, str] = {}
+    for path in sorted((REPO / "repair").rglob("*.py")):
+        manifest_level = path.parent.name == "rocksdb" and path.stem in ("manifest", "log_format")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.Call):
+                continue
+            name = getattr(node.func, "id", getattr(node.func, "attr", None))
+            position = {"Problem": 0, "BlockProblem": 0, "finding": 0, "CheckpointFinding": 1}.get(name)
+            if position is None:
+                continue
+            values = [node.args[position]] if len(node.args) > position else []
+            values += [k.value for k in node.keywords if k.arg == "kind"]
+            for value in values:
+                if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                    kind = f"manifest_{value.value}" if manifest_level else value.value
+                    kinds.setdefault(kind, f"{path.relative_to(REPO)}:{node.lineno}")
+    return kinds
+
+
+def test_every_finding_kind_the_code_emits_is_documented():
+    doc = CONTRACTS.read_text()
+    kinds = _emitted_kinds()
+    assert len(kinds) > 20  # the scan finds them
+    assert {kind: where for kind, where in kinds.items() if f"`{kind}`" not in doc} == {}
