@@ -99,3 +99,38 @@ def test_broken_metadata_is_a_one_line_error_with_offset(capsys, tmp_path, mutat
 def test_usage_error_exit_code(capsys):
     code, _, _ = run(capsys, "inspect")
     assert code == 2
+
+
+def _bad_invocations(tmp_path) -> list[list[str]]:
+    missing = str(tmp_path / "nothing-here")
+    readme = str(REPO / "README.md")
+    metadata = str(ROOT_120 / "chk-5" / "_metadata")
+    out = str(tmp_path / "out")
+    calls = [[command, missing] for command in ("inspect", "verify", "fallback", "triage", "orphans")]
+    calls += [[command, readme] for command in ("inspect", "fallback", "triage", "orphans")]  # verify judges a file as an SST
+    calls += [["relocate", missing, "--to", out], ["rebuild-manifest", missing, "--out", out], ["export", missing, "--out", out],
+              ["relocate", readme, "--to", out], ["rebuild-manifest", readme, "--out", out], ["export", readme, "--out", out],
+              ["verify", str(ROOT_120), "--master", "foo"], ["export", str(ROOT_120), "--out", out, "--master", "local[x]"],
+              ["verify", str(ROOT_120), "--master", "spark://127.0.0.1:1"],
+              ["doctor", readme], ["doctor", metadata], ["doctor", "-", "--flink", "0.9"], ["doctor", missing],
+              ["diagnose", missing], ["inspect", str(ROOT_120), "--uid", "nosuch"], ["inspect", str(ROOT_120), "-c", "99"],
+              ["export", str(ROOT_120), "--out", out, "--operator", "nosuch"]]
+    return calls
+
+
+def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeypatch):
+    import io
+
+    monkeypatch.setattr(sys, "stdin", io.StringIO("state.backend.type: rocksdb\n"))
+    for argv in _bad_invocations(tmp_path):
+        code = main(argv)  # an exception other than the toolkit's own would escape here
+        out, err = capsys.readouterr()
+        assert code == 2, (argv, code, out, err)
+        assert "Traceback" not in out + err and err.startswith(("error: ", "Usage:")), (argv, err)
+        if err.startswith("error: "):
+            assert err.count("\n") == 1, (argv, err)  # one line
+
+
+def test_dash_h_is_help(capsys):
+    assert main(["-h"]) == 0 and "Usage" in capsys.readouterr().out
+    assert main(["verify", "-h"]) == 0 and "--retry-budget" not in capsys.readouterr().out  # a command's own help

@@ -49,7 +49,7 @@ def test_seed_000_missing_manifest_in_the_local_dir_per_job_and_subtask():
     assert second.count == 13 and len(second.paths) == 8
     assert first.phase == "checkpoint"  # Checkpoint.createCheckpoint in the stack: the local dir lost it
     assert first.next_command == "repair doctor <flink-conf.yaml>"
-    assert first.runbook == "docs/runbooks/manifest-missing.md"
+    assert first.runbook == "repair/runbooks/manifest-missing.md"
     assert causes["small-state-inline"][0].kind == "question"
 
 
@@ -111,7 +111,7 @@ def test_real_flink_missing_manifest_trace():
     root = ("/tmp/capture/flink-1.20-p3-external-xxhash-lz4/staging/checkpoints/flink-1.20-p3-external-xxhash-lz4/"
             "7f725960ff6eb2ce5516f53d7277aa03")
     assert incident.cause_id == "checkpoint-file-missing"
-    assert incident.runbook == "docs/runbooks/manifest-missing.md"
+    assert incident.runbook == "repair/runbooks/manifest-missing.md"
     assert incident.count == 2  # wrapped IOException and its cause: one incident
     assert incident.files == ["1a93f2d5-567e-484d-86f1-f614326e4268"]
     assert (incident.operator, incident.subtasks, incident.parallelism) == ("KeyedProcessOperator", [1], 3)
@@ -123,7 +123,7 @@ def test_real_flink_missing_manifest_trace():
 def test_real_flink_restore_whose_missing_file_flink_did_not_name():
     (incident,) = diagnose(_read(TRACES / "flink-1.20-restore-registry-closed.txt")).incidents
     assert incident.cause_id == "restore-download-failed"
-    assert incident.runbook == "docs/runbooks/manifest-missing.md"
+    assert incident.runbook == "repair/runbooks/manifest-missing.md"
     assert incident.operator_id == "a5a30b73b3c5159bcba1edfe5552063c" and incident.subtasks == [1]
     assert incident.next_command == "repair verify <checkpoint-root>"
 

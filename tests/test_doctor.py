@@ -32,7 +32,7 @@ def test_seed_001_rocksdb_dir_on_the_checkpoint_share_is_an_error():
     assert not result.ok
     finding = _finding(result, "rocksdb-localdir-on-checkpoint-fs")
     assert (finding.severity, finding.key, finding.value) == ("error", "state.backend.rocksdb.localdir", "/mnt/checkpoints/job")
-    assert finding.runbook == "docs/runbooks/hard-links-not-supported.md"
+    assert finding.runbook == "repair/runbooks/hard-links-not-supported.md"
     assert result.config["state.backend.incremental"] == "true"  # 'true' quoted in the report
 
 
@@ -41,7 +41,7 @@ def test_seed_003_shared_dir_fixed_job_id_one_retained_local_recovery():
     checks = _checks(result)
     assert {"fixed-job-id", "num-retained", "local-recovery", "tolerable-failures"} <= checks
     assert _finding(result, "fixed-job-id").severity == "warning"
-    assert _finding(result, "fixed-job-id").runbook == "docs/runbooks/metadata-already-exists.md"
+    assert _finding(result, "fixed-job-id").runbook == "repair/runbooks/metadata-already-exists.md"
     retained = _finding(result, "num-retained")
     assert (retained.severity, retained.value) == ("warning", "1")
     assert _finding(result, "tolerable-failures").severity == "info"  # not set: Flink tolerates none
@@ -109,7 +109,7 @@ def test_rocksdb_localdir_on_a_network_filesystem(localdir):
 def test_rocksdb_localdir_under_tmp_and_unset():
     assert _finding(doctor("state.backend.rocksdb.localdir: /tmp/rocksdb"), "rocksdb-localdir-tmp").severity == "warning"
     unset = _finding(doctor("execution.checkpointing.dir: s3://b/c"), "rocksdb-localdir")
-    assert unset.severity == "info" and unset.runbook == "docs/runbooks/manifest-missing.md"
+    assert unset.severity == "info" and unset.runbook == "repair/runbooks/manifest-missing.md"
 
 
 def test_tolerable_failures_zero_and_no_job_subdir():

@@ -74,3 +74,11 @@ def test_spark_without_the_extra_is_a_one_line_error(base_install):
     done = _run(base_install, "repair", "verify", str(ROOT), "--master", "local[1]")
     assert done.returncode == 2
     assert "flink-checkpoint-repair[spark]" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_the_runbooks_ship_with_the_package(base_install):
+    listed = _run(base_install, "repair", "runbook")
+    assert listed.returncode == 0 and "manifest-missing" in listed.stdout.split()
+    page = _run(base_install, "repair", "runbook", "manifest-missing")
+    assert page.returncode == 0 and page.stdout == (REPO / "repair" / "runbooks" / "manifest-missing.md").read_text()

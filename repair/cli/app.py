@@ -25,7 +25,8 @@ app = typer.Typer(
         "retained checkpoints and savepoints without a JVM. Inputs are only ever read."
     ),
     no_args_is_help=True,
-    add_completion=False,
+    add_completion=True,
+    context_settings={"help_option_names": ["-h", "--help"]},
     pretty_exceptions_enable=False,
 )
 
@@ -75,7 +76,10 @@ def inspect(
     from repair.ops.inspect import inspect as run_inspect
 
     result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
-    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks))
+    if result.unmatched_uids:
+        print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
+    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks),
+          exit_code=2 if result.unmatched_uids else 0)  # an unknown selector is a usage error, as in export
 
 
 @app.command()
@@ -204,6 +208,7 @@ def diagnose(
     from repair.io.textinput import read_text
     from repair.ops.diagnose.incidents import diagnose as run_diagnose
 
+    _hint_if_terminal(file, "a log or a stack trace")
     text, source = read_text(file)
     result = run_diagnose(text, source=source)
     _show(result, json_output, render_diagnose, exit_code=0 if result.known else 1)
@@ -220,6 +225,7 @@ def doctor(
     from repair.io.textinput import read_text
     from repair.ops.doctor.lint import doctor as run_doctor
 
+    _hint_if_terminal(config, "a Flink configuration")
     text, source = read_text(config)
     result = run_doctor(text, flink_version=flink, source=source)
     _show(result, json_output, render_doctor, exit_code=0 if result.ok else 1)
@@ -269,6 +275,28 @@ def main(argv: list[str] | None = None) -> int:
         else:
             os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
     return 0
+
+
+@app.command()
+def runbook(
+    name: Optional[str] = typer.Argument(None, help="The runbook to print, e.g. manifest-missing (as diagnose and doctor name it); none lists them."),
+) -> None:
+    """Print a runbook: what an incident means, how to confirm it, and the commands that get the job back."""
+    from repair import runbooks
+
+    if name is None:
+        typer.echo("\n".join(runbooks.names()))
+        raise typer.Exit(0)
+    from repair.cli.output import print_markdown
+
+    print_markdown(runbooks.text(name))
+    raise typer.Exit(0)
+
+
+def _hint_if_terminal(path: str | None, what: str) -> None:
+    """Say how to end the input when standard input is a terminal (else the command seems to hang)."""
+    if path in (None, "-") and sys.stdin.isatty():
+        typer.echo(f"Paste {what}, then press Ctrl-D on a new line (or pass a file name).", err=True)
 
 
 def _command_in(argv: list[str]) -> str | None:

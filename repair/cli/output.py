@@ -54,6 +54,16 @@ def print_error(message: str) -> None:
     _console(True).print(f"[bold red]error:[/] {escape(message)}", markup=True, highlight=False)
 
 
+def print_markdown(text: str) -> None:
+    """Markdown on stdout: rendered on a terminal, as it is when piped (to a file, a pager, a ticket)."""
+    if sys.stdout.isatty():
+        from rich.markdown import Markdown
+
+        stdout().print(Markdown(text))
+    else:
+        sys.stdout.write(text)
+
+
 def print_json(document: Any) -> None:
     """A JSON document on stdout, exactly as documented in docs/ for each command."""
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=_json_default))

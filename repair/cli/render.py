@@ -256,7 +256,7 @@ def render_triage(result) -> None:
                           + (f" (+{len(broken.reasons) - 3} more)" if len(broken.reasons) > 3 else ""), highlight=False, markup=False)
     if result.ways:
         console.print("\nRestore in NO_CLAIM mode: the new job never deletes files of the snapshot it starts from, so the "
-                      "other ways back stay available. Runbook: docs/runbooks/triage.md", highlight=False)
+                      "other ways back stay available. Runbook: repair runbook triage", highlight=False)
 
 
 def render_orphans(result) -> None:
@@ -467,7 +467,7 @@ def render_diagnose(result) -> None:
         console.print(f"[bold yellow]{result.message}[/] in {result.source}")
         for line in result.unrecognised:
             console.print(f"  {line}", markup=False)
-        console.print("See docs/runbooks/ for the incident classes repair knows.")
+        console.print("`repair runbook` lists the incident classes repair knows.")
         return
     console.print(f"[bold]{result.message}[/]")
     for incident in result.incidents:
@@ -494,7 +494,7 @@ def render_diagnose(result) -> None:
             console.print(f"  files: {', '.join(e['files'])}", markup=False, highlight=False)
         if e["checkpoint_root"]:
             console.print(f"  checkpoint root: {e['checkpoint_root']}", markup=False, highlight=False)
-        console.print(f"  runbook: {incident.runbook}", markup=False, highlight=False)
+        console.print(f"  runbook: {_runbook_command(incident.runbook)}", markup=False, highlight=False)
         console.print(f"  next:    [bold]{escape(incident.next_command)}[/]", highlight=False)
         for command in incident.also:
             console.print(f"  also:    {command}", markup=False, highlight=False)
@@ -515,7 +515,7 @@ def render_doctor(result) -> None:
         console.print(f"        {finding.why}", markup=False, highlight=False)
         console.print(f"        fix: {finding.fix}", markup=False, highlight=False)
         if finding.runbook:
-            console.print(f"        runbook: {finding.runbook}", markup=False, highlight=False)
+            console.print(f"        runbook: {_runbook_command(finding.runbook)}", markup=False, highlight=False)
 
 
 def _value_type(state) -> str:
@@ -570,3 +570,8 @@ def render_export(result) -> None:
         for op, subtask, reason in merged:
             label = operator_label(op.label)
             console.print(f"  {escape(label)}[{subtask}]: {escape(reason)}", highlight=False)
+
+
+def _runbook_command(path: str) -> str:
+    """``repair runbook NAME``, the way to read a runbook wherever repair is installed."""
+    return f"repair runbook {path.rsplit('/', 1)[-1].removesuffix('.md')}"

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
+import socket
 import sys
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -113,6 +115,7 @@ def spark_session(master: str, app_name: str):
         from pyspark.sql import SparkSession
     except ImportError as error:
         raise UsageError(f"running on Spark needs pyspark (pip install 'flink-checkpoint-repair[spark]'): {error}") from None
+    _check_master(master)
     active = SparkSession.getActiveSession()
     if active is not None:
         if active.sparkContext.master == master:
@@ -133,9 +136,33 @@ def spark_session(master: str, app_name: str):
     # spark.pyspark.python setting reaches only spark-submit): set it for that moment, then put the
     # caller's environment back as it was.
     with _environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
-        session = builder.getOrCreate()
+        try:
+            session = builder.getOrCreate()
+        except Exception as error:  # noqa: BLE001 - Py4J and PySpark errors, one line for the user
+            lines = [line.strip() for line in str(error).splitlines() if line.strip()]
+            raise UsageError(f"cannot start Spark for master {master}: {lines[0] if lines else type(error).__name__}") from None
     _started["context"] = session.sparkContext
     return session
+
+
+#: Masters Spark accepts: local[N], local[*], local[N,F], spark://host:port[,host:port], yarn, k8s://..., mesos://...
+_MASTER = re.compile(r"^(?:local(?:\[(?:\*|\d+)(?:,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
+#: How long to wait for a standalone master to accept a connection before giving up.
+MASTER_CONNECT_SECONDS = 5.0
+
+
+def _check_master(master: str) -> None:
+    """A usage error for a master Spark would not accept, or a standalone master that does not answer
+    (Spark itself would retry for about a minute before failing)."""
+    if not _MASTER.match(master):
+        raise UsageError(f"not a Spark master: {master!r} (expected local[N], local[*], spark://host:port, yarn or k8s://...)")
+    if master.startswith("spark://"):
+        for address in master[len("spark://"):].split(","):
+            host, _, port = address.rpartition(":")
+            try:
+                socket.create_connection((host, int(port)), timeout=MASTER_CONNECT_SECONDS).close()
+            except (OSError, ValueError) as error:
+                raise UsageError(f"cannot reach the Spark master at {address}: {error}") from None
 
 
 #: The SparkContext this module started last (a caller's own session is never stopped).

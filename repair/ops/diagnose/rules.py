@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-RUNBOOKS = "docs/runbooks"
+RUNBOOKS = "repair/runbooks"
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,26 @@ import yaml
 
 from repair.errors import UsageError
 
+#: The first segment of every Flink configuration key family (``state.backend.type``, ``execution.*``...):
+#: a text none of whose keys starts so is no Flink configuration.
+FLINK_KEY_FAMILIES = frozenset({
+    "akka", "blob", "classloader", "client", "cluster", "env", "execution", "external-resources", "fs", "heartbeat",
+    "high-availability", "historyserver", "io", "jobmanager", "jobstore", "kubernetes", "metrics", "parallelism", "pekko",
+    "pipeline", "process", "python", "queryable-state", "resourcemanager", "rest", "restart-strategy", "s3", "security",
+    "slot", "slotmanager", "sql-gateway", "state", "table", "task", "taskmanager", "web", "yarn", "zookeeper",
+})
+
+
+def check_is_flink_config(text: str, config: dict[str, str]) -> None:
+    """Raise :class:`~repair.errors.UsageError` for text that is no Flink configuration (binary data,
+    a document, a log): linting it would report every hazard's default as if it were configured."""
+    if "\0" in text or text.count("\ufffd") > 8:
+        raise UsageError("not a Flink configuration: the input is binary (expected flink-conf.yaml, config.yaml, a FlinkDeployment or -D key=value)")
+    if not any(key.split(".", 1)[0] in FLINK_KEY_FAMILIES for key in config):
+        raise UsageError("not a Flink configuration: no Flink option in it (expected flink-conf.yaml, config.yaml, "
+                         "a FlinkDeployment or -D key=value, with keys such as state.backend.type)")
+
+
 _DYNAMIC = re.compile(r"(?:^|\s)-D\s*([^\s=]+)=")
 
 

@@ -76,4 +76,12 @@ def parse_version(text: str | None) -> Version | None:
     parts = [int(p) for p in text.strip().lstrip("v").split(".")[:2] if p.isdigit()]
     if not parts:
         raise ValueError(f"not a Flink version: {text!r}")
-    return (parts[0], parts[1] if len(parts) > 1 else 0)
+    version = (parts[0], parts[1] if len(parts) > 1 else 0)
+    if not OLDEST_VERSION <= version < NEXT_MAJOR:
+        raise ValueError(f"Flink {text} is not a version doctor knows the keys of: 1.11 to 2.x (names read from the 1.15 to 2.3 jars)")
+    return version
+
+
+#: The versions doctor judges: 1.11 (the oldest line with today's key names) to any 2.x.
+OLDEST_VERSION = (1, 11)
+NEXT_MAJOR = (3, 0)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 from repair.errors import UsageError
 from repair.findings import Severity
 from repair.io.textinput import STDIN, read_text
-from repair.ops.doctor.config import parse_config
+from repair.ops.doctor.config import check_is_flink_config, parse_config
 from repair.ops.doctor.flink_keys import DEFAULT_INLINE_THRESHOLD, DEFAULT_NUM_RETAINED, OPTIONS, Version, parse_version
 
 SEVERITIES = ("error", "warning", "info")
-RUNBOOKS = "docs/runbooks"
+RUNBOOKS = "repair/runbooks"
 
 #: A path component or scheme naming a network, shared or FUSE filesystem (no hard links, no local speed).
 NETWORK_FS = re.compile(
@@ -85,6 +85,7 @@ def doctor(text_or_path: str, *, flink_version: str | None = None, source: str |
     except ValueError as error:
         raise UsageError(str(error)) from None
     fmt, config = parse_config(text)
+    check_is_flink_config(text, config)
     findings = [f for check in CHECKS for f in check(config, version)]
     findings.sort(key=lambda f: SEVERITIES.index(f.severity))
     return DoctorResult(source, fmt, flink_version, config, findings)
