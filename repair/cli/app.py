@@ -66,7 +66,7 @@ def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
 def inspect(
     path: str = typer.Argument(..., help="Job checkpoint root, chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", help="In a job root: inspect chk-N instead of the newest."),
-    uid: Optional[List[str]] = typer.Option(None, "--uid", help="Show only the operator with this uid (hashed as Flink does; works for checkpoints that store only ids). Repeatable."),
+    uid: Optional[List[str]] = typer.Option(None, "--uid", "--operator", help="Show only this operator: its uid (hashed as Flink does, for checkpoints that store only ids) or operator id. Repeatable."),
     subtasks: bool = typer.Option(False, "--subtasks", help="Also list every subtask: key groups, handle, states, files."),
     files: bool = typer.Option(False, "--files", help="Also list every file and inline stream."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
@@ -154,7 +154,7 @@ def orphans(
 @app.command()
 def relocate(
     checkpoint: str = typer.Argument(..., help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
-    to: str = typer.Option(..., "--to", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
+    to: str = typer.Option(..., "--out", "--to", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
     copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root (a self-contained checkpoint)."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
 ) -> None:
@@ -235,7 +235,7 @@ def doctor(
 def export(
     checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
     out: str = typer.Option(..., "--out", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
-    operator: Optional[List[str]] = typer.Option(None, "--operator", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
+    operator: Optional[List[str]] = typer.Option(None, "--operator", "--uid", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
     state: Optional[List[str]] = typer.Option(None, "--state", help="Export only the state with this name. Repeatable."),
     master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
     workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),

@@ -209,8 +209,13 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         raise
     uid_by_id = {operator_id_for_uid(uid): uid for uid in uids or []}
     operators = [_operator(snapshot, op, uid_by_id, storage) for op in snapshot.metadata.operators]
-    if uids:
-        operators = [op for op in operators if op.id in uid_by_id]
+    unmatched: list[str] = []
+    if uids:  # each selector is a uid (hashed as Flink does), an operator id or a name, as in export
+        def selects(value: str, op: OperatorInfo) -> bool:
+            return op.id in (operator_id_for_uid(value), value.lower()) or value in (op.uid, op.name)
+
+        unmatched = [value for value in uids if not any(selects(value, op) for op in operators)]
+        operators = [op for op in operators if any(selects(value, op) for value in uids)]
     props = snapshot.metadata.properties
     return InspectResult(
         path=path,
@@ -226,7 +231,7 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         relocated_from=dict(snapshot.resolver.moves),
         written_at=_mtime(storage, snapshot.ref.metadata_uri),
         retained_checkpoints=[r.number for r in layout.snapshots if r.number is not None],
-        unmatched_uids=[uid for op_id, uid in uid_by_id.items() if snapshot.metadata.operator(op_id) is None],
+        unmatched_uids=unmatched,
     )
 
 
