@@ -168,3 +168,10 @@ def test_every_option_name_has_a_version_order():
     for option in OPTIONS.values():
         versions = [since for since, _ in option.names]
         assert versions == sorted(versions), option.id
+
+
+def test_a_misspelled_key_is_flagged_with_the_key_meant():
+    result = doctor("state.backend.typ: rocksdb\nstate.checkpoints.num-retaned: 3\ntaskmanager.memory.process.size: 4g\n")
+    misspelled = {f.key: f.fix for f in result.findings if f.check == "misspelled-key"}
+    assert misspelled == {"state.backend.typ": "did you mean state.backend.type?",
+                          "state.checkpoints.num-retaned": "did you mean state.checkpoints.num-retained?"}

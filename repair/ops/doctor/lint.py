@@ -10,6 +10,7 @@ is documented in docs/json-contracts.md.
 from __future__ import annotations
 
 import os
+import difflib
 import re
 from dataclasses import dataclass
 
@@ -336,7 +337,26 @@ def _v(version: Version) -> str:
     return f"{version[0]}.{version[1]}"
 
 
+def check_misspelled_keys(config: dict[str, str], version: Version | None) -> list[ConfigFinding]:
+    """A key Flink does not have that is one or two typos from a key behind these checks: Flink ignores
+    unknown keys silently, so the setting the user meant never happens."""
+    known = sorted({name for option in OPTIONS.values() for name in option.all_names})
+    findings = []
+    for key in config:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(key, known, n=1, cutoff=0.9)
+        if close:
+            findings.append(ConfigFinding(
+                "misspelled-key", "warning", key, config[key],
+                f"Flink has no option {key}: it ignores it silently, so the setting never takes effect.",
+                f"did you mean {close[0]}?", None,
+            ))
+    return findings
+
+
 CHECKS = (
+    check_misspelled_keys,
     check_rocksdb_localdir,
     check_shared_checkpoint_dir,
     check_tolerable_failures,
