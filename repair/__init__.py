@@ -38,6 +38,7 @@ _EXPORTS = {
     "export": "repair.ops.export.job",
     "read_state": "repair.ops.export.scan",
     "iter_state_batches": "repair.ops.export.scan",
+    "write_savepoint": "repair.ops.write_savepoint",
     "diagnose": "repair.ops.diagnose.incidents",
     "doctor": "repair.ops.doctor.lint",
     # their results
@@ -49,6 +50,7 @@ _EXPORTS = {
     "RebuildResult": "repair.ops.rebuild.checkpoint",
     "RebuildDbResult": "repair.ops.rebuild.db",
     "ExportResult": "repair.ops.export.job",
+    "WriteSavepointResult": "repair.ops.write_savepoint",
     "DiagnoseResult": "repair.ops.diagnose.incidents",
     "DoctorResult": "repair.ops.doctor.lint",
     # findings, errors, storage
@@ -95,3 +97,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.rebuild.db import RebuildDbResult, rebuild_db
     from repair.ops.relocate import RelocateResult, relocate
     from repair.ops.verify.engine import VerifyResult, verify
+    from repair.ops.write_savepoint import WriteSavepointResult, write_savepoint

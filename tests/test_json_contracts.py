@@ -122,6 +122,10 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         return [_run(capsys, "doctor", str(config), "--flink", "1.20")]
     if command == "export CHECKPOINT --out OUT --json":
         return [_run(capsys, "export", str(ROOT_120), "--out", str(tmp_path / "export"))]
+    if command == "write-savepoint EXPORT_DIR --out SAVEPOINT --json":
+        main(["export", str(ROOT_120), "--out", str(tmp_path / "export")])
+        capsys.readouterr()
+        return [_run(capsys, "write-savepoint", str(tmp_path / "export"), "--out", str(tmp_path / "savepoint"))]
     raise AssertionError(f"docs/json-contracts.md documents {command!r}, which this test does not run: add it")
 
 

@@ -215,6 +215,23 @@ def export(
     _show(result, json_output, render_export)
 
 
+@app.command("write-savepoint")
+def write_savepoint(
+    export_dir: str = typer.Argument(..., help="An export's directory (its _export.json and Parquet parts, possibly changed); local path or URI."),
+    out: str = typer.Option(..., "--out", help="New savepoint directory to create (must not exist or be empty)."),
+    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", min=1, max=32768, help="Max parallelism of the savepoint (default: the source's); key groups are recomputed from the keys."),
+    parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, max=32768, help="Subtasks of every keyed operator (default: the source's)."),
+    source: Optional[str] = typer.Option(None, "--source", help="The checkpoint the export was made from, when it is no longer where _export.json says."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Write an export back as a canonical savepoint (the format every state backend restores), _metadata last."""
+    from repair.cli.render import render_write_savepoint
+    from repair.ops.write_savepoint import write_savepoint as run_write_savepoint
+
+    result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source)
+    _show(result, json_output, render_write_savepoint)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

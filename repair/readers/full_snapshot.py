@@ -116,9 +116,15 @@ def read_key_groups_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: 
     """The keyed backend meta data (states and serializers) at the head of a full snapshot."""
     resolved = resolve_delegate(snapshot, handle)
     try:
-        return decode_keyed_backend_meta(read_resolved(storage, resolved, length=_first_block(handle.offsets)))
+        return decode_keyed_backend_meta(read_key_groups_meta_bytes(snapshot, storage, handle))
     except RepairError as error:
         raise error.in_source(delegate_name(snapshot, resolved)) from None
+
+
+def read_key_groups_meta_bytes(snapshot: LoadedSnapshot, storage: st.Storage, handle: KeyGroupsHandle) -> bytes:
+    """The bytes of the keyed backend meta data at the head of a full snapshot (up to its first key
+    group; the whole stream when every key group is empty)."""
+    return read_resolved(storage, resolve_delegate(snapshot, handle), length=_first_block(handle.offsets))
 
 
 def iter_key_groups_handle(snapshot: LoadedSnapshot, storage: st.Storage, handle: KeyGroupsHandle, max_parallelism: int,

@@ -1,0 +1,462 @@
+"""``repair write-savepoint``: an export's Parquet written back as a canonical savepoint real Flink restores.
+
+Input: an export directory (:mod:`repair.ops.export.job`: ``_export.json`` and a Parquet part per state
+and subtask, possibly changed, removed or added by the user) and the checkpoint it was exported from
+(named in ``_export.json``; ``source`` overrides where it is now). Output: a new directory holding a
+canonical savepoint (the format every state backend restores), published atomically with ``_metadata``
+written last.
+
+What is written, per operator of the source's ``_metadata`` (same operator ids, order, master states):
+
+* **Keyed state** (operators with keyed handles): one full-snapshot key-group stream per subtask
+  (:mod:`repair.formats.flink.full_snapshot.canonical_writer`) in a file of the savepoint, behind a
+  ``KeyGroupsSavepointStateHandle`` (code 7) as Flink's canonical savepoints have. Its head is the
+  source's keyed backend meta data, byte for byte (state names, kinds and serializer snapshots; only
+  the key-group compression flag is cleared). Its entries come from the Parquet rows: the RocksDB key
+  from ``key_raw``, ``namespace_raw`` and ``user_key_raw`` (the length suffixes added where Flink adds
+  them), the value from ``value_raw`` (a list's elements joined in ``list_index`` order). Key groups are
+  the rows' ``key_group``, checked against the key where its ``hashCode`` is known
+  (:mod:`repair.formats.flink.key_hash`), and recomputed from the key when ``max_parallelism`` changes.
+  Subtasks own the key-group ranges Flink computes for ``parallelism``.
+* **Operator state** (list, union, broadcast), raw operator state, coordinator state: the source's
+  handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). Their
+  Parquet parts are not read. Raw keyed state (RocksDB with timers on the heap) is copied likewise
+  when key groups and parallelism do not change, and refused otherwise.
+
+Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (a part whose schema does
+not match, a key group outside the max parallelism or a key in the wrong key group, duplicate keys of a
+value or map state, duplicate list indexes, missing raw bytes) and nothing is published.
+
+Memory: the entries of one operator are held in memory while its subtasks are written.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from repair.errors import FormatError, RepairError, UsageError
+from repair.formats.flink.backend_meta import KeyedBackendMeta, StateMetaInfo, decode_keyed_backend_meta
+from repair.formats.flink.full_snapshot.canonical_writer import (
+    Entry,
+    composite_key,
+    encode_key_group_stream,
+    key_group_prefix,
+    list_value,
+    uncompressed_meta,
+)
+from repair.formats.flink.handles import (
+    ByteStreamHandle,
+    HandleType,
+    IncrementalKeyedHandle,
+    KeyGroupRange,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+    RelativeFileHandle,
+)
+from repair.formats.flink.key_hash import key_group_of, key_hasher
+from repair.formats.flink.keygroups import (
+    UPPER_BOUND_MAX_PARALLELISM,
+    key_group_prefix_bytes,
+    key_group_range_for_operator,
+)
+from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
+from repair.formats.flink.savepoint_properties import savepoint_trailer
+from repair.formats.flink.values import Timer, decoder_for
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.resolved import read_resolved
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.readers.full_snapshot import read_key_groups_meta_bytes
+
+__all__ = ["WriteSavepointResult", "write_savepoint"]
+
+EXPORT_FILE = "_export.json"
+METADATA_FILE = "_metadata"
+#: ``_export.json`` format versions this command reads.
+EXPORT_FORMAT_VERSIONS = (3,)
+#: Export sources whose rows are keyed state written into the key-group streams.
+KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed")
+#: Export sources carried by copying the source's handles (their Parquet is not read).
+COPIED_SOURCES = ("operator", "raw-keyed-timers")
+#: Metadata versions written (those Flink 1.11 to 2.x restore).
+METADATA_VERSIONS = (3, 4, 5, 6)
+#: The Parquet columns read, with the Arrow types an export writes them with.
+RAW_COLUMNS = {"key_group": pa.int32(), "list_index": pa.int32(), "key_raw": pa.binary(),
+               "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary()}
+
+
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass
+class WrittenState:
+    state: str
+    kind: str
+    #: Rows read from the Parquet parts, and the key/value entries they made (a list's rows make one).
+    rows: int = 0
+    entries: int = 0
+    parts: int = 0
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "kind": self.kind, "rows": self.rows, "entries": self.entries, "parts": self.parts}
+
+
+@dataclass
+class WrittenOperator:
+    operator_id: str
+    uid: str | None
+    parallelism: int
+    max_parallelism: int
+    #: ``keyed`` (key-group streams written from the export), ``copied`` (the source's handles only), ``empty``.
+    keyed: bool
+    states: list[WrittenState] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"operator_id": self.operator_id, "uid": self.uid, "parallelism": self.parallelism,
+                "max_parallelism": self.max_parallelism, "keyed": self.keyed,
+                "states": [s.to_json() for s in self.states], "copied": self.copied}
+
+
+@dataclass
+class WriteSavepointResult:
+    export: str
+    source_metadata: str
+    out: str
+    metadata_version: int
+    checkpoint_id: int
+    operators: list[WrittenOperator] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def metadata(self) -> str:
+        return st.join(self.out, METADATA_FILE)
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "export": self.export, "source_metadata": self.source_metadata, "out": self.out,
+                "metadata": self.metadata, "metadata_version": self.metadata_version, "savepoint_format": "canonical",
+                "checkpoint_id": self.checkpoint_id, "files": self.files,
+                "entries": sum(s.entries for op in self.operators for s in op.states),
+                "operators": [op.to_json() for op in self.operators]}
+
+
+# -- the operation -------------------------------------------------------------------------------
+
+
+def write_savepoint(
+    export_dir: str,
+    out: str,
+    *,
+    max_parallelism: int | None = None,
+    parallelism: int | None = None,
+    source: str | None = None,
+    storage: st.Storage | None = None,
+) -> WriteSavepointResult:
+    """Write the export in ``export_dir`` as a canonical savepoint in ``out`` (a new directory).
+
+    ``max_parallelism`` and ``parallelism`` (of every keyed operator; default: the source's) re-assign
+    key groups and subtasks; ``source`` is the checkpoint the export was made from when it is no longer
+    where ``_export.json`` says.
+    """
+    storage = storage or st.default_storage()
+    for name, value in (("max_parallelism", max_parallelism), ("parallelism", parallelism)):
+        if value is not None and not 0 < value <= UPPER_BOUND_MAX_PARALLELISM:
+            raise UsageError(f"{name} must be in 1..{UPPER_BOUND_MAX_PARALLELISM}, not {value}")
+    manifest = _read_manifest(storage, export_dir)
+    snapshot, inputs = _load_source(storage, manifest, source)
+    st.refuse_output_inside(out, {export_dir, *inputs})
+    metadata = snapshot.metadata
+    if metadata.version not in METADATA_VERSIONS:
+        raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
+                         f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
+    result = WriteSavepointResult(export_dir, snapshot.ref.metadata_uri, out, metadata.version, metadata.checkpoint_id)
+    exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
+    with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
+        writer = _Writer(storage, export_dir, snapshot, publisher, result)
+        operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
+                     for op in metadata.operators]
+        savepoint = CheckpointMetadata(metadata.version, metadata.checkpoint_id, list(metadata.master_states), operators,
+                                       trailer=savepoint_trailer(metadata.version), dialect=metadata.dialect)
+        publisher.write(METADATA_FILE, encode_metadata(savepoint))
+    return result
+
+
+def _read_manifest(storage: st.Storage, export_dir: str) -> dict:
+    uri = st.join(export_dir, EXPORT_FILE)
+    if storage.stat(uri) is None:
+        raise UsageError(f"{export_dir} is not an export: it has no {EXPORT_FILE}")
+    try:
+        manifest = json.loads(storage.read_bytes(uri, max_size=256 << 20))
+    except ValueError as error:
+        raise FormatError(EXPORT_FILE, 0, "JSON", "unreadable JSON", detail=str(error)).in_source(uri) from None
+    if not isinstance(manifest, dict) or manifest.get("format_version") not in EXPORT_FORMAT_VERSIONS:
+        found = manifest.get("format_version") if isinstance(manifest, dict) else type(manifest).__name__
+        raise FormatError("format_version", 0, f"one of {EXPORT_FORMAT_VERSIONS}", found).in_source(uri)
+    return manifest
+
+
+def _load_source(storage: st.Storage, manifest: dict, source: str | None) -> tuple[LoadedSnapshot, set[str]]:
+    """The snapshot the export was made from (``source``, else where ``_export.json`` says), and the
+    directories it reads from."""
+    where = source or manifest.get("source") or manifest.get("metadata")
+    layout = discover(where, storage)
+    refs = [ref for ref in layout.snapshots if ref.name == manifest.get("snapshot")] or layout.snapshots[-1:]
+    ref = refs[-1]
+    snapshot = load_snapshot(ref, layout.root, storage)
+    if snapshot.metadata.checkpoint_id != manifest.get("checkpoint_id"):
+        raise UsageError(f"{ref.metadata_uri} is checkpoint {snapshot.metadata.checkpoint_id}, but the export was made from "
+                         f"checkpoint {manifest.get('checkpoint_id')} ({manifest.get('metadata')})")
+    return snapshot, {layout.root or ref.directory, ref.directory}
+
+
+class _Writer:
+    """Writes the operators of one savepoint into ``publisher``."""
+
+    def __init__(self, storage: st.Storage, export_dir: str, snapshot: LoadedSnapshot, publisher: st.DirectoryPublisher,
+                 result: WriteSavepointResult):
+        self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
+
+    def operator(self, op: OperatorState, exported: dict | None, max_parallelism: int | None, parallelism: int | None) -> OperatorState:
+        keyed = [sub for sub in op.subtasks if sub.managed_keyed_state is not None]
+        new_max = max_parallelism or op.max_parallelism
+        new_parallelism = (parallelism or op.parallelism) if keyed else op.parallelism
+        label = op.operator_uid or op.operator_id
+        if new_max < new_parallelism:
+            raise UsageError(f"operator {label}: max parallelism {new_max} is smaller than its parallelism {new_parallelism}")
+        rescaled = (new_max, new_parallelism) != (op.max_parallelism, op.parallelism)
+        written = WrittenOperator(op.operator_id, op.operator_uid, new_parallelism, new_max, bool(keyed))
+        self.result.operators.append(written)
+        subtasks = {index: SubtaskState(index) for index in range(new_parallelism)}
+        for sub in op.subtasks:
+            if sub.finished:
+                raise UsageError(f"operator {label}: subtask {sub.index} finished; savepoints of finished subtasks are not written")
+            for slot in ("managed_operator_state", "raw_operator_state", "raw_keyed_state"):
+                handle = getattr(sub, slot)
+                if handle is None:
+                    continue
+                if slot == "raw_keyed_state" and rescaled:
+                    raise UsageError(f"operator {label}: raw keyed state (timers on the heap, or an operator's own) "
+                                     f"cannot be re-assigned to new key groups or subtasks")
+                if sub.index >= new_parallelism:
+                    raise UsageError(f"operator {label}: subtask {sub.index} holds {slot.replace('_', ' ')}, "
+                                     f"which parallelism {new_parallelism} would drop")
+                setattr(subtasks[sub.index], slot, self._copied(handle, f"{op.operator_id}-{sub.index}-{slot}"))
+                written.copied.append(f"{sub.index}/{slot}")
+        if keyed:
+            if exported is None:
+                raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
+            meta = self._keyed_meta(op, keyed)
+            ranges = [KeyGroupRange(start, end - start + 1) for start, end in
+                      (key_group_range_for_operator(new_max, new_parallelism, i) for i in range(new_parallelism))]
+            entries = self._keyed_entries(op, exported, meta, written, op.max_parallelism, new_max)
+            for index, key_groups in enumerate(ranges):
+                mine = entries[key_groups.start : key_groups.end + 1]
+                stream, offsets = encode_key_group_stream(
+                    uncompressed_meta(meta[0]), key_groups, (entry for group in mine for entry in group))
+                name = f"keyed-{op.operator_id}-{index}"
+                self.publisher.write(name, stream)
+                self.result.files += 1
+                subtasks[index].managed_keyed_state = KeyGroupsHandle(
+                    HandleType.SAVEPOINT_KEY_GROUPS, key_groups, offsets, RelativeFileHandle(name, len(stream)))
+        coordinator = op.coordinator_state
+        if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):  # pragma: no cover - always inline
+            raise UsageError(f"operator {label}: coordinator state that is not inline")
+        kept = [subtasks[i] for i in sorted(subtasks) if any(True for _ in subtasks[i].handles())]
+        return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
+
+    # -- copies of the source's handles ------------------------------------------------------------
+    def _copied(self, handle, name: str):
+        """``handle`` (operator state or raw keyed state) with its bytes inline as they were, or copied
+        into a file of the savepoint behind a relative handle."""
+        delegate = handle.delegate
+        if isinstance(delegate, KeyGroupsHandle) or delegate is None:
+            raise UsageError(f"{name}: a handle without a stream of bytes cannot be copied")
+        if not isinstance(delegate, ByteStreamHandle):
+            resolved = self.snapshot.resolver.resolve(delegate)
+            data = read_resolved(self.storage, resolved)
+            self.publisher.write(name, data)
+            self.result.files += 1
+            delegate = RelativeFileHandle(name, len(data))
+        if isinstance(handle, OperatorStateHandle):
+            return OperatorStateHandle(HandleType.OPERATOR_STATE, handle.states, delegate)
+        if isinstance(handle, KeyGroupsHandle):
+            return KeyGroupsHandle(HandleType.KEY_GROUPS, handle.key_groups, list(handle.offsets), delegate)
+        raise UsageError(f"{name}: a {type(handle).__name__} cannot be copied into a savepoint")
+
+    # -- keyed state -------------------------------------------------------------------------------
+    def _keyed_meta(self, op: OperatorState, subtasks: list[SubtaskState]) -> tuple[bytes, KeyedBackendMeta]:
+        """The source's keyed backend meta data (of its first keyed subtask), bytes and decoded; every
+        subtask must register the same states."""
+        found: list[tuple[bytes, KeyedBackendMeta]] = []
+        for sub in subtasks:
+            handle = sub.managed_keyed_state
+            if isinstance(handle, IncrementalKeyedHandle):
+                resolved = self.snapshot.resolver.resolve(handle.meta)
+                data = read_resolved(self.storage, resolved)
+            elif isinstance(handle, KeyGroupsHandle):
+                data = read_key_groups_meta_bytes(self.snapshot, self.storage, handle)
+            else:
+                raise UsageError(f"operator {op.operator_uid or op.operator_id}: keyed state in a {type(handle).__name__} "
+                                 f"(a changelog checkpoint?) cannot be written back yet")
+            meta = decode_keyed_backend_meta(data)
+            if not meta.complete:
+                raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems)).in_source(
+                    f"operator {op.operator_id}, subtask {sub.index}")
+            found.append((data[: meta.end_offset], meta))
+        names = [[s.name for s in meta.states] for _, meta in found]
+        if any(n != names[0] for n in names):
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: its subtasks register different states "
+                             f"({'; '.join(sorted({', '.join(n) for n in names}))}); not written")
+        return found[0]
+
+    def _keyed_entries(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta], written: WrittenOperator,
+                       old_max: int, new_max: int) -> list[list[Entry]]:
+        """The entries of every key group (index = key group), each key group's sorted."""
+        decoded = meta[1]
+        states = {s["state"]: s for s in exported.get("states", [])}
+        by_group: list[list[Entry]] = [[] for _ in range(new_max)]
+        for state_id, info in enumerate(decoded.states):
+            entry = states.get(info.name)
+            if entry is None:
+                raise UsageError(f"operator {op.operator_uid or op.operator_id}: state {info.name!r} is registered in the "
+                                 f"source but not in the export")
+            if entry.get("source") not in KEYED_SOURCES:
+                raise UsageError(f"operator {op.operator_id}: state {info.name!r} was exported from "
+                                 f"{entry.get('source')!r}, not from keyed state")
+            state = WrittenState(info.name, info.kind)
+            written.states.append(state)
+            builder = _StateEntries(info, decoded.key_serializer, state_id, old_max, new_max)
+            for part in self._parts(entry["path"]):
+                state.parts += 1
+                for where, row in _part_rows(self.storage, part):
+                    state.rows += 1
+                    builder.add(row, where)
+            for entry_ in builder.entries():
+                by_group[entry_.key_group].append(entry_)
+                state.entries += 1
+        for group in by_group:
+            group.sort()
+        return by_group
+
+    def _parts(self, path: str) -> list[str]:
+        directory = st.resolve_within(self.export_dir, path)
+        if self.storage.stat(directory) is None:
+            return []
+        return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
+
+
+def _part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The rows of one Parquet part (``where``: file and row number for errors), its schema checked."""
+    location = st.parse_location(uri)
+    try:
+        parquet = pq.ParquetFile(location.fs_path, filesystem=storage.filesystem(location))
+    except (OSError, pa.ArrowException) as error:
+        raise FormatError("Parquet part", 0, "a Parquet file", "unreadable", detail=str(error)).in_source(uri) from None
+    schema = parquet.schema_arrow
+    for name, arrow in RAW_COLUMNS.items():
+        index = schema.get_field_index(name)
+        if index < 0 or schema.field(index).type != arrow:
+            found = "no such column" if index < 0 else str(schema.field(index).type)
+            raise FormatError(f"column {name!r}", 0, f"{arrow} (the export's schema)", found).in_source(uri)
+    number = 0
+    for batch in parquet.iter_batches(columns=list(RAW_COLUMNS)):
+        for row in batch.to_pylist():
+            yield f"{uri}, row {number}", row
+            number += 1
+
+
+class _StateEntries:
+    """Collects one state's rows into key/value entries (a list's rows into one entry per key and
+    namespace), checking key groups and duplicates."""
+
+    def __init__(self, info: StateMetaInfo, key_serializer, state_id: int, old_max: int, new_max: int):
+        self.info, self.state_id, self.kind = info, state_id, info.kind
+        self.old_max, self.new_max = old_max, new_max
+        self.prefix_bytes = key_group_prefix_bytes(new_max)
+        self.hasher = key_hasher(key_serializer)
+        self.key_decoder = decoder_for(key_serializer)
+        if self.kind == "priority-queue":
+            self.timer = decoder_for(info.serializer("VALUE_SERIALIZER"))
+            self.suffixes = False
+        else:
+            namespace = decoder_for(info.serializer("NAMESPACE_SERIALIZER"))
+            self.suffixes = self.key_decoder.is_variable_length and namespace.is_variable_length
+        if self.hasher is None and old_max != new_max:
+            raise UsageError(f"state {info.name!r}: the key type ({key_serializer.class_name if key_serializer else 'unknown'}) has "
+                             f"a hashCode this tool cannot compute, so its key groups for max parallelism {new_max} are unknown")
+        self._values: dict[bytes, tuple[int, bytes, str]] = {}
+        self._lists: dict[bytes, tuple[int, dict[int, bytes], str]] = defaultdict(lambda: (0, {}, ""))
+
+    def _required(self, row: dict, column: str, where: str) -> bytes:
+        value = row[column]
+        if value is None:
+            raise FormatError(column, 0, "the raw bytes of the row", "null").in_source(where)
+        return value
+
+    def _key_group(self, row: dict, key_raw: bytes, where: str) -> int:
+        """The row's key group for the new max parallelism: recomputed from the key when its hash is
+        known (and, with an unchanged max parallelism, checked against the row's), else the row's."""
+        recorded = row["key_group"]
+        if self.hasher is None:
+            if recorded is None or not 0 <= recorded < self.new_max:
+                raise FormatError("key_group", 0, f"a key group in 0..{self.new_max - 1}", recorded).in_source(where)
+            return recorded
+        try:
+            if self.kind == "priority-queue":
+                timer: Timer = self.timer.decode_all(key_raw, 0, "timer")
+                key = timer.key
+            else:
+                key = self.key_decoder.decode_all(key_raw, 0, "key")
+        except RepairError as error:
+            raise error.in_source(where) from None
+        group = key_group_of(self.hasher, key, self.new_max)
+        if self.old_max == self.new_max and recorded != group:
+            raise FormatError("key_group", 0, f"{group} (the key group of key {key!r})", recorded).in_source(where)
+        return group
+
+    def add(self, row: dict, where: str) -> None:
+        key_raw = self._required(row, "key_raw", where)
+        group = self._key_group(row, key_raw, where)
+        prefix = key_group_prefix(group, self.prefix_bytes)
+        if self.kind == "priority-queue":
+            self._value(prefix + key_raw, group, b"", where)
+            return
+        namespace_raw = self._required(row, "namespace_raw", where)
+        user_key = self._required(row, "user_key_raw", where) if self.kind == "map" else None
+        key = composite_key(prefix, key_raw, namespace_raw, user_key, suffixes=self.suffixes)
+        value = self._required(row, "value_raw", where)
+        if self.kind != "list":
+            self._value(key, group, value, where)
+            return
+        index = row["list_index"]
+        if index is None:
+            raise FormatError("list_index", 0, "the element's index in its list", "null").in_source(where)
+        _, elements, first = self._lists[key]
+        if index in elements:
+            raise FormatError("list_index", 0, "one element per index of a list", f"index {index} again "
+                              f"(first at {first})").in_source(where)
+        elements[index] = value
+        self._lists[key] = (group, elements, first or where)
+
+    def _value(self, key: bytes, group: int, value: bytes, where: str) -> None:
+        if key in self._values:
+            what = "timer" if self.kind == "priority-queue" else "key"
+            raise FormatError(f"{what} of state {self.info.name!r}", 0, f"one row per {what}",
+                              f"a duplicate of {self._values[key][2]}").in_source(where)
+        self._values[key] = (group, value, where)
+
+    def entries(self) -> Iterator[Entry]:
+        for key, (group, value, _) in self._values.items():
+            yield Entry(group, self.state_id, key, value)
+        for key, (group, elements, _) in self._lists.items():
+            yield Entry(group, self.state_id, key, list_value(elements[i] for i in sorted(elements)))
