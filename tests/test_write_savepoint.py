@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import shutil
 from pathlib import Path
+from urllib.parse import quote
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -23,6 +24,8 @@ from repair.formats.flink.backend_meta import decode_keyed_backend_meta
 from repair.formats.flink.full_snapshot.canonical import iter_key_group_entries
 from repair.formats.flink.full_snapshot.canonical_writer import Entry, encode_key_group_stream, uncompressed_meta
 from repair.formats.flink.handles import ByteStreamHandle, HandleType
+from repair.formats.flink.key_hash import key_group_of
+from repair.formats.flink.keygroups import java_long_hash, operator_id_for_uid
 from repair.formats.flink.metadata import decode_metadata
 from repair.formats.flink.savepoint_properties import CANONICAL_SAVEPOINT_PROPERTIES
 from repair.ops.export.job import export
@@ -170,6 +173,125 @@ def test_the_cli_writes_and_prints_the_json(default_export, tmp_path, capsys):
     assert main(["write-savepoint", str(default_export), "--out", str(tmp_path / "sp")]) == 2  # exists
 
 
+# -- values changed in the Parquet --------------------------------------------------------------------------
+
+PER_USER, PER_ACCOUNT, PER_TYPE = (operator_id_for_uid(uid) for uid in ("per-user", "per-account", "per-type"))
+
+
+def _edit(export_dir: Path, operator: str, state: str, change) -> None:
+    """``change(rows)`` on the rows (dicts) of every part of a state; the parts keep their schema."""
+    for part in sorted((export_dir / f"operator={operator}" / f"state={quote(state, safe='')}").glob("*.parquet")):
+        table = pq.read_table(part)
+        rows = table.to_pylist()
+        rows = change(rows, int(part.stem.rpartition("-")[2])) or rows
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
+
+
+def _changed_export(default_export: Path, tmp_path: Path) -> tuple[Path, dict]:
+    """A copy of the export with values changed the way a user would with pyarrow or pandas (decoded
+    columns changed, their raw bytes left stale or set to null, a list element added), and
+    ``expected.json`` changed the same way."""
+    copy = _copy_export(default_export, tmp_path)
+    expected = json.loads((FIXTURES / DEFAULT / "expected.json").read_text())
+    keyed = expected["keyed"]
+
+    def balance(rows, subtask):  # Long value: the raw bytes stale in subtask 0, null in subtask 1
+        for row in rows:
+            row["value"] += 1000
+            if subtask == 1:
+                row["value_raw"] = None
+
+    def last_tag(rows, subtask):  # String value, raw null
+        for row in rows:
+            row["value"], row["value_raw"] = f"changed-{row['key']}-ü😀", None
+
+    def recent_tag(rows, subtask):  # TTL String value: the TTL timestamp kept, the value changed
+        for row in rows:
+            row["value"] = row["value"] + "!"
+
+    def amount_by_tag(rows, subtask):  # map values (Long), raw stale
+        for row in rows:
+            row["value"] = -row["value"]
+
+    def positive(rows, subtask):  # Boolean, raw stale
+        for row in rows:
+            row["value"] = not row["value"]
+
+    def tags(rows, subtask):  # a list element added to user "a" (raw columns null)
+        mine = [row for row in rows if row["key"] == "a"]
+        if mine:
+            last = max(mine, key=lambda row: row["list_index"])
+            rows.append({**last, "list_index": last["list_index"] + 1, "value": "added", "value_raw": None,
+                         "key_raw": None, "namespace_raw": None, "key_group": None})
+
+    for operator, state, change in [(PER_ACCOUNT, "balance", balance), (PER_USER, "last-tag", last_tag),
+                                    (PER_USER, "recent-tag", recent_tag), (PER_USER, "amount-by-tag", amount_by_tag),
+                                    (PER_TYPE, "positive", positive), (PER_USER, "tags", tags)]:
+        _edit(copy, operator, state, change)
+    for account in keyed["per-account"].values():
+        if "balance" in account:
+            account["balance"] += 1000
+    for user, states in keyed["per-user"].items():
+        if "last-tag" in states:
+            states["last-tag"] = f"changed-{user}-ü😀"
+        if "recent-tag" in states:
+            states["recent-tag"] += "!"
+        if "amount-by-tag" in states:
+            states["amount-by-tag"] = {tag: -amount for tag, amount in states["amount-by-tag"].items()}
+    keyed["per-user"]["a"]["tags"].append("added")
+    for states in keyed["per-type"].values():
+        if "positive" in states:
+            states["positive"] = not states["positive"]
+    return copy, expected
+
+
+def test_changed_values_are_encoded_and_export_back_as_changed(default_export, tmp_path, read_only_guard):
+    changed, expected = _changed_export(default_export, tmp_path)
+    read_only_guard(changed)
+    result = write_savepoint(str(changed), str(tmp_path / "sp"))
+    encoded = {(op.operator_id, s.state): s.encoded for op in result.operators for s in op.states if s.encoded}
+    assert encoded[(PER_ACCOUNT, "balance")] == {"value_raw": 16}
+    assert encoded[(PER_USER, "tags")] == {"key_raw": 1, "namespace_raw": 1, "value_raw": 1}
+    assert set(encoded) == {(PER_ACCOUNT, "balance"), (PER_USER, "last-tag"), (PER_USER, "recent-tag"),
+                            (PER_USER, "amount-by-tag"), (PER_TYPE, "positive"), (PER_USER, "tags")}
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    again = {row["key"]: row["value"] for row in pq.read_table(
+        tmp_path / "again" / f"operator={PER_ACCOUNT}" / "state=balance").to_pylist()}
+    assert again == {int(key): states["balance"] for key, states in expected["keyed"]["per-account"].items() if "balance" in states}
+    tags = sorted((row["list_index"], row["value"]) for row in pq.read_table(
+        tmp_path / "again" / f"operator={PER_USER}" / "state=tags").to_pylist() if row["key"] == "a")
+    assert [value for _, value in tags] == expected["keyed"]["per-user"]["a"]["tags"]
+    # and unchanged states keep their bytes: the changed savepoint's export differs only where edited
+    assert {k for k, v in _rows(tmp_path / "again").items() if v != _rows(default_export)[k]} == set(encoded)
+
+
+def test_a_new_key_goes_to_the_key_group_of_its_key(default_export, tmp_path):
+    copy = _copy_export(default_export, tmp_path)
+
+    def add(rows, subtask):
+        if subtask == 0:
+            rows.append({**rows[0], "key": 123456789, "value": 5, "key_raw": None, "value_raw": None, "key_group": None})
+
+    _edit(copy, PER_ACCOUNT, "balance", add)
+    write_savepoint(str(copy), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    rows = pq.read_table(tmp_path / "again" / f"operator={PER_ACCOUNT}" / "state=balance").to_pylist()
+    new = [row for row in rows if row["key"] == 123456789]
+    assert [(row["value"], row["key_group"]) for row in new] == [(5, key_group_of(java_long_hash, 123456789, 256))]
+
+
+def test_a_value_the_serializer_cannot_write_names_file_and_row(default_export, tmp_path):
+    copy = _copy_export(default_export, tmp_path)
+
+    def too_big(rows, subtask):
+        if subtask == 1:
+            rows[3]["value"], rows[3]["value_raw"] = None, None
+
+    _edit(copy, PER_ACCOUNT, "balance", too_big)
+    error = _fails(copy, tmp_path, "remove the row")
+    assert f"{_part(copy, 'balance')}, row 3" in str(error)
+
+
 # -- bad input: a clear error naming file and row, and no output ----------------------------------------
 
 
@@ -256,6 +378,19 @@ def _restore(savepoint: Path, name: str, parallelism: int, max_parallelism: int 
     restored = restore_state(info["flink_version"], savepoint, state_model.read_records(FIXTURES / name / "records.tsv"),
                              parallelism=parallelism, max_parallelism=max_parallelism)
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
+    assert restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == expected["operator"]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_values_changed_in_the_parquet(default_export, tmp_path):
+    changed, expected = _changed_export(default_export, tmp_path)
+    write_savepoint(str(changed), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
+    from fixtures import state_model
+    from fixtures.restore import restore_state
+
+    restored = restore_state("1.20.3", tmp_path / "sp", state_model.read_records(FIXTURES / DEFAULT / "records.tsv"),
+                             parallelism=3, max_parallelism=256)
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
 

@@ -66,7 +66,9 @@ from repair.formats.flink.keygroups import (
     key_group_range_for_operator,
 )
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
+from repair.formats.flink.row_codecs import RowColumn, row_columns, same_value
 from repair.formats.flink.savepoint_properties import savepoint_trailer
+from repair.formats.flink.value_encoders import EncodeError
 from repair.formats.flink.values import Timer, decoder_for
 from repair.io import storage as st
 from repair.io.layout import discover
@@ -89,6 +91,8 @@ METADATA_VERSIONS = (3, 4, 5, 6)
 #: The Parquet columns read, with the Arrow types an export writes them with.
 RAW_COLUMNS = {"key_group": pa.int32(), "list_index": pa.int32(), "key_raw": pa.binary(),
                "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary()}
+#: The decoded columns read where a part has them (raw bytes are encoded from them where absent or stale).
+DECODED_COLUMNS = ("key", "namespace", "user_key", "value", "ttl_timestamp", "timestamp")
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -102,9 +106,12 @@ class WrittenState:
     rows: int = 0
     entries: int = 0
     parts: int = 0
+    #: Raw columns written from their decoded column (raw bytes null, or stale), per column.
+    encoded: dict[str, int] = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"state": self.state, "kind": self.kind, "rows": self.rows, "entries": self.entries, "parts": self.parts}
+        return {"state": self.state, "kind": self.kind, "rows": self.rows, "entries": self.entries, "parts": self.parts,
+                "encoded": dict(sorted(self.encoded.items()))}
 
 
 @dataclass
@@ -344,6 +351,7 @@ class _Writer:
             for entry_ in builder.entries():
                 by_group[entry_.key_group].append(entry_)
                 state.entries += 1
+            state.encoded = builder.encoded
         for group in by_group:
             group.sort()
         return by_group
@@ -356,7 +364,8 @@ class _Writer:
 
 
 def _part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, Any]]]:
-    """The rows of one Parquet part (``where``: file and row number for errors), its schema checked."""
+    """The rows of one Parquet part (``where``: file and row number for errors), its schema checked.
+    Decoded columns the part lacks, or holds as JSON text, are None in the rows."""
     location = st.parse_location(uri)
     try:
         parquet = pq.ParquetFile(location.fs_path, filesystem=storage.filesystem(location))
@@ -368,8 +377,10 @@ def _part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, A
         if index < 0 or schema.field(index).type != arrow:
             found = "no such column" if index < 0 else str(schema.field(index).type)
             raise FormatError(f"column {name!r}", 0, f"{arrow} (the export's schema)", found).in_source(uri)
+    decoded = [name for name in DECODED_COLUMNS if schema.get_field_index(name) >= 0
+               and (schema.field(name).metadata or {}).get(b"repair.encoding") != b"json"]
     number = 0
-    for batch in parquet.iter_batches(columns=list(RAW_COLUMNS)):
+    for batch in parquet.iter_batches(columns=[*RAW_COLUMNS, *decoded]):
         for row in batch.to_pylist():
             yield f"{uri}, row {number}", row
             number += 1
@@ -377,64 +388,89 @@ def _part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, A
 
 class _StateEntries:
     """Collects one state's rows into key/value entries (a list's rows into one entry per key and
-    namespace), checking key groups and duplicates."""
+    namespace), checking key groups and duplicates.
+
+    Each raw column is taken as it is unless its decoded column says otherwise: where the raw bytes are
+    null, or decode to another value than the decoded column holds (changed by the user), the decoded
+    value is encoded (:mod:`repair.formats.flink.value_encoders`). A null decoded column means "not
+    given": the raw bytes are kept."""
 
     def __init__(self, info: StateMetaInfo, key_serializer, state_id: int, old_max: int, new_max: int):
         self.info, self.state_id, self.kind = info, state_id, info.kind
         self.old_max, self.new_max = old_max, new_max
         self.prefix_bytes = key_group_prefix_bytes(new_max)
         self.hasher = key_hasher(key_serializer)
-        self.key_decoder = decoder_for(key_serializer)
-        if self.kind == "priority-queue":
-            self.timer = decoder_for(info.serializer("VALUE_SERIALIZER"))
-            self.suffixes = False
-        else:
-            namespace = decoder_for(info.serializer("NAMESPACE_SERIALIZER"))
-            self.suffixes = self.key_decoder.is_variable_length and namespace.is_variable_length
+        self.columns = row_columns(info, key_serializer)
+        self.suffixes = self.kind != "priority-queue" and decoder_for(key_serializer).is_variable_length and decoder_for(
+            info.serializer("NAMESPACE_SERIALIZER")).is_variable_length
         if self.hasher is None and old_max != new_max:
             raise UsageError(f"state {info.name!r}: the key type ({key_serializer.class_name if key_serializer else 'unknown'}) has "
                              f"a hashCode this tool cannot compute, so its key groups for max parallelism {new_max} are unknown")
         self._values: dict[bytes, tuple[int, bytes, str]] = {}
         self._lists: dict[bytes, tuple[int, dict[int, bytes], str]] = defaultdict(lambda: (0, {}, ""))
+        #: Raw columns written from their decoded column, per column.
+        self.encoded: dict[str, int] = {}
 
-    def _required(self, row: dict, column: str, where: str) -> bytes:
-        value = row[column]
-        if value is None:
-            raise FormatError(column, 0, "the raw bytes of the row", "null").in_source(where)
-        return value
+    def _bytes(self, row: dict, name: str, where: str) -> tuple[bytes, Any, bool]:
+        """The bytes of raw column ``name`` of ``row``, the value they hold (None when not decoded), and
+        whether they were encoded from the decoded column."""
+        column: RowColumn = self.columns[name]
+        raw = row[column.raw]
+        wanted = column.compose(row) if column.encode is not None else None
+        if raw is not None:
+            if wanted is None:
+                return raw, None, False
+            try:
+                current = column.decode(raw)
+            except RepairError:
+                current = _UNDECODABLE
+            if same_value(current, wanted):
+                return raw, current, False
+        elif column.encode is None:
+            raise FormatError(column.raw, 0, "the raw bytes of the row", "null (no encoder for its serializer)").in_source(where)
+        elif wanted is None and (name == "key" or (name == "value" and self.kind != "map")):
+            what = "a key" if name == "key" else "a value (remove the row to clear the state)"
+            raise FormatError(name, 0, what, f"null, and {column.raw} is null too").in_source(where)
+        try:
+            data = column.encode(wanted)  # null: a void namespace, or a map entry's null value
+        except EncodeError as error:
+            raise FormatError(name, 0, "a value the state's serializer writes", repr(wanted), detail=str(error)).in_source(where) from None
+        self.encoded[column.raw] = self.encoded.get(column.raw, 0) + 1
+        return data, wanted, True
 
-    def _key_group(self, row: dict, key_raw: bytes, where: str) -> int:
-        """The row's key group for the new max parallelism: recomputed from the key when its hash is
-        known (and, with an unchanged max parallelism, checked against the row's), else the row's."""
+    def _key_group(self, row: dict, key: Any, key_raw: bytes, changed: bool, where: str) -> int:
+        """The row's key group for the new max parallelism: computed from the key when its hash is known
+        (and, for an unchanged key and max parallelism, checked against the row's), else the row's."""
         recorded = row["key_group"]
         if self.hasher is None:
+            if changed:
+                raise FormatError("key", 0, "an unchanged key (its hashCode, so its key group, is unknown)", "a changed key").in_source(where)
             if recorded is None or not 0 <= recorded < self.new_max:
                 raise FormatError("key_group", 0, f"a key group in 0..{self.new_max - 1}", recorded).in_source(where)
             return recorded
-        try:
-            if self.kind == "priority-queue":
-                timer: Timer = self.timer.decode_all(key_raw, 0, "timer")
-                key = timer.key
-            else:
-                key = self.key_decoder.decode_all(key_raw, 0, "key")
-        except RepairError as error:
-            raise error.in_source(where) from None
+        if key is None:
+            try:
+                key = self.columns["key"].decode(key_raw)
+            except RepairError as error:
+                raise error.in_source(where) from None
+        if isinstance(key, Timer):
+            key = key.key
         group = key_group_of(self.hasher, key, self.new_max)
-        if self.old_max == self.new_max and recorded != group:
+        if self.old_max == self.new_max and not changed and recorded != group:
             raise FormatError("key_group", 0, f"{group} (the key group of key {key!r})", recorded).in_source(where)
         return group
 
     def add(self, row: dict, where: str) -> None:
-        key_raw = self._required(row, "key_raw", where)
-        group = self._key_group(row, key_raw, where)
+        key_raw, key, changed = self._bytes(row, "key", where)
+        group = self._key_group(row, key, key_raw, changed, where)
         prefix = key_group_prefix(group, self.prefix_bytes)
         if self.kind == "priority-queue":
             self._value(prefix + key_raw, group, b"", where)
             return
-        namespace_raw = self._required(row, "namespace_raw", where)
-        user_key = self._required(row, "user_key_raw", where) if self.kind == "map" else None
+        namespace_raw = self._bytes(row, "namespace", where)[0]
+        user_key = self._bytes(row, "user_key", where)[0] if self.kind == "map" else None
         key = composite_key(prefix, key_raw, namespace_raw, user_key, suffixes=self.suffixes)
-        value = self._required(row, "value_raw", where)
+        value = self._bytes(row, "value", where)[0]
         if self.kind != "list":
             self._value(key, group, value, where)
             return
@@ -460,3 +496,7 @@ class _StateEntries:
             yield Entry(group, self.state_id, key, value)
         for key, (group, elements, _) in self._lists.items():
             yield Entry(group, self.state_id, key, list_value(elements[i] for i in sorted(elements)))
+
+
+#: What raw bytes that do not decode are compared as (equal to no value).
+_UNDECODABLE = object()
