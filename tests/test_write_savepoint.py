@@ -371,12 +371,14 @@ def test_changelog_checkpoints_are_refused_clearly(tmp_path):
 
 
 def _restore(savepoint: Path, name: str, parallelism: int, max_parallelism: int | None = None) -> None:
+    """Real Flink (the fixture's version and state backend) restores ``savepoint`` with ``expected.json``."""
     from fixtures import state_model
     from fixtures.restore import restore_state
 
     info = fixture_info(FIXTURES / name)
     restored = restore_state(info["flink_version"], savepoint, state_model.read_records(FIXTURES / name / "records.tsv"),
-                             parallelism=parallelism, max_parallelism=max_parallelism)
+                             parallelism=parallelism, max_parallelism=max_parallelism,
+                             state_backend=info["spec"]["state_backend"], extra_conf=info["spec"]["extra"])
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
@@ -407,3 +409,16 @@ def test_real_flink_restores_the_written_savepoint(default_export, tmp_path, max
         source = tmp_path / "export-300"
     write_savepoint(str(source), str(tmp_path / "sp"), max_parallelism=max_parallelism, parallelism=parallelism)
     _restore(tmp_path / "sp", DEFAULT, parallelism or 2, max_parallelism)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name, max_parallelism, parallelism", [
+    ("flink-2.3-default", 300, 3),  # RocksDB, the newest release, rescaled
+    ("flink-2.0-p3-mp300", 128, 2),  # max parallelism 300 -> 128
+    ("flink-2.1-heap-p3-snappy", 256, 2),  # the heap backend (compressed snapshots) restoring the canonical savepoint
+    ("flink-1.20-rocksdb-heap-timers", None, None),  # timers in raw keyed state, copied
+])
+def test_real_flink_restores_the_written_savepoint_of_other_fixtures(name, max_parallelism, parallelism, tmp_path):
+    export(str(_root(name)), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"), max_parallelism=max_parallelism, parallelism=parallelism)
+    _restore(tmp_path / "sp", name, parallelism or fixture_info(FIXTURES / name)["parallelism"], max_parallelism)
