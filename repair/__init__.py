@@ -39,6 +39,7 @@ _EXPORTS = {
     "read_state": "repair.ops.export.scan",
     "iter_state_batches": "repair.ops.export.scan",
     "write_savepoint": "repair.ops.write_savepoint",
+    "edit": "repair.ops.edit",
     "diagnose": "repair.ops.diagnose.incidents",
     "doctor": "repair.ops.doctor.lint",
     # their results
@@ -51,6 +52,7 @@ _EXPORTS = {
     "RebuildDbResult": "repair.ops.rebuild.db",
     "ExportResult": "repair.ops.export.job",
     "WriteSavepointResult": "repair.ops.write_savepoint",
+    "EditResult": "repair.ops.edit",
     "DiagnoseResult": "repair.ops.diagnose.incidents",
     "DoctorResult": "repair.ops.doctor.lint",
     # findings, errors, storage
@@ -87,6 +89,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.io.options import StorageOptions
     from repair.io.storage import Storage
     from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
+    from repair.ops.edit import EditResult, edit
     from repair.ops.doctor.lint import DoctorResult, doctor
     from repair.ops.export.job import ExportResult, export
     from repair.ops.export.scan import iter_state_batches, read_state

@@ -232,6 +232,30 @@ def write_savepoint(
     _show(result, json_output, render_write_savepoint)
 
 
+@app.command()
+def edit(
+    checkpoint: str = typer.Argument(..., help="A chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    out: str = typer.Option(..., "--out", help="New root to create (must not exist or be empty); receives <chk-N or savepoint name>/_metadata."),
+    rename_uid: Optional[List[str]] = typer.Option(None, "--rename-uid", help="OLD=NEW: the operator with uid (or operator id) OLD gets uid NEW's operator id. Repeatable."),
+    drop_operator: Optional[List[str]] = typer.Option(None, "--drop-operator", help="Remove this operator's state (uid, name or operator id). Repeatable."),
+    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", help="UID/STATE: remove this operator state (list, union, broadcast) of the operator. Repeatable."),
+    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root (a self-contained snapshot)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Rename operator uids, drop operators or operator states: a new _metadata, every kept byte unchanged."""
+    from repair.cli.render import render_edit
+    from repair.ops.edit import edit as run_edit
+
+    renames = {}
+    for value in rename_uid or []:
+        old, equals, new = value.partition("=")
+        if not equals or not old or not new:
+            raise UsageError(f"--rename-uid takes OLD=NEW, not {value!r}")
+        renames[old] = new
+    result = run_edit(checkpoint, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
+    _show(result, json_output, render_edit, exit_code=0 if result.ok else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

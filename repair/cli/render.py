@@ -274,6 +274,13 @@ def render_write_savepoint(result) -> None:
     console.print(f"  restore with: flink run -s {parent(result.metadata)} ...", highlight=False, markup=False)
 
 
+def render_edit(result) -> None:
+    console = stdout()
+    for change in result.edits:
+        console.print(f"  {change.action}: {change.detail} (operator {change.operator_id})", highlight=False, markup=False)
+    render_relocate(result.written)
+
+
 def _render_unrepairable(result, headline: str) -> bool:
     """The problems that kept a rebuild from writing anything, and the hint; False when there are none."""
     if not result.unrepairable:
