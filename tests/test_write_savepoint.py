@@ -31,13 +31,13 @@ from repair.formats.flink.savepoint_properties import CANONICAL_SAVEPOINT_PROPER
 from repair.ops.export.job import export
 from repair.ops.write_savepoint import write_savepoint
 from tests import damage
-from tests.conftest import FIXTURES, FIXTURE_NAMES, fixture_info, logs_state_changes
+from tests.conftest import FIXTURES, FIXTURE_NAMES, fixture_info
 
 DEFAULT = "flink-1.20-default"
 CANONICAL = sorted(p for p in FIXTURES.glob("*/savepoints/*/_metadata")
                    if decode_metadata(p.read_bytes()).properties.savepoint_format == "CANONICAL")
-#: Fixtures whose keyed state write-savepoint writes back (the changelog ones are refused for now).
-WRITABLE = [name for name in FIXTURE_NAMES if not logs_state_changes(FIXTURES / name)]
+#: Fixtures whose keyed state write-savepoint writes back: every one.
+WRITABLE = FIXTURE_NAMES
 
 
 def _root(name: str) -> Path:
@@ -361,10 +361,13 @@ def test_the_output_may_not_be_inside_an_input(default_export, tmp_path):
         write_savepoint(str(default_export), str(default_export / "savepoint"))
 
 
-def test_changelog_checkpoints_are_refused_clearly(tmp_path):
-    name = next(n for n in FIXTURE_NAMES if logs_state_changes(FIXTURES / n))
-    export(str(_root(name)), str(tmp_path / "export"))
-    _fails(tmp_path / "export", tmp_path, "changelog")
+def test_a_state_the_source_does_not_register_is_refused(default_export, tmp_path):
+    copy = _copy_export(default_export, tmp_path)
+    manifest = json.loads((copy / "_export.json").read_text())
+    operator = next(op for op in manifest["operators"] if op["operator_id"] == PER_ACCOUNT)
+    operator["states"].append({**operator["states"][0], "state": "invented"})
+    (copy / "_export.json").write_text(json.dumps(manifest))
+    _fails(copy, tmp_path, "'invented' is in the export but not in the keyed meta data")
 
 
 # -- real Flink -------------------------------------------------------------------------------------------
@@ -417,6 +420,8 @@ def test_real_flink_restores_the_written_savepoint(default_export, tmp_path, max
     ("flink-2.0-p3-mp300", 128, 2),  # max parallelism 300 -> 128
     ("flink-2.1-heap-p3-snappy", 256, 2),  # the heap backend (compressed snapshots) restoring the canonical savepoint
     ("flink-1.20-rocksdb-heap-timers", None, None),  # timers in raw keyed state, copied
+    ("flink-1.20-changelog", 256, 3),  # the changelog state backend: materialized state with the changes applied
+    ("flink-2.3-heap-changelog", None, None),
 ])
 def test_real_flink_restores_the_written_savepoint_of_other_fixtures(name, max_parallelism, parallelism, tmp_path):
     export(str(_root(name)), str(tmp_path / "export"))

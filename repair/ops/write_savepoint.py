@@ -52,6 +52,7 @@ from repair.formats.flink.full_snapshot.canonical_writer import (
 )
 from repair.formats.flink.handles import (
     ByteStreamHandle,
+    ChangelogBackendHandle,
     HandleType,
     IncrementalKeyedHandle,
     KeyGroupRange,
@@ -83,7 +84,7 @@ METADATA_FILE = "_metadata"
 #: ``_export.json`` format versions this command reads.
 EXPORT_FORMAT_VERSIONS = (3,)
 #: Export sources whose rows are keyed state written into the key-group streams.
-KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed")
+KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed")
 #: Export sources carried by copying the source's handles (their Parquet is not read).
 COPIED_SOURCES = ("operator", "raw-keyed-timers")
 #: Metadata versions written (those Flink 1.11 to 2.x restore).
@@ -307,6 +308,10 @@ class _Writer:
         found: list[tuple[bytes, KeyedBackendMeta]] = []
         for sub in subtasks:
             handle = sub.managed_keyed_state
+            if isinstance(handle, ChangelogBackendHandle):  # the meta data of its materialized part
+                handle = next((h for h in handle.materialized if h is not None), None)
+                if handle is None:  # nothing materialized yet: the other subtasks tell
+                    continue
             if isinstance(handle, IncrementalKeyedHandle):
                 resolved = self.snapshot.resolver.resolve(handle.meta)
                 data = read_resolved(self.storage, resolved)
@@ -314,12 +319,15 @@ class _Writer:
                 data = read_key_groups_meta_bytes(self.snapshot, self.storage, handle)
             else:
                 raise UsageError(f"operator {op.operator_uid or op.operator_id}: keyed state in a {type(handle).__name__} "
-                                 f"(a changelog checkpoint?) cannot be written back yet")
+                                 f"cannot be written back")
             meta = decode_keyed_backend_meta(data)
             if not meta.complete:
                 raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems)).in_source(
                     f"operator {op.operator_id}, subtask {sub.index}")
             found.append((data[: meta.end_offset], meta))
+        if not found:
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: no subtask has materialized keyed state, whose "
+                             f"meta data a savepoint needs (a changelog checkpoint taken before the first materialization)")
         names = [[s.name for s in meta.states] for _, meta in found]
         if any(n != names[0] for n in names):
             raise UsageError(f"operator {op.operator_uid or op.operator_id}: its subtasks register different states "
@@ -331,6 +339,11 @@ class _Writer:
         """The entries of every key group (index = key group), each key group's sorted."""
         decoded = meta[1]
         states = {s["state"]: s for s in exported.get("states", [])}
+        unknown = sorted(name for name, s in states.items() if s.get("source") not in COPIED_SOURCES and decoded.state(name) is None)
+        if unknown:
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: state {', '.join(map(repr, unknown))} is in the export "
+                             f"but not in the keyed meta data of the source's subtasks (registered after their last "
+                             f"materialization?), so it has no serializers to write it with")
         by_group: list[list[Entry]] = [[] for _ in range(new_max)]
         for state_id, info in enumerate(decoded.states):
             entry = states.get(info.name)
