@@ -39,6 +39,7 @@ _EXPORTS = {
     "read_state": "repair.ops.export.scan",
     "iter_state_batches": "repair.ops.export.scan",
     "write_savepoint": "repair.ops.write_savepoint",
+    "rescale": "repair.ops.write_savepoint",
     "edit": "repair.ops.edit",
     "diagnose": "repair.ops.diagnose.incidents",
     "doctor": "repair.ops.doctor.lint",
@@ -100,4 +101,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.rebuild.db import RebuildDbResult, rebuild_db
     from repair.ops.relocate import RelocateResult, relocate
     from repair.ops.verify.engine import VerifyResult, verify
-    from repair.ops.write_savepoint import WriteSavepointResult, write_savepoint
+    from repair.ops.write_savepoint import WriteSavepointResult, rescale, write_savepoint

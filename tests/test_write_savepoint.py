@@ -166,6 +166,18 @@ def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_comput
     write_savepoint(str(tmp_path / "rescaled"), str(tmp_path / "again"))
 
 
+def test_rescale_is_export_and_write_savepoint_in_one(default_export, tmp_path, read_only_guard):
+    from repair.ops.write_savepoint import rescale
+
+    result = rescale(str(read_only_guard(_root(DEFAULT))), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
+    assert result.export is None and result.to_json()["export"] is None
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    assert _rows(tmp_path / "again", drop=("key_group",)) == _rows(default_export, drop=("key_group",))
+    assert decode_metadata((tmp_path / "sp" / "_metadata").read_bytes()).operators[0].max_parallelism == 256
+    with pytest.raises(UsageError, match="needs a new max parallelism"):
+        rescale(str(_root(DEFAULT)), str(tmp_path / "other"))
+
+
 def test_the_cli_writes_and_prints_the_json(default_export, tmp_path, capsys):
     assert main(["write-savepoint", str(default_export), "--out", str(tmp_path / "sp"), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
@@ -385,6 +397,14 @@ def _restore(savepoint: Path, name: str, parallelism: int, max_parallelism: int 
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_a_rescaled_checkpoint(tmp_path):
+    from repair.ops.write_savepoint import rescale
+
+    rescale(str(_root("flink-2.1-default")), str(tmp_path / "sp"), max_parallelism=200, parallelism=3)
+    _restore(tmp_path / "sp", "flink-2.1-default", 3, 200)
 
 
 @pytest.mark.slow

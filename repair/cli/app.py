@@ -233,6 +233,24 @@ def write_savepoint(
 
 
 @app.command()
+def rescale(
+    checkpoint: str = typer.Argument(..., help="chk-N directory, savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    out: str = typer.Option(..., "--out", help="New savepoint directory to create (must not exist or be empty)."),
+    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", min=1, max=32768, help="The new max parallelism; key groups are recomputed from the keys."),
+    parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, max=32768, help="Subtasks of every keyed operator (default: the checkpoint's)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """A checkpoint as a canonical savepoint with a new max parallelism: export and write-savepoint in one, no Parquet kept."""
+    from repair.cli.render import render_write_savepoint
+    from repair.ops.write_savepoint import rescale as run_rescale
+
+    result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers)
+    _show(result, json_output, render_write_savepoint)
+
+
+@app.command()
 def edit(
     checkpoint: str = typer.Argument(..., help="A chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     out: str = typer.Option(..., "--out", help="New root to create (must not exist or be empty); receives <chk-N or savepoint name>/_metadata."),

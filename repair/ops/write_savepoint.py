@@ -77,7 +77,7 @@ from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 
-__all__ = ["WriteSavepointResult", "write_savepoint"]
+__all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
 
 EXPORT_FILE = "_export.json"
 METADATA_FILE = "_metadata"
@@ -134,7 +134,8 @@ class WrittenOperator:
 
 @dataclass
 class WriteSavepointResult:
-    export: str
+    #: The export read (None for :func:`rescale`, whose export is temporary).
+    export: str | None
     source_metadata: str
     out: str
     metadata_version: int
@@ -513,3 +514,36 @@ class _StateEntries:
 
 #: What raw bytes that do not decode are compared as (equal to no value).
 _UNDECODABLE = object()
+
+
+def rescale(
+    checkpoint: str,
+    out: str,
+    *,
+    max_parallelism: int | None = None,
+    parallelism: int | None = None,
+    master: str | None = None,
+    workers: int | None = None,
+    storage: st.Storage | None = None,
+) -> WriteSavepointResult:
+    """``checkpoint`` (a snapshot, or a job root's newest) as a canonical savepoint in ``out`` with a new
+    max parallelism and/or parallelism: exported to a local scratch directory (deleted afterwards, on
+    Spark with ``master``) and written back. The result's ``export`` is None."""
+    from repair.io.resolved import scratch_directory
+    from repair.ops.export.job import export
+
+    if max_parallelism is None and parallelism is None:
+        raise UsageError("rescale needs a new max parallelism or parallelism (or both)")
+    storage = storage or st.default_storage()
+    layout = discover(checkpoint, storage)
+    ref = layout.snapshots[-1]
+    st.refuse_output_inside(out, {layout.root or ref.directory, ref.directory})
+    if storage.exists(out) and storage.list_dir(out):
+        raise UsageError(f"{out} already exists and is not empty; the savepoint goes to a new directory")
+    with scratch_directory("rescale") as scratch:
+        exported = st.join(scratch, "export")
+        export(checkpoint, exported, master=master, workers=workers, storage=storage)
+        result = write_savepoint(exported, out, max_parallelism=max_parallelism, parallelism=parallelism,
+                                 source=checkpoint, storage=storage)
+    result.export = None
+    return result
