@@ -27,12 +27,16 @@ Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (
 not match, a key group outside the max parallelism or a key in the wrong key group, duplicate keys of a
 value or map state, duplicate list indexes, missing raw bytes) and nothing is published.
 
-Memory: the entries of one operator are held in memory while its subtasks are written.
+Memory: the rows are read once, state by state, and spilled to a local scratch file per new subtask
+(each row's key bytes, value bytes and where it came from); then each subtask's entries are collected,
+checked for duplicates, sorted and written. Memory holds one subtask's entries of one operator.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -65,6 +69,7 @@ from repair.formats.flink.keygroups import (
     UPPER_BOUND_MAX_PARALLELISM,
     key_group_prefix_bytes,
     key_group_range_for_operator,
+    operator_index_for_key_group,
 )
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
 from repair.formats.flink.row_codecs import RowColumn, row_columns, same_value
@@ -73,7 +78,7 @@ from repair.formats.flink.value_encoders import EncodeError
 from repair.formats.flink.values import Timer, decoder_for
 from repair.io import storage as st
 from repair.io.layout import discover
-from repair.io.resolved import read_resolved
+from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 
@@ -267,21 +272,25 @@ class _Writer:
             meta = self._keyed_meta(op, keyed)
             ranges = [KeyGroupRange(start, end - start + 1) for start, end in
                       (key_group_range_for_operator(new_max, new_parallelism, i) for i in range(new_parallelism))]
-            entries = self._keyed_entries(op, exported, meta, written, op.max_parallelism, new_max)
-            for index, key_groups in enumerate(ranges):
-                mine = entries[key_groups.start : key_groups.end + 1]
-                stream, offsets = encode_key_group_stream(
-                    uncompressed_meta(meta[0]), key_groups, (entry for group in mine for entry in group))
-                name = f"keyed-{op.operator_id}-{index}"
-                self.publisher.write(name, stream)
-                self.result.files += 1
-                subtasks[index].managed_keyed_state = KeyGroupsHandle(
-                    HandleType.SAVEPOINT_KEY_GROUPS, key_groups, offsets, RelativeFileHandle(name, len(stream)))
+            with scratch_directory("write-savepoint") as scratch, _Spill(scratch, new_max, new_parallelism) as spill:
+                self._keyed_pieces(op, exported, meta, written, op.max_parallelism, new_max, spill)
+                for index, key_groups in enumerate(ranges):
+                    entries = _subtask_entries(spill.read(index), written.states)
+                    stream, offsets = encode_key_group_stream(uncompressed_meta(meta[0]), key_groups, entries)
+                    self._write_stream(op, index, key_groups, stream, offsets, subtasks)
         coordinator = op.coordinator_state
         if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):  # pragma: no cover - always inline
             raise UsageError(f"operator {label}: coordinator state that is not inline")
         kept = [subtasks[i] for i in sorted(subtasks) if any(True for _ in subtasks[i].handles())]
         return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
+
+    def _write_stream(self, op: OperatorState, index: int, key_groups: KeyGroupRange, stream: bytes, offsets: list[int],
+                      subtasks: dict[int, SubtaskState]) -> None:
+        name = f"keyed-{op.operator_id}-{index}"
+        self.publisher.write(name, stream)
+        self.result.files += 1
+        subtasks[index].managed_keyed_state = KeyGroupsHandle(
+            HandleType.SAVEPOINT_KEY_GROUPS, key_groups, offsets, RelativeFileHandle(name, len(stream)))
 
     # -- copies of the source's handles ------------------------------------------------------------
     def _copied(self, handle, name: str):
@@ -335,9 +344,10 @@ class _Writer:
                              f"({'; '.join(sorted({', '.join(n) for n in names}))}); not written")
         return found[0]
 
-    def _keyed_entries(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta], written: WrittenOperator,
-                       old_max: int, new_max: int) -> list[list[Entry]]:
-        """The entries of every key group (index = key group), each key group's sorted."""
+    def _keyed_pieces(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta], written: WrittenOperator,
+                      old_max: int, new_max: int, spill: "_Spill") -> None:
+        """Every row of the operator's keyed states as a piece of an entry, spilled to its new subtask
+        (``written.states`` gets one :class:`WrittenState` per state, in state id order)."""
         decoded = meta[1]
         states = {s["state"]: s for s in exported.get("states", [])}
         unknown = sorted(name for name, s in states.items() if s.get("source") not in COPIED_SOURCES and decoded.state(name) is None)
@@ -345,7 +355,6 @@ class _Writer:
             raise UsageError(f"operator {op.operator_uid or op.operator_id}: state {', '.join(map(repr, unknown))} is in the export "
                              f"but not in the keyed meta data of the source's subtasks (registered after their last "
                              f"materialization?), so it has no serializers to write it with")
-        by_group: list[list[Entry]] = [[] for _ in range(new_max)]
         for state_id, info in enumerate(decoded.states):
             entry = states.get(info.name)
             if entry is None:
@@ -356,19 +365,13 @@ class _Writer:
                                  f"{entry.get('source')!r}, not from keyed state")
             state = WrittenState(info.name, info.kind)
             written.states.append(state)
-            builder = _StateEntries(info, decoded.key_serializer, state_id, old_max, new_max)
+            rows = _RowPieces(info, decoded.key_serializer, old_max, new_max)
             for part in self._parts(entry["path"]):
                 state.parts += 1
                 for where, row in _part_rows(self.storage, part):
                     state.rows += 1
-                    builder.add(row, where)
-            for entry_ in builder.entries():
-                by_group[entry_.key_group].append(entry_)
-                state.entries += 1
-            state.encoded = builder.encoded
-        for group in by_group:
-            group.sort()
-        return by_group
+                    spill.add(state_id, rows.piece(row, where))
+            state.encoded = rows.encoded
 
     def _parts(self, path: str) -> list[str]:
         directory = st.resolve_within(self.export_dir, path)
@@ -400,17 +403,17 @@ def _part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, A
             number += 1
 
 
-class _StateEntries:
-    """Collects one state's rows into key/value entries (a list's rows into one entry per key and
-    namespace), checking key groups and duplicates.
+class _RowPieces:
+    """One state's rows as pieces of entries: key group, full RocksDB key, list index (None but for list
+    state) and value bytes, the key group checked or recomputed.
 
     Each raw column is taken as it is unless its decoded column says otherwise: where the raw bytes are
     null, or decode to another value than the decoded column holds (changed by the user), the decoded
     value is encoded (:mod:`repair.formats.flink.value_encoders`). A null decoded column means "not
     given": the raw bytes are kept."""
 
-    def __init__(self, info: StateMetaInfo, key_serializer, state_id: int, old_max: int, new_max: int):
-        self.info, self.state_id, self.kind = info, state_id, info.kind
+    def __init__(self, info: StateMetaInfo, key_serializer, old_max: int, new_max: int):
+        self.info, self.kind = info, info.kind
         self.old_max, self.new_max = old_max, new_max
         self.prefix_bytes = key_group_prefix_bytes(new_max)
         self.hasher = key_hasher(key_serializer)
@@ -420,8 +423,6 @@ class _StateEntries:
         if self.hasher is None and old_max != new_max:
             raise UsageError(f"state {info.name!r}: the key type ({key_serializer.class_name if key_serializer else 'unknown'}) has "
                              f"a hashCode this tool cannot compute, so its key groups for max parallelism {new_max} are unknown")
-        self._values: dict[bytes, tuple[int, bytes, str]] = {}
-        self._lists: dict[bytes, tuple[int, dict[int, bytes], str]] = defaultdict(lambda: (0, {}, ""))
         #: Raw columns written from their decoded column, per column.
         self.encoded: dict[str, int] = {}
 
@@ -474,42 +475,98 @@ class _StateEntries:
             raise FormatError("key_group", 0, f"{group} (the key group of key {key!r})", recorded).in_source(where)
         return group
 
-    def add(self, row: dict, where: str) -> None:
+    def piece(self, row: dict, where: str) -> "Piece":
         key_raw, key, changed = self._bytes(row, "key", where)
         group = self._key_group(row, key, key_raw, changed, where)
         prefix = key_group_prefix(group, self.prefix_bytes)
         if self.kind == "priority-queue":
-            self._value(prefix + key_raw, group, b"", where)
-            return
+            return Piece(group, prefix + key_raw, None, b"", where)
         namespace_raw = self._bytes(row, "namespace", where)[0]
         user_key = self._bytes(row, "user_key", where)[0] if self.kind == "map" else None
         key = composite_key(prefix, key_raw, namespace_raw, user_key, suffixes=self.suffixes)
         value = self._bytes(row, "value", where)[0]
-        if self.kind != "list":
-            self._value(key, group, value, where)
-            return
-        index = row["list_index"]
-        if index is None:
+        index = row["list_index"] if self.kind == "list" else None
+        if self.kind == "list" and index is None:
             raise FormatError("list_index", 0, "the element's index in its list", "null").in_source(where)
-        _, elements, first = self._lists[key]
-        if index in elements:
-            raise FormatError("list_index", 0, "one element per index of a list", f"index {index} again "
-                              f"(first at {first})").in_source(where)
-        elements[index] = value
-        self._lists[key] = (group, elements, first or where)
+        return Piece(group, key, index, value, where)
 
-    def _value(self, key: bytes, group: int, value: bytes, where: str) -> None:
-        if key in self._values:
-            what = "timer" if self.kind == "priority-queue" else "key"
-            raise FormatError(f"{what} of state {self.info.name!r}", 0, f"one row per {what}",
-                              f"a duplicate of {self._values[key][2]}").in_source(where)
-        self._values[key] = (group, value, where)
 
-    def entries(self) -> Iterator[Entry]:
-        for key, (group, value, _) in self._values.items():
-            yield Entry(group, self.state_id, key, value)
-        for key, (group, elements, _) in self._lists.items():
-            yield Entry(group, self.state_id, key, list_value(elements[i] for i in sorted(elements)))
+@dataclass(frozen=True)
+class Piece:
+    """A row's part of an entry: a value, a timer, a map entry, or one element of a list."""
+
+    key_group: int
+    key: bytes
+    list_index: int | None
+    value: bytes
+    where: str
+
+
+def _subtask_entries(pieces: Iterator[tuple[int, Piece]], states: list[WrittenState]) -> list[Entry]:
+    """One subtask's entries from the pieces of its rows (``(state id, piece)``), sorted; a list's
+    elements joined in index order; a repeated key or list index is an error naming both rows."""
+    values: dict[tuple[int, bytes], Piece] = {}
+    lists: dict[tuple[int, bytes], dict[int, Piece]] = defaultdict(dict)
+    for state_id, piece in pieces:
+        slot = (state_id, piece.key)
+        if piece.list_index is None:
+            if slot in values:
+                what = "timer" if states[state_id].kind == "priority-queue" else "key"
+                raise FormatError(f"{what} of state {states[state_id].state!r}", 0, f"one row per {what}",
+                                  f"a duplicate of {values[slot].where}").in_source(piece.where)
+            values[slot] = piece
+            continue
+        elements = lists[slot]
+        if piece.list_index in elements:
+            raise FormatError("list_index", 0, "one element per index of a list",
+                              f"index {piece.list_index} again (first at {elements[piece.list_index].where})").in_source(piece.where)
+        elements[piece.list_index] = piece
+    entries = [Entry(p.key_group, state_id, key, p.value) for (state_id, key), p in values.items()]
+    for (state_id, key), elements in lists.items():
+        first = next(iter(elements.values()))
+        entries.append(Entry(first.key_group, state_id, key, list_value(elements[i].value for i in sorted(elements))))
+    for entry in entries:
+        states[entry.state_id].entries += 1
+    entries.sort()
+    return entries
+
+
+class _Spill:
+    """Pieces spilled to one local scratch file per new subtask, so that memory holds one subtask's
+    entries at a time, not an operator's."""
+
+    _HEAD = struct.Struct(">iHiIII")  # key group, state id, list index (-1: none), lengths of key, value, where
+
+    def __init__(self, directory: str, max_parallelism: int, parallelism: int):
+        self.max_parallelism, self.parallelism = max_parallelism, parallelism
+        self._paths = [os.path.join(directory, f"subtask-{i}") for i in range(parallelism)]
+        self._files = [open(path, "wb") for path in self._paths]  # noqa: SIM115 - closed in read()
+
+    def add(self, state_id: int, piece: Piece) -> None:
+        index = operator_index_for_key_group(self.max_parallelism, self.parallelism, piece.key_group)
+        where = piece.where.encode()
+        self._files[index].write(self._HEAD.pack(piece.key_group, state_id, -1 if piece.list_index is None else piece.list_index,
+                                                 len(piece.key), len(piece.value), len(where)) + piece.key + piece.value + where)
+
+    def read(self, index: int) -> Iterator[tuple[int, Piece]]:
+        self._files[index].close()
+        head = self._HEAD
+        with open(self._paths[index], "rb") as file:
+            while True:
+                fixed = file.read(head.size)
+                if not fixed:
+                    break
+                group, state_id, list_index, key_size, value_size, where_size = head.unpack(fixed)
+                key, value, where = file.read(key_size), file.read(value_size), file.read(where_size).decode()
+                yield state_id, Piece(group, key, None if list_index < 0 else list_index, value, where)
+        os.remove(self._paths[index])
+
+    def __enter__(self) -> "_Spill":
+        return self
+
+    def __exit__(self, *exc_info) -> None:
+        for file in self._files:
+            file.close()
 
 
 #: What raw bytes that do not decode are compared as (equal to no value).
@@ -529,7 +586,6 @@ def rescale(
     """``checkpoint`` (a snapshot, or a job root's newest) as a canonical savepoint in ``out`` with a new
     max parallelism and/or parallelism: exported to a local scratch directory (deleted afterwards, on
     Spark with ``master``) and written back. The result's ``export`` is None."""
-    from repair.io.resolved import scratch_directory
     from repair.ops.export.job import export
 
     if max_parallelism is None and parallelism is None:
