@@ -10,6 +10,7 @@ a caller that needs the key group must refuse.
 
 from __future__ import annotations
 
+import functools
 import math
 import struct
 from typing import Any, Callable
@@ -31,9 +32,13 @@ def _float_hash(value: float) -> int:
     return 0x7FC00000 if math.isnan(value) else struct.unpack(">i", struct.pack(">f", value))[0]
 
 
+#: A key's hash is asked once per state that holds the key (and per timer): strings, whose hash costs
+#: time in their length, are remembered for the most recent keys.
+_cached_string_hash = functools.lru_cache(maxsize=1 << 16)(java_string_hash)
+
 #: Key serializer snapshot class -> ``hashCode`` of the decoded key (as :mod:`repair.formats.flink.values` decodes it).
 _HASHES: dict[str, Callable[[Any], int]] = {
-    _B + "StringSerializer$StringSerializerSnapshot": java_string_hash,
+    _B + "StringSerializer$StringSerializerSnapshot": _cached_string_hash,
     _B + "LongSerializer$LongSerializerSnapshot": java_long_hash,
     _B + "IntSerializer$IntSerializerSnapshot": java_int_hash,
     _B + "ShortSerializer$ShortSerializerSnapshot": java_int_hash,  # Short.hashCode: (int) value
