@@ -364,6 +364,15 @@ def test_a_key_type_without_a_known_hash_cannot_change_max_parallelism(monkeypat
     assert isinstance(error, UsageError) and "StringSerializer" in str(error)
 
 
+def test_a_moved_source_is_named_and_can_be_given(default_export, tmp_path):
+    copy = _copy_export(default_export, tmp_path)
+    manifest = json.loads((copy / "_export.json").read_text())
+    manifest["source"] = str(tmp_path / "moved-away")
+    (copy / "_export.json").write_text(json.dumps(manifest))
+    _fails(copy, tmp_path, "cannot be read where _export.json says")
+    assert write_savepoint(str(copy), str(tmp_path / "sp"), source=str(_root(DEFAULT))).ok
+
+
 def test_parallelism_larger_than_max_parallelism_is_refused(default_export, tmp_path):
     _fails(default_export, tmp_path, "smaller than its parallelism", max_parallelism=4, parallelism=5)
 

@@ -223,7 +223,13 @@ def _load_source(storage: st.Storage, manifest: dict, source: str | None) -> tup
     """The snapshot the export was made from (``source``, else where ``_export.json`` says), and the
     directories it reads from."""
     where = source or manifest.get("source") or manifest.get("metadata")
-    layout = discover(where, storage)
+    try:
+        layout = discover(where, storage)
+    except RepairError as error:
+        if source is not None:
+            raise
+        raise UsageError(f"the checkpoint the export was made from cannot be read where {EXPORT_FILE} says ({error}); "
+                         f"pass where it is now as the source") from None
     refs = [ref for ref in layout.snapshots if ref.name == manifest.get("snapshot")] or layout.snapshots[-1:]
     ref = refs[-1]
     snapshot = load_snapshot(ref, layout.root, storage)
