@@ -8,14 +8,13 @@ Measures, each in its own process (best of ``--runs``; wall seconds, CPU seconds
 * ``write-savepoint --max-parallelism 256 --parallelism 3``: key groups recomputed from every key;
 * ``rescale``: export and write-back in one (``--workers 1``, and ``--workers 2`` for the export part).
 
-Entries/s are RocksDB entries of the checkpoint (live keys: a list is one entry) per second. With
-``--restore``, real Flink restores the checkpoint and the rescaled savepoint (the fixture job in restore
-mode over the checkpoint's own input) and the two restored states are compared: they must be equal.
+Entries/s are RocksDB entries of the checkpoint (live keys: a list is one entry) per second. That real
+Flink restores what these commands write is shown by the slow tests (tests/test_write_savepoint.py).
 
 Usage::
 
     python bench/make_checkpoint.py --records 23000 --dir /tmp/bench-small --min-mb 50
-    python bench/write_savepoint.py --checkpoint /tmp/bench-small [--runs 2] [--restore]
+    python bench/write_savepoint.py --checkpoint /tmp/bench-small [--runs 2]
 """
 
 from __future__ import annotations
@@ -72,22 +71,10 @@ def run(kind: str, checkpoint: str, export_dir: str, scratch: Path) -> dict:
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
-def restored_equal(checkpoint: str, savepoint: str, records: Path) -> bool:
-    from fixtures import state_model
-    from fixtures.restore import restore_state
-
-    rows = state_model.read_records(records)
-    original = restore_state("1.20.3", Path(checkpoint), rows, parallelism=2)
-    rescaled = restore_state("1.20.3", Path(savepoint), rows, parallelism=3, max_parallelism=256)
-    return original == rescaled
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a directory from bench/make_checkpoint.py, or a chk-N directory")
     parser.add_argument("--runs", type=int, default=2)
-    parser.add_argument("--restore", action="store_true", help="also restore the checkpoint and the rescaled savepoint in "
-                        "real Flink (needs the directory of bench/make_checkpoint.py, whose bench.json gives the input)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--export", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -117,20 +104,6 @@ def main(argv: list[str] | None = None) -> int:
         for name, m in best.items():
             print(f"{name:58} {m['seconds']:7.2f} {m['cpu']:7.2f} {entries / m['seconds']:10.0f} {entries / m['cpu']:10.0f} "
                   f"{m['max_rss_mb']:7.0f}")
-        if args.restore:
-            from repair.ops.write_savepoint import rescale
-
-            savepoint = str(scratch / "rescaled")
-            rescale(checkpoint, savepoint, max_parallelism=256, parallelism=3)
-            records = scratch / "records.tsv"  # the checkpoint's input, regenerated from its parameters
-            sys.path.insert(0, str(REPO / "bench"))
-            from make_checkpoint import write_records
-
-            params = json.loads(bench_json.read_text())
-            write_records(records, params["records"], waves=params["waves"], user_chars=params["user_chars"],
-                          tag_chars=params["tag_chars"], seed=params["seed"])
-            print(f"real Flink restores the same state from the checkpoint and the rescaled savepoint: "
-                  f"{restored_equal(checkpoint, savepoint, records)}")
     return 0
 
 

@@ -96,6 +96,22 @@ def test_the_writer_writes_flinks_canonical_streams_byte_for_byte(metadata):
     assert streams
 
 
+def test_the_stream_in_small_chunks_is_the_same_stream(monkeypatch):
+    from repair.formats.flink.full_snapshot import canonical_writer
+
+    metadata = _canonical_of(DEFAULT) / "_metadata"
+    handle = next(s.managed_keyed_state for op in decode_metadata(metadata.read_bytes()).operators for s in op.subtasks
+                  if s.managed_keyed_state is not None)
+    data = _stream_bytes(metadata.parent, handle)
+    meta = decode_keyed_backend_meta(data)
+    entries = [Entry(e.key_group, e.kv_state_id, e.key, e.value)
+               for e in iter_key_group_entries(data, handle.key_groups, handle.offsets, compressed=False)]
+    monkeypatch.setattr(canonical_writer, "CHUNK_BYTES", 64)
+    offsets: list[int] = []
+    chunks = list(canonical_writer.iter_key_group_stream(data[: meta.end_offset], handle.key_groups, entries, offsets))
+    assert len(chunks) > 10 and b"".join(chunks) == data and offsets == handle.offsets
+
+
 def test_the_writer_refuses_entries_out_of_order_or_range():
     meta = b""
     with pytest.raises(ValueError, match="sorted"):
@@ -364,6 +380,40 @@ def test_a_key_type_without_a_known_hash_cannot_change_max_parallelism(monkeypat
     assert isinstance(error, UsageError) and "StringSerializer" in str(error)
 
 
+def test_a_dropped_keyed_state_is_gone_with_its_meta_data(default_export, tmp_path):
+    result = write_savepoint(str(default_export), str(tmp_path / "sp"), drop_states=["per-user/recent-tag"])
+    assert next(op for op in result.operators if op.operator_id == PER_USER).dropped == ["recent-tag"]
+    written = decode_metadata((tmp_path / "sp" / "_metadata").read_bytes())
+    handle = written.operator(PER_USER).subtasks[0].managed_keyed_state
+    data = (tmp_path / "sp" / handle.delegate.relative_path).read_bytes()
+    names = [s.name for s in decode_keyed_backend_meta(data).states]
+    assert "recent-tag" not in names and len(names) == 7
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    before, after = _rows(default_export), _rows(tmp_path / "again")
+    assert after == {k: v for k, v in before.items() if k != (PER_USER, "recent-tag")}
+    for value, match in [("per-user/nope", "no keyed state named 'nope'"), ("records-seen/records-seen", "no keyed state"),
+                         ("nope/x", "no operator"), ("x", "OPERATOR/STATE")]:
+        with pytest.raises(UsageError, match=match):
+            write_savepoint(str(default_export), str(tmp_path / "other"), drop_states=[value])
+    assert not (tmp_path / "other").exists()
+
+
+def test_meta_without_states_keeps_every_other_byte():
+    from repair.formats.flink.full_snapshot.canonical_writer import meta_without_states
+
+    flink = _canonical_of(DEFAULT)
+    handle = next(s.managed_keyed_state for op in decode_metadata((flink / "_metadata").read_bytes()).operators
+                  for s in op.subtasks if s.managed_keyed_state is not None)
+    data = _stream_bytes(flink, handle)
+    meta = data[: decode_keyed_backend_meta(data).end_offset]
+    decoded = decode_keyed_backend_meta(meta)
+    assert meta_without_states(meta, []) == meta
+    names = [s.name for s in decoded.states]
+    smaller = decode_keyed_backend_meta(meta_without_states(meta, names[1:2]))
+    assert [s.name for s in smaller.states] == names[:1] + names[2:] and smaller.complete
+    assert smaller.states == decoded.states[:1] + decoded.states[2:] and smaller.key_serializer == decoded.key_serializer
+
+
 def test_a_moved_source_is_named_and_can_be_given(default_export, tmp_path):
     copy = _copy_export(default_export, tmp_path)
     manifest = json.loads((copy / "_export.json").read_text())
@@ -406,6 +456,19 @@ def _restore(savepoint: Path, name: str, parallelism: int, max_parallelism: int 
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_a_dropped_keyed_state_as_empty(default_export, tmp_path):
+    write_savepoint(str(default_export), str(tmp_path / "sp"), drop_states=["per-user/recent-tag"])
+    from fixtures import state_model
+    from fixtures.restore import restore_state
+
+    restored = restore_state("1.20.3", tmp_path / "sp", state_model.read_records(FIXTURES / DEFAULT / "records.tsv"))
+    expected = json.loads((FIXTURES / DEFAULT / "expected.json").read_text())
+    for states in expected["keyed"]["per-user"].values():
+        states.pop("recent-tag", None)
+    assert restored["keyed"] == expected["keyed"] and restored["operator"] == expected["operator"]
 
 
 @pytest.mark.slow

@@ -222,13 +222,15 @@ def write_savepoint(
     max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", min=1, max=32768, help="Max parallelism of the savepoint (default: the source's); key groups are recomputed from the keys."),
     parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, max=32768, help="Subtasks of every keyed operator (default: the source's)."),
     source: Optional[str] = typer.Option(None, "--source", help="The checkpoint the export was made from, when it is no longer where _export.json says."),
+    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", help="UID/STATE: leave this keyed state out (its meta data too). Repeatable."),
     json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Write an export back as a canonical savepoint (the format every state backend restores), _metadata last."""
     from repair.cli.render import render_write_savepoint
     from repair.ops.write_savepoint import write_savepoint as run_write_savepoint
 
-    result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source)
+    result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source,
+                                 drop_states=drop_state or [])
     _show(result, json_output, render_write_savepoint)
 
 

@@ -10,7 +10,7 @@ The changes users make today with a State Processor API job, or cannot make at a
   them restores without ``--allowNonRestoredState``.
 * ``drop_states`` ``UID/STATE``: an operator state (list, union, broadcast) removed from every subtask's
   handle. Keyed state lives in RocksDB instances and key-group streams whose meta data names it: it
-  cannot be dropped without rewriting them (refused).
+  cannot be dropped without rewriting them (refused; ``write_savepoint(..., drop_states=...)`` does it).
 
 Everything kept is kept byte for byte: the new ``_metadata`` is the old one with these changes, written
 as :func:`repair.ops.relocate.write_snapshot` writes a relocated one (``NEW_ROOT/<snapshot>/_metadata``,
@@ -84,18 +84,18 @@ def edit(
     metadata = snapshot.metadata
     result = EditResult()
     for value in drop_operators:
-        op = _find(metadata.operators, value)
+        op = find_operator(metadata.operators, value)
         metadata.operators.remove(op)
         result.edits.append(Edit("drop-operator", op.operator_id, value))
     for value in drop_states:
         operator, slash, state = value.rpartition("/")
         if not slash or not operator or not state:
             raise UsageError(f"a state to drop is OPERATOR/STATE (uid, name or operator id, then the state's name), not {value!r}")
-        op = _find(metadata.operators, operator)
+        op = find_operator(metadata.operators, operator)
         _drop_operator_state(op, state, value)
         result.edits.append(Edit("drop-state", op.operator_id, value))
     for old, new in rename_uids.items():
-        op = _find(metadata.operators, old)
+        op = find_operator(metadata.operators, old)
         new_id = operator_id_for_uid(new)
         if any(other.operator_id == new_id for other in metadata.operators if other is not op):
             raise UsageError(f"cannot rename {old!r} to {new!r}: the snapshot already holds an operator with uid {new!r} "
@@ -107,7 +107,7 @@ def edit(
     return result
 
 
-def _find(operators: list[OperatorState], value: str) -> OperatorState:
+def find_operator(operators: list[OperatorState], value: str) -> OperatorState:
     """The operator ``value`` names: its uid (recorded, or hashed to an operator id), name, or operator id."""
     wanted = value.lower()
     ids = {wanted} if _OPERATOR_ID.match(wanted) else {operator_id_for_uid(value)}
@@ -135,5 +135,6 @@ def _drop_operator_state(op: OperatorState, state: str, value: str) -> None:
         return
     if any(sub.managed_keyed_state is not None for sub in op.subtasks):
         raise UsageError(f"{value}: no operator state of that name; keyed state cannot be dropped by edit (the "
-                         f"operator's RocksDB instances and key-group streams name it in their own meta data)")
+                         f"operator's RocksDB instances and key-group streams name it in their own meta data): "
+                         f"export the snapshot and write it back with write-savepoint, dropping the state there")
     raise UsageError(f"{value}: the operator holds no state of that name")

@@ -39,7 +39,7 @@ import os
 import struct
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -49,9 +49,10 @@ from repair.formats.flink.backend_meta import KeyedBackendMeta, StateMetaInfo, d
 from repair.formats.flink.full_snapshot.canonical_writer import (
     Entry,
     composite_key,
-    encode_key_group_stream,
+    iter_key_group_stream,
     key_group_prefix,
     list_value,
+    meta_without_states,
     uncompressed_meta,
 )
 from repair.formats.flink.handles import (
@@ -80,6 +81,7 @@ from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.edit import find_operator
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 
 __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
@@ -130,11 +132,13 @@ class WrittenOperator:
     keyed: bool
     states: list[WrittenState] = field(default_factory=list)
     copied: list[str] = field(default_factory=list)
+    #: Keyed states left out (``drop_states``).
+    dropped: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"operator_id": self.operator_id, "uid": self.uid, "parallelism": self.parallelism,
                 "max_parallelism": self.max_parallelism, "keyed": self.keyed,
-                "states": [s.to_json() for s in self.states], "copied": self.copied}
+                "states": [s.to_json() for s in self.states], "copied": self.copied, "dropped": self.dropped}
 
 
 @dataclass
@@ -174,13 +178,15 @@ def write_savepoint(
     max_parallelism: int | None = None,
     parallelism: int | None = None,
     source: str | None = None,
+    drop_states: Iterable[str] = (),
     storage: st.Storage | None = None,
 ) -> WriteSavepointResult:
     """Write the export in ``export_dir`` as a canonical savepoint in ``out`` (a new directory).
 
     ``max_parallelism`` and ``parallelism`` (of every keyed operator; default: the source's) re-assign
     key groups and subtasks; ``source`` is the checkpoint the export was made from when it is no longer
-    where ``_export.json`` says.
+    where ``_export.json`` says; ``drop_states`` (``OPERATOR/STATE``: uid, name or operator id, then a
+    keyed state's name) are left out, meta data included.
     """
     storage = storage or st.default_storage()
     for name, value in (("max_parallelism", max_parallelism), ("parallelism", parallelism)):
@@ -195,8 +201,17 @@ def write_savepoint(
                          f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
     result = WriteSavepointResult(export_dir, snapshot.ref.metadata_uri, out, metadata.version, metadata.checkpoint_id)
     exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
+    drops: dict[str, set[str]] = defaultdict(set)
+    for value in drop_states:
+        operator, slash, state = value.rpartition("/")
+        if not slash or not operator or not state:
+            raise UsageError(f"a state to drop is OPERATOR/STATE (uid, name or operator id, then the state's name), not {value!r}")
+        op = find_operator(metadata.operators, operator)
+        if not any(sub.managed_keyed_state is not None for sub in op.subtasks):
+            raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
+        drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
-        writer = _Writer(storage, export_dir, snapshot, publisher, result)
+        writer = _Writer(storage, export_dir, snapshot, publisher, result, drops)
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
         savepoint = CheckpointMetadata(metadata.version, metadata.checkpoint_id, list(metadata.master_states), operators,
@@ -243,8 +258,10 @@ class _Writer:
     """Writes the operators of one savepoint into ``publisher``."""
 
     def __init__(self, storage: st.Storage, export_dir: str, snapshot: LoadedSnapshot, publisher: st.DirectoryPublisher,
-                 result: WriteSavepointResult):
+                 result: WriteSavepointResult, drops: dict[str, set[str]]):
         self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
+        #: Keyed states to leave out, by operator id.
+        self.drops = drops
 
     def operator(self, op: OperatorState, exported: dict | None, max_parallelism: int | None, parallelism: int | None) -> OperatorState:
         keyed = [sub for sub in op.subtasks if sub.managed_keyed_state is not None]
@@ -276,27 +293,45 @@ class _Writer:
             if exported is None:
                 raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
             meta = self._keyed_meta(op, keyed)
+            dropped = self.drops.get(op.operator_id, set())
+            missing = sorted(dropped - {state.name for state in meta[1].states})
+            if missing:
+                raise UsageError(f"operator {label}: no keyed state named {', '.join(map(repr, missing))} to drop")
+            if dropped:
+                trimmed = meta_without_states(meta[0], dropped)
+                meta = (trimmed, decode_keyed_backend_meta(trimmed))
+                written.dropped = sorted(dropped)
             ranges = [KeyGroupRange(start, end - start + 1) for start, end in
                       (key_group_range_for_operator(new_max, new_parallelism, i) for i in range(new_parallelism))]
             with scratch_directory("write-savepoint") as scratch, _Spill(scratch, new_max, new_parallelism) as spill:
                 self._keyed_pieces(op, exported, meta, written, op.max_parallelism, new_max, spill)
                 for index, key_groups in enumerate(ranges):
                     entries = _subtask_entries(spill.read(index), written.states)
-                    stream, offsets = encode_key_group_stream(uncompressed_meta(meta[0]), key_groups, entries)
-                    self._write_stream(op, index, key_groups, stream, offsets, subtasks)
+                    offsets: list[int] = []
+                    self._write_stream(op, index, key_groups, iter_key_group_stream(uncompressed_meta(meta[0]), key_groups, entries, offsets),
+                                       offsets, subtasks)
         coordinator = op.coordinator_state
         if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):  # pragma: no cover - always inline
             raise UsageError(f"operator {label}: coordinator state that is not inline")
         kept = [subtasks[i] for i in sorted(subtasks) if any(True for _ in subtasks[i].handles())]
         return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
 
-    def _write_stream(self, op: OperatorState, index: int, key_groups: KeyGroupRange, stream: bytes, offsets: list[int],
+    def _write_stream(self, op: OperatorState, index: int, key_groups: KeyGroupRange, chunks: Iterator[bytes], offsets: list[int],
                       subtasks: dict[int, SubtaskState]) -> None:
+        """Write one subtask's key-group stream (``offsets`` is complete once ``chunks`` are consumed)."""
         name = f"keyed-{op.operator_id}-{index}"
-        self.publisher.write(name, stream)
+        size = 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal size
+            for chunk in chunks:
+                size += len(chunk)
+                yield chunk
+
+        self.publisher.write(name, counted())
         self.result.files += 1
         subtasks[index].managed_keyed_state = KeyGroupsHandle(
-            HandleType.SAVEPOINT_KEY_GROUPS, key_groups, offsets, RelativeFileHandle(name, len(stream)))
+            HandleType.SAVEPOINT_KEY_GROUPS, key_groups, list(offsets), RelativeFileHandle(name, size))
 
     # -- copies of the source's handles ------------------------------------------------------------
     def _copied(self, handle, name: str):
@@ -355,7 +390,8 @@ class _Writer:
         """Every row of the operator's keyed states as a piece of an entry, spilled to its new subtask
         (``written.states`` gets one :class:`WrittenState` per state, in state id order)."""
         decoded = meta[1]
-        states = {s["state"]: s for s in exported.get("states", [])}
+        dropped = self.drops.get(op.operator_id, set())
+        states = {s["state"]: s for s in exported.get("states", []) if s["state"] not in dropped}
         unknown = sorted(name for name, s in states.items() if s.get("source") not in COPIED_SOURCES and decoded.state(name) is None)
         if unknown:
             raise UsageError(f"operator {op.operator_uid or op.operator_id}: state {', '.join(map(repr, unknown))} is in the export "

@@ -22,8 +22,9 @@ stream, 0 for an empty key group. Everything here is bytes in, bytes out.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Collection, Iterable, Iterator
 
 from repair.errors import FormatError
 from repair.formats.bytes.java_io import ByteWriter
@@ -55,6 +56,20 @@ def uncompressed_meta(meta: bytes) -> bytes:
         raise FormatError("keyed backend meta data", decoded.end_offset or 0, "complete meta data filling its bytes",
                           "; ".join(decoded.problems) or f"{len(meta) - (decoded.end_offset or 0)} bytes left over")
     return meta[:_COMPRESSION_FLAG_AT] + b"\x00" + meta[_COMPRESSION_FLAG_AT + 1:]
+
+
+def meta_without_states(meta: bytes, names: Collection[str]) -> bytes:
+    """Keyed backend meta data without the states named ``names``: the head (version, flag, key
+    serializer snapshot) and every other state's meta info kept byte for byte, the count written anew."""
+    decoded = decode_keyed_backend_meta(meta)
+    if not decoded.complete or decoded.end_offset != len(meta):
+        raise FormatError("keyed backend meta data", decoded.end_offset or 0, "complete meta data filling its bytes",
+                          "; ".join(decoded.problems) or "bytes left over")
+    if not decoded.states or not names:
+        return meta
+    starts = [state.offset for state in decoded.states] + [len(meta)]
+    kept = [meta[starts[i] : starts[i + 1]] for i, state in enumerate(decoded.states) if state.name not in names]
+    return meta[: starts[0] - 2] + struct.pack(">h", len(kept)) + b"".join(kept)
 
 
 def key_group_prefix(key_group: int, prefix_bytes: int) -> bytes:
@@ -92,13 +107,26 @@ def list_value(elements: Iterable[bytes]) -> bytes:
 
 
 def encode_key_group_stream(meta: bytes, key_groups: KeyGroupRange, entries: Iterable[Entry]) -> tuple[bytes, list[int]]:
-    """The bytes of one subtask's full snapshot and its key-group offsets (one per key group of
-    ``key_groups``). ``meta`` is written as given (see :func:`uncompressed_meta`); ``entries`` must lie
-    in ``key_groups``, sorted by key group. Flink's RocksDB writer also sorts them by state id and key
+    """The bytes of one subtask's full snapshot and its key-group offsets (see :func:`iter_key_group_stream`)."""
+    offsets: list[int] = []
+    data = b"".join(iter_key_group_stream(meta, key_groups, entries, offsets))
+    return data, offsets
+
+
+#: Bytes per chunk :func:`iter_key_group_stream` yields.
+CHUNK_BYTES = 1 << 20
+
+
+def iter_key_group_stream(meta: bytes, key_groups: KeyGroupRange, entries: Iterable[Entry], offsets: list[int]) -> Iterator[bytes]:
+    """The bytes of one subtask's full snapshot, in chunks of about :data:`CHUNK_BYTES`; ``offsets`` (an
+    empty list) receives the key-group offsets (one per key group of ``key_groups``) once the chunks are
+    consumed. ``meta`` is written as given (see :func:`uncompressed_meta`); ``entries`` must lie in
+    ``key_groups``, sorted by key group. Flink's RocksDB writer also sorts them by state id and key
     within a key group (and so does write-savepoint); its heap writer does not, and restores accept either."""
+    offsets[:] = [0] * key_groups.count
     w = ByteWriter()
     w.raw(meta)
-    offsets = [0] * key_groups.count
+    written = 0  # bytes yielded before w's
     previous: Entry | None = None
     for entry in entries:
         if entry.key_group not in key_groups:
@@ -115,14 +143,19 @@ def encode_key_group_stream(meta: bytes, key_groups: KeyGroupRange, entries: Ite
                 w.u16(END_OF_KEY_GROUP_MARK)
             elif last:
                 w.u16(entry.state_id)
+        if len(w) >= CHUNK_BYTES:
+            chunk = w.getvalue()
+            written += len(chunk)
+            yield chunk
+            w = ByteWriter()
         if new_group:
-            offsets[entry.key_group - key_groups.start] = len(w)
+            offsets[entry.key_group - key_groups.start] = written + len(w)
             w.u16(entry.state_id)
         previous = entry
     if previous is not None:
         _pair(w, previous, True)
         w.u16(END_OF_KEY_GROUP_MARK)
-    return w.getvalue(), offsets
+    yield w.getvalue()
 
 
 def _pair(w: ByteWriter, entry: Entry, meta_data_follows: bool) -> None:
