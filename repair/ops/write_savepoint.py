@@ -292,29 +292,35 @@ class _Writer:
         if keyed:
             if exported is None:
                 raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
-            meta = self._keyed_meta(op, keyed)
-            dropped = self.drops.get(op.operator_id, set())
-            missing = sorted(dropped - {state.name for state in meta[1].states})
-            if missing:
-                raise UsageError(f"operator {label}: no keyed state named {', '.join(map(repr, missing))} to drop")
-            if dropped:
-                trimmed = meta_without_states(meta[0], dropped)
-                meta = (trimmed, decode_keyed_backend_meta(trimmed))
-                written.dropped = sorted(dropped)
-            ranges = [KeyGroupRange(start, end - start + 1) for start, end in
-                      (key_group_range_for_operator(new_max, new_parallelism, i) for i in range(new_parallelism))]
-            with scratch_directory("write-savepoint") as scratch, _Spill(scratch, new_max, new_parallelism) as spill:
-                self._keyed_pieces(op, exported, meta, written, op.max_parallelism, new_max, spill)
-                for index, key_groups in enumerate(ranges):
-                    entries = _subtask_entries(spill.read(index), written.states)
-                    offsets: list[int] = []
-                    self._write_stream(op, index, key_groups, iter_key_group_stream(uncompressed_meta(meta[0]), key_groups, entries, offsets),
-                                       offsets, subtasks)
+            self._write_keyed(op, keyed, exported, written, subtasks)
         coordinator = op.coordinator_state
         if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):  # pragma: no cover - always inline
             raise UsageError(f"operator {label}: coordinator state that is not inline")
         kept = [subtasks[i] for i in sorted(subtasks) if any(True for _ in subtasks[i].handles())]
         return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
+
+    def _write_keyed(self, op: OperatorState, keyed: list[SubtaskState], exported: dict, written: WrittenOperator,
+                     subtasks: dict[int, SubtaskState]) -> None:
+        """The operator's keyed state from the export: one key-group stream per new subtask."""
+        new_max, new_parallelism = written.max_parallelism, written.parallelism
+        meta = self._keyed_meta(op, keyed)
+        dropped = self.drops.get(op.operator_id, set())
+        missing = sorted(dropped - {state.name for state in meta[1].states})
+        if missing:
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: no keyed state named {', '.join(map(repr, missing))} to drop")
+        if dropped:
+            trimmed = meta_without_states(meta[0], dropped)
+            meta = (trimmed, decode_keyed_backend_meta(trimmed))
+            written.dropped = sorted(dropped)
+        head = uncompressed_meta(meta[0])
+        with scratch_directory("write-savepoint") as scratch, _Spill(scratch, new_max, new_parallelism) as spill:
+            self._keyed_pieces(op, exported, meta, written, op.max_parallelism, new_max, spill)
+            for index in range(new_parallelism):
+                start, end = key_group_range_for_operator(new_max, new_parallelism, index)
+                key_groups = KeyGroupRange(start, end - start + 1)
+                entries = _subtask_entries(spill.read(index), written.states)
+                offsets: list[int] = []
+                self._write_stream(op, index, key_groups, iter_key_group_stream(head, key_groups, entries, offsets), offsets, subtasks)
 
     def _write_stream(self, op: OperatorState, index: int, key_groups: KeyGroupRange, chunks: Iterator[bytes], offsets: list[int],
                       subtasks: dict[int, SubtaskState]) -> None:
