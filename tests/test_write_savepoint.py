@@ -432,6 +432,20 @@ def test_the_output_may_not_be_inside_an_input(default_export, tmp_path):
         write_savepoint(str(default_export), str(default_export / "savepoint"))
 
 
+def test_changed_operator_state_is_refused_not_ignored(default_export, tmp_path):
+    copy = _copy_export(default_export, tmp_path)
+    seen = operator_id_for_uid("records-seen")
+
+    def change(rows, subtask):
+        rows[0]["value_raw"] = b"\x00" * 8
+
+    _edit(copy, seen, "records-seen", change)
+    error = _fails(copy, tmp_path, "was changed; operator state is copied")
+    assert f"operator={seen}" in str(error)
+    (copy / f"operator={seen}" / "state=records-seen" / "part-00000.parquet").unlink()
+    _fails(copy, tmp_path, "may not be added or removed")
+
+
 def test_a_state_the_source_does_not_register_is_refused(default_export, tmp_path):
     copy = _copy_export(default_export, tmp_path)
     manifest = json.loads((copy / "_export.json").read_text())

@@ -20,7 +20,7 @@ What is written, per operator of the source's ``_metadata`` (same operator ids, 
   Subtasks own the key-group ranges Flink computes for ``parallelism``.
 * **Operator state** (list, union, broadcast), raw operator state, coordinator state: the source's
   handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). Their
-  Parquet parts are not read. Raw keyed state (RocksDB with timers on the heap) is copied likewise
+  Parquet parts are only compared with the source: a changed, added or removed part is refused. Raw keyed state (RocksDB with timers on the heap) is copied likewise
   when key groups and parallelism do not change, and refused otherwise.
 
 Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (a part whose schema does
@@ -83,6 +83,7 @@ from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
+from repair.readers.operator_state import iter_operator_handle
 
 __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
 
@@ -289,6 +290,8 @@ class _Writer:
                                      f"which parallelism {new_parallelism} would drop")
                 setattr(subtasks[sub.index], slot, self._copied(handle, f"{op.operator_id}-{sub.index}-{slot}"))
                 written.copied.append(f"{sub.index}/{slot}")
+        if exported is not None:
+            self._check_operator_state_unchanged(op, exported)
         if keyed:
             if exported is None:
                 raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
@@ -298,6 +301,27 @@ class _Writer:
             raise UsageError(f"operator {label}: coordinator state that is not inline")
         kept = [subtasks[i] for i in sorted(subtasks) if any(True for _ in subtasks[i].handles())]
         return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
+
+    def _check_operator_state_unchanged(self, op: OperatorState, exported: dict) -> None:
+        """Operator state is copied from the source, not written from its Parquet: a part that no longer
+        holds the source's rows (changed, added or removed) is refused, naming the file."""
+        handles = {sub.index: sub.managed_operator_state for sub in op.subtasks if sub.managed_operator_state is not None}
+        for state in exported.get("states", []):
+            if state.get("source") != "operator":
+                continue
+            parts = {st.basename(uri): uri for uri in self._parts(state["path"])}
+            expected = {f"part-{index:05d}.parquet" for index in handles}
+            for name in sorted(set(parts) ^ expected):
+                where = parts.get(name) or st.join(self.export_dir, state["path"], name)
+                raise UsageError(f"{where}: operator state {state['state']!r} is copied from the source checkpoint, not "
+                                 f"written from Parquet; its parts may not be added or removed")
+            for index, handle in handles.items():
+                source_rows = [_operator_row(row) for stream in iter_operator_handle(self.snapshot, self.storage, handle, states={state["state"]})
+                               for row in stream.rows]
+                part = parts[f"part-{index:05d}.parquet"]
+                if sorted(source_rows) != sorted(_operator_row(row) for _, row in _part_rows(self.storage, part)):
+                    raise UsageError(f"{part}: operator state {state['state']!r} was changed; operator state is copied from the "
+                                     f"source checkpoint byte for byte and cannot be written from Parquet yet")
 
     def _write_keyed(self, op: OperatorState, keyed: list[SubtaskState], exported: dict, written: WrittenOperator,
                      subtasks: dict[int, SubtaskState]) -> None:
@@ -426,6 +450,11 @@ class _Writer:
         if self.storage.stat(directory) is None:
             return []
         return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
+
+
+def _operator_row(row: dict) -> tuple:
+    """What an operator state row is compared by: its index and raw bytes."""
+    return row["list_index"] if row["list_index"] is not None else -1, row["user_key_raw"] or b"", row["value_raw"] or b""
 
 
 def _part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, Any]]]:
