@@ -432,16 +432,22 @@ def test_the_output_may_not_be_inside_an_input(default_export, tmp_path):
         write_savepoint(str(default_export), str(default_export / "savepoint"))
 
 
-def test_changed_operator_state_is_refused_not_ignored(default_export, tmp_path):
+def test_a_changed_operator_list_state_is_written_and_other_changes_refused(default_export, tmp_path):
     copy = _copy_export(default_export, tmp_path)
     seen = operator_id_for_uid("records-seen")
 
     def change(rows, subtask):
-        rows[0]["value_raw"] = b"\x00" * 8
+        rows[0]["value"] = 999  # value_raw left stale
+        rows.append({**rows[0], "list_index": 1, "value": 5, "value_raw": None})
 
     _edit(copy, seen, "records-seen", change)
-    error = _fails(copy, tmp_path, "was changed; operator state is copied")
-    assert f"operator={seen}" in str(error)
+    result = write_savepoint(str(copy), str(tmp_path / "sp"))
+    assert next(op for op in result.operators if op.operator_id == seen).rewritten == ["0/managed_operator_state"]
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    rows = pq.read_table(tmp_path / "again" / f"operator={seen}" / "state=records-seen").to_pylist()
+    assert sorted((row["list_index"], row["value"]) for row in rows) == [(0, 999), (1, 5)]
+    source = operator_id_for_uid("records")  # the source's split state: unchanged, copied
+    assert _rows(tmp_path / "again")[(source, "SourceReaderState")] == _rows(default_export)[(source, "SourceReaderState")]
     (copy / f"operator={seen}" / "state=records-seen" / "part-00000.parquet").unlink()
     _fails(copy, tmp_path, "may not be added or removed")
 
@@ -496,6 +502,12 @@ def test_real_flink_restores_a_rescaled_checkpoint(tmp_path):
 @pytest.mark.slow
 def test_real_flink_restores_values_changed_in_the_parquet(default_export, tmp_path):
     changed, expected = _changed_export(default_export, tmp_path)
+
+    def seen(rows, subtask):  # operator list state too
+        rows[0]["value"] = 12345
+
+    _edit(changed, operator_id_for_uid("records-seen"), "records-seen", seen)
+    expected["operator"]["records-seen"]["records-seen"] = [12345]
     write_savepoint(str(changed), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
     from fixtures import state_model
     from fixtures.restore import restore_state

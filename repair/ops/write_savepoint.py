@@ -19,8 +19,10 @@ What is written, per operator of the source's ``_metadata`` (same operator ids, 
   (:mod:`repair.formats.flink.key_hash`), and recomputed from the key when ``max_parallelism`` changes.
   Subtasks own the key-group ranges Flink computes for ``parallelism``.
 * **Operator state** (list, union, broadcast), raw operator state, coordinator state: the source's
-  handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). Their
-  Parquet parts are only compared with the source: a changed, added or removed part is refused. Raw keyed state (RocksDB with timers on the heap) is copied likewise
+  handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). A list
+  state whose Parquet part no longer holds the source's rows is written from the part's raw bytes
+  (:func:`~repair.formats.flink.operator_state.replace_list_states`: the rest of the file kept); a
+  changed broadcast state, or a part added or removed, is refused. Raw keyed state (RocksDB with timers on the heap) is copied likewise
   when key groups and parallelism do not change, and refused otherwise.
 
 Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (a part whose schema does
@@ -73,9 +75,10 @@ from repair.formats.flink.keygroups import (
     operator_index_for_key_group,
 )
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
+from repair.formats.flink.operator_state import replace_list_states
 from repair.formats.flink.row_codecs import RowColumn, row_columns, same_value
 from repair.formats.flink.savepoint_properties import savepoint_trailer
-from repair.formats.flink.value_encoders import EncodeError
+from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import Timer, decoder_for
 from repair.io import storage as st
 from repair.io.layout import discover
@@ -135,11 +138,14 @@ class WrittenOperator:
     copied: list[str] = field(default_factory=list)
     #: Keyed states left out (``drop_states``).
     dropped: list[str] = field(default_factory=list)
+    #: Operator state handles written anew, list states changed in the Parquet (``<subtask>/<slot>``).
+    rewritten: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {"operator_id": self.operator_id, "uid": self.uid, "parallelism": self.parallelism,
                 "max_parallelism": self.max_parallelism, "keyed": self.keyed,
-                "states": [s.to_json() for s in self.states], "copied": self.copied, "dropped": self.dropped}
+                "states": [s.to_json() for s in self.states], "copied": self.copied, "dropped": self.dropped,
+                "rewritten": self.rewritten}
 
 
 @dataclass
@@ -275,6 +281,7 @@ class _Writer:
         written = WrittenOperator(op.operator_id, op.operator_uid, new_parallelism, new_max, bool(keyed))
         self.result.operators.append(written)
         subtasks = {index: SubtaskState(index) for index in range(new_parallelism)}
+        changed = self._changed_operator_states(op, exported)
         for sub in op.subtasks:
             if sub.finished:
                 raise UsageError(f"operator {label}: subtask {sub.index} finished; savepoints of finished subtasks are not written")
@@ -288,10 +295,13 @@ class _Writer:
                 if sub.index >= new_parallelism:
                     raise UsageError(f"operator {label}: subtask {sub.index} holds {slot.replace('_', ' ')}, "
                                      f"which parallelism {new_parallelism} would drop")
-                setattr(subtasks[sub.index], slot, self._copied(handle, f"{op.operator_id}-{sub.index}-{slot}"))
+                name = f"{op.operator_id}-{sub.index}-{slot}"
+                if slot == "managed_operator_state" and changed.get(sub.index):
+                    setattr(subtasks[sub.index], slot, self._rewritten(handle, changed[sub.index], name))
+                    written.rewritten.append(f"{sub.index}/{slot}")
+                    continue
+                setattr(subtasks[sub.index], slot, self._copied(handle, name))
                 written.copied.append(f"{sub.index}/{slot}")
-        if exported is not None:
-            self._check_operator_state_unchanged(op, exported)
         if keyed:
             if exported is None:
                 raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
@@ -302,26 +312,34 @@ class _Writer:
         kept = [subtasks[i] for i in sorted(subtasks) if any(True for _ in subtasks[i].handles())]
         return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
 
-    def _check_operator_state_unchanged(self, op: OperatorState, exported: dict) -> None:
-        """Operator state is copied from the source, not written from its Parquet: a part that no longer
-        holds the source's rows (changed, added or removed) is refused, naming the file."""
+    def _changed_operator_states(self, op: OperatorState, exported: dict | None) -> dict[int, dict[str, list[bytes]]]:
+        """Per subtask, the list states whose Parquet part no longer holds the source's rows, with their
+        elements' bytes in ``list_index`` order. Parts added or removed, and changed broadcast states,
+        are refused, naming the file."""
         handles = {sub.index: sub.managed_operator_state for sub in op.subtasks if sub.managed_operator_state is not None}
-        for state in exported.get("states", []):
+        changed: dict[int, dict[str, list[bytes]]] = defaultdict(dict)
+        for state in (exported or {}).get("states", []):
             if state.get("source") != "operator":
                 continue
             parts = {st.basename(uri): uri for uri in self._parts(state["path"])}
             expected = {f"part-{index:05d}.parquet" for index in handles}
             for name in sorted(set(parts) ^ expected):
                 where = parts.get(name) or st.join(self.export_dir, state["path"], name)
-                raise UsageError(f"{where}: operator state {state['state']!r} is copied from the source checkpoint, not "
-                                 f"written from Parquet; its parts may not be added or removed")
+                raise UsageError(f"{where}: operator state {state['state']!r} is written per subtask of the source; "
+                                 f"its parts may not be added or removed")
             for index, handle in handles.items():
-                source_rows = [_operator_row(row) for stream in iter_operator_handle(self.snapshot, self.storage, handle, states={state["state"]})
-                               for row in stream.rows]
+                streams = list(iter_operator_handle(self.snapshot, self.storage, handle, states={state["state"]}))
+                source_rows = [_operator_row(row) for stream in streams for row in stream.rows]
+                element = streams[0].meta.serializer("VALUE_SERIALIZER") if streams else None
                 part = parts[f"part-{index:05d}.parquet"]
-                if sorted(source_rows) != sorted(_operator_row(row) for _, row in _part_rows(self.storage, part)):
-                    raise UsageError(f"{part}: operator state {state['state']!r} was changed; operator state is copied from the "
-                                     f"source checkpoint byte for byte and cannot be written from Parquet yet")
+                rows = [(_operator_row(_with_encoded_value(row, element, where)), where) for where, row in _part_rows(self.storage, part)]
+                if sorted(source_rows) == sorted(row for row, _ in rows):
+                    continue
+                if state["kind"] not in ("operator-list", "union-list"):
+                    raise UsageError(f"{part}: {state['kind']} state {state['state']!r} was changed; only list states are "
+                                     f"written from Parquet, others are copied from the source")
+                changed[index][state["state"]] = _list_elements(rows)
+        return changed
 
     def _write_keyed(self, op: OperatorState, keyed: list[SubtaskState], exported: dict, written: WrittenOperator,
                      subtasks: dict[int, SubtaskState]) -> None:
@@ -362,6 +380,18 @@ class _Writer:
         self.result.files += 1
         subtasks[index].managed_keyed_state = KeyGroupsHandle(
             HandleType.SAVEPOINT_KEY_GROUPS, key_groups, list(offsets), RelativeFileHandle(name, size))
+
+    def _rewritten(self, handle: OperatorStateHandle, elements: dict[str, list[bytes]], name: str) -> OperatorStateHandle:
+        """``handle``'s operator state file with the list states in ``elements`` replaced, written into the
+        savepoint (every other byte of the file kept)."""
+        data = read_resolved(self.storage, self.snapshot.resolver.resolve(handle.delegate))
+        try:
+            data, entries = replace_list_states(data, handle.states, elements)
+        except RepairError as error:
+            raise error.in_source(name) from None
+        self.publisher.write(name, data)
+        self.result.files += 1
+        return OperatorStateHandle(HandleType.OPERATOR_STATE, entries, RelativeFileHandle(name, len(data)))
 
     # -- copies of the source's handles ------------------------------------------------------------
     def _copied(self, handle, name: str):
@@ -450,6 +480,38 @@ class _Writer:
         if self.storage.stat(directory) is None:
             return []
         return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
+
+
+def _with_encoded_value(row: dict, serializer, where: str) -> dict:
+    """``row`` with ``value_raw`` encoded from ``value`` where the raw bytes are null or hold another value
+    (a list element changed in the Parquet; serializers :mod:`repair.formats.flink.value_encoders` writes)."""
+    encode = encoder_for(serializer)
+    if row.get("value") is None or encode is None:
+        return row
+    raw = row["value_raw"]
+    if raw is not None:
+        try:
+            if same_value(decoder_for(serializer).decode_all(raw, 0, "value"), row["value"]):
+                return row
+        except RepairError:
+            pass
+    try:
+        return {**row, "value_raw": encode(row["value"])}
+    except EncodeError as error:
+        raise FormatError("value", 0, "a value the state's serializer writes", repr(row["value"]), detail=str(error)).in_source(where) from None
+
+
+def _list_elements(rows: list[tuple[tuple, str]]) -> list[bytes]:
+    """A list state's elements from its rows (``(list_index, user_key_raw, value_raw)`` and where),
+    in index order; indexes must be distinct and the raw bytes there."""
+    seen: dict[int, str] = {}
+    for (index, _, value), where in rows:
+        if index < 0 or not value:
+            raise FormatError("value_raw" if index >= 0 else "list_index", 0, "an element's index and raw bytes", "null").in_source(where)
+        if index in seen:
+            raise FormatError("list_index", 0, "one element per index of a list", f"index {index} again (first at {seen[index]})").in_source(where)
+        seen[index] = where
+    return [value for (_, _, value), _ in sorted(rows)]
 
 
 def _operator_row(row: dict) -> tuple:
