@@ -373,7 +373,7 @@ def test_a_part_with_another_schema_is_named(default_export, tmp_path):
 
 
 def test_a_key_type_without_a_known_hash_cannot_change_max_parallelism(monkeypatch, default_export, tmp_path):
-    from repair.ops import write_savepoint as module
+    from repair.ops.write_savepoint import rows as module
 
     monkeypatch.setattr(module, "key_hasher", lambda serializer: None)
     error = _fails(default_export, tmp_path, "hashCode", max_parallelism=256)
