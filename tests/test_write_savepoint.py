@@ -194,6 +194,27 @@ def test_rescale_is_export_and_write_savepoint_in_one(default_export, tmp_path, 
         rescale(str(_root(DEFAULT)), str(tmp_path / "other"))
 
 
+def test_from_and_to_s3_the_same_savepoint(s3, s3_storage, default_export, tmp_path):
+    """The export and the source checkpoint on S3, the savepoint written to S3: the same files as locally."""
+    root = _root(DEFAULT)
+    files = {f"ckpt/{root.name}/{p.relative_to(root)}": p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    manifest = json.loads((default_export / "_export.json").read_text())
+    bucket = s3.new_bucket(files)
+    manifest["source"] = f"s3://{bucket}/ckpt/{root.name}"
+    files = {f"export/{p.relative_to(default_export)}": p.read_bytes() for p in default_export.rglob("*.parquet")}
+    files["export/_export.json"] = json.dumps(manifest).encode()
+    client = s3.client()
+    for key, data in files.items():
+        client.put_object(Bucket=bucket, Key=key, Body=data)
+    remote = write_savepoint(f"s3://{bucket}/export", f"s3://{bucket}/savepoint", storage=s3_storage)
+    local = write_savepoint(str(default_export), str(tmp_path / "sp"))
+    assert remote.to_json()["entries"] == local.to_json()["entries"]
+    keys = sorted(k.removeprefix("savepoint/") for k in s3.keys(bucket) if k.startswith("savepoint/") and not k.endswith("/"))
+    assert keys == sorted(str(p.relative_to(tmp_path / "sp")) for p in (tmp_path / "sp").rglob("*") if p.is_file())
+    for key in keys:
+        assert client.get_object(Bucket=bucket, Key=f"savepoint/{key}")["Body"].read() == (tmp_path / "sp" / key).read_bytes(), key
+
+
 def test_the_cli_writes_and_prints_the_json(default_export, tmp_path, capsys):
     assert main(["write-savepoint", str(default_export), "--out", str(tmp_path / "sp"), "--json"]) == 0
     document = json.loads(capsys.readouterr().out)
