@@ -29,6 +29,7 @@ from repair.formats.flink.keygroups import java_long_hash, operator_id_for_uid
 from repair.formats.flink.metadata import decode_metadata
 from repair.formats.flink.savepoint_properties import CANONICAL_SAVEPOINT_PROPERTIES
 from repair.ops.export.job import export
+from repair.ops.verify.engine import verify
 from repair.ops.write_savepoint import write_savepoint
 from tests import damage
 from tests.conftest import FIXTURES, FIXTURE_NAMES, fixture_info
@@ -163,6 +164,8 @@ def test_export_of_the_written_savepoint_equals_the_export(name, tmp_path, read_
     first = tmp_path / "first"
     export(str(read_only_guard(_root(name))), str(first))
     write_savepoint(str(read_only_guard(first)), str(tmp_path / "savepoint"))
+    report = verify(str(tmp_path / "savepoint"), workers=1)  # the toolkit's own checks of every byte
+    assert report.ok and not report.findings, [f.to_json() for f in report.findings]
     export(str(tmp_path / "savepoint"), str(tmp_path / "second"))
     assert _rows(tmp_path / "second") == _rows(first)
 
@@ -176,6 +179,7 @@ def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_comput
     keyed = [op for op in written.operators if any(s.managed_keyed_state for s in op.subtasks)]
     assert keyed and all((op.max_parallelism, op.parallelism, len(op.subtasks)) == (300, 3, 3) for op in keyed)
     assert [s.managed_keyed_state.key_groups for s in keyed[0].subtasks] == [_range(0, 100), _range(100, 100), _range(200, 100)]
+    assert not verify(str(tmp_path / "sp"), workers=1).findings
     export(str(tmp_path / "sp"), str(tmp_path / "rescaled"))
     assert _rows(tmp_path / "rescaled", drop=("key_group",)) == _rows(default_export, drop=("key_group",))
     assert _rows(tmp_path / "rescaled") != _rows(default_export)
