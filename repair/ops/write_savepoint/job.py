@@ -14,16 +14,20 @@ What is written, per operator of the source's ``_metadata`` (same operator ids, 
   source's keyed backend meta data, byte for byte (state names, kinds and serializer snapshots; only
   the key-group compression flag is cleared). Its entries come from the Parquet rows: the RocksDB key
   from ``key_raw``, ``namespace_raw`` and ``user_key_raw`` (the length suffixes added where Flink adds
-  them), the value from ``value_raw`` (a list's elements joined in ``list_index`` order). Key groups are
-  the rows' ``key_group``, checked against the key where its ``hashCode`` is known
-  (:mod:`repair.formats.flink.key_hash`), and recomputed from the key when ``max_parallelism`` changes.
-  Subtasks own the key-group ranges Flink computes for ``parallelism``.
+  them), the value from ``value_raw`` (a list's elements joined in ``list_index`` order); a raw column
+  that is null, or holds another value than its decoded column, is encoded from the decoded column
+  (:mod:`repair.ops.write_savepoint.rows`). Key groups are computed from the key where its ``hashCode``
+  is known (:mod:`repair.formats.flink.key_hash`; checked against the row's ``key_group`` when the max
+  parallelism is kept), else the row's are used (and a new max parallelism refused). Subtasks own the
+  key-group ranges Flink computes for ``parallelism``. ``drop_states`` leaves keyed states out, meta
+  data included.
 * **Operator state** (list, union, broadcast), raw operator state, coordinator state: the source's
   handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). A list
   state whose Parquet part no longer holds the source's rows is written from the part's raw bytes
   (:func:`~repair.formats.flink.operator_state.replace_list_states`: the rest of the file kept); a
-  changed broadcast state, or a part added or removed, is refused. Raw keyed state (RocksDB with timers on the heap) is copied likewise
-  when key groups and parallelism do not change, and refused otherwise.
+  changed broadcast state, or a part added or removed, is refused. Raw keyed state (RocksDB with
+  timers on the heap) is copied likewise when key groups and parallelism do not change, and refused
+  otherwise.
 
 Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (a part whose schema does
 not match, a key group outside the max parallelism or a key in the wrong key group, duplicate keys of a
