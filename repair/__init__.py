@@ -39,6 +39,9 @@ _EXPORTS = {
     "export": "repair.ops.export.job",
     "read_state": "repair.ops.export.scan",
     "iter_state_batches": "repair.ops.export.scan",
+    "write_savepoint": "repair.ops.write_savepoint",
+    "rescale": "repair.ops.write_savepoint",
+    "edit": "repair.ops.edit",
     "diagnose": "repair.ops.diagnose.incidents",
     "doctor": "repair.ops.doctor.lint",
     # their results
@@ -51,6 +54,8 @@ _EXPORTS = {
     "RebuildResult": "repair.ops.rebuild.checkpoint",
     "RebuildDbResult": "repair.ops.rebuild.db",
     "ExportResult": "repair.ops.export.job",
+    "WriteSavepointResult": "repair.ops.write_savepoint",
+    "EditResult": "repair.ops.edit",
     "DiagnoseResult": "repair.ops.diagnose.incidents",
     "DoctorResult": "repair.ops.doctor.lint",
     # findings, errors, storage
@@ -88,6 +93,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.io.storage import Storage
     from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
     from repair.ops.doctor.lint import DoctorResult, doctor
+    from repair.ops.edit import EditResult, edit
     from repair.ops.export.job import ExportResult, export
     from repair.ops.export.scan import iter_state_batches, read_state
     from repair.ops.fallback import FallbackResult, fallback
@@ -98,3 +104,4 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.relocate import RelocateResult, relocate
     from repair.ops.triage import TriageResult, triage
     from repair.ops.verify.engine import VerifyResult, verify
+    from repair.ops.write_savepoint import WriteSavepointResult, rescale, write_savepoint

@@ -124,6 +124,14 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         return [_run(capsys, "export", str(ROOT_120), "--out", str(tmp_path / "export"))]
     if command == "triage ROOT --json":
         return [_run(capsys, "triage", str(_damaged(tmp_path, "missing_sst")))]
+    if command == "write-savepoint EXPORT_DIR --out SAVEPOINT --json":
+        main(["export", str(ROOT_120), "--out", str(tmp_path / "export")])
+        capsys.readouterr()
+        return [_run(capsys, "write-savepoint", str(tmp_path / "export"), "--out", str(tmp_path / "savepoint"))]
+    if command == "edit CHECKPOINT --out NEW_ROOT --json":
+        return [_run(capsys, "edit", str(ROOT_120 / "chk-5"), "--out", str(tmp_path / "edited"), "--rename-uid", "per-type=gone")]
+    if command == "rescale CHECKPOINT --out SAVEPOINT --json":
+        return [_run(capsys, "rescale", str(ROOT_120), "--out", str(tmp_path / "rescaled"), "--max-parallelism", "256")]
     raise AssertionError(f"docs/json-contracts.md documents {command!r}, which this test does not run: add it")
 
 

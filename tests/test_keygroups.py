@@ -231,3 +231,36 @@ def test_keygroups_match_flink(flink_oracle):
 
     assert len(cases) > 3000
     _compare(flink_oracle, cases)
+
+
+@pytest.mark.slow
+def test_key_hashes_of_boxed_key_types_match_flink(flink_oracle):
+    """repair.formats.flink.key_hash: ``hashCode`` of each boxed key type, decoded as the value decoders
+    give it, and its key group, against Flink's ``assignToKeyGroup`` on the same Java object."""
+    import struct
+
+    from repair.formats.flink.key_hash import _HASHES, key_group_of
+
+    def hasher(kind: str):
+        return next(f for name, f in _HASHES.items() if f".{kind}Serializer$" in name)
+
+    rng = random.Random(23)
+    doubles = [0.0, -0.0, 1.5, -2.25, float("inf"), float("-inf"), float("nan"), 5e-324, 1.7976931348623157e308]
+    doubles += [rng.uniform(-1e12, 1e12) for _ in range(50)]
+    floats = [struct.unpack(">f", struct.pack(">f", d))[0] for d in doubles if abs(d) < 3e38 or d != d or abs(d) == float("inf")]
+    samples = [
+        ("short", "Short", [0, 1, -1, -32768, 32767] + [rng.randint(-32768, 32767) for _ in range(30)], str),
+        ("byte", "Byte", [0, 1, -1, -128, 127], str),
+        ("boolean", "Boolean", [True, False], lambda v: str(v).lower()),
+        ("char", "Char", ["a", "\u00e9", "\ud83d", "\uffff", "\x00"], lambda v: str(ord(v))),
+        ("double", "Double", doubles, lambda v: str(struct.unpack(">q", struct.pack(">d", v))[0])),
+        ("float", "Float", floats, lambda v: str(struct.unpack(">i", struct.pack(">f", v))[0])),
+    ]
+    cases: list[tuple[str, object]] = []
+    for query_type, serializer, values, text in samples:
+        f = hasher(serializer)
+        for value in values:
+            cases.append((f"hash {query_type} {text(value)}", f(value)))
+            mp = rng.choice(MAX_PARALLELISMS)
+            cases.append((f"keygroup {query_type} {text(value)} {mp}", key_group_of(f, value, mp)))
+    _compare(flink_oracle, cases)

@@ -251,6 +251,67 @@ def export(
     _show(result, json_output, render_export)
 
 
+@app.command("write-savepoint")
+def write_savepoint(
+    export_dir: str = typer.Argument(..., help="An export's directory (its _export.json and Parquet parts, possibly changed); local path or URI."),
+    out: str = typer.Option(..., "--out", help="New savepoint directory to create (must not exist or be empty)."),
+    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", min=1, max=32768, help="Max parallelism of the savepoint (default: the source's); key groups are recomputed from the keys."),
+    parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, max=32768, help="Subtasks of every keyed operator (default: the source's)."),
+    source: Optional[str] = typer.Option(None, "--source", help="The checkpoint the export was made from, when it is no longer where _export.json says."),
+    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", help="UID/STATE: leave this keyed state out (its meta data too). Repeatable."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Write an export back as a canonical savepoint (the format every state backend restores), _metadata last."""
+    from repair.cli.render import render_write_savepoint
+    from repair.ops.write_savepoint import write_savepoint as run_write_savepoint
+
+    result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source,
+                                 drop_states=drop_state or [])
+    _show(result, json_output, render_write_savepoint)
+
+
+@app.command()
+def rescale(
+    checkpoint: str = typer.Argument(..., help="chk-N directory, savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    out: str = typer.Option(..., "--out", help="New savepoint directory to create (must not exist or be empty)."),
+    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", min=1, max=32768, help="The new max parallelism; key groups are recomputed from the keys."),
+    parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, max=32768, help="Subtasks of every keyed operator (default: the checkpoint's)."),
+    master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """A checkpoint as a canonical savepoint with a new max parallelism: export and write-savepoint in one, no Parquet kept."""
+    from repair.cli.render import render_write_savepoint
+    from repair.ops.write_savepoint import rescale as run_rescale
+
+    result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers)
+    _show(result, json_output, render_write_savepoint)
+
+
+@app.command()
+def edit(
+    checkpoint: str = typer.Argument(..., help="A chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    out: str = typer.Option(..., "--out", help="New root to create (must not exist or be empty); receives <chk-N or savepoint name>/_metadata."),
+    rename_uid: Optional[List[str]] = typer.Option(None, "--rename-uid", help="OLD=NEW: the operator with uid (or operator id) OLD gets uid NEW's operator id. Repeatable."),
+    drop_operator: Optional[List[str]] = typer.Option(None, "--drop-operator", help="Remove this operator's state (uid, name or operator id). Repeatable."),
+    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", help="UID/STATE: remove this operator state (list, union, broadcast) of the operator. Repeatable."),
+    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root (a self-contained snapshot)."),
+    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+) -> None:
+    """Rename operator uids, drop operators or operator states: a new _metadata, every kept byte unchanged."""
+    from repair.cli.render import render_edit
+    from repair.ops.edit import edit as run_edit
+
+    renames = {}
+    for value in rename_uid or []:
+        old, equals, new = value.partition("=")
+        if not equals or not old or not new:
+            raise UsageError(f"--rename-uid takes OLD=NEW, not {value!r}")
+        renames[old] = new
+    result = run_edit(checkpoint, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
+    _show(result, json_output, render_edit, exit_code=0 if result.ok else 1)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

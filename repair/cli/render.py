@@ -334,6 +334,24 @@ def render_relocate(result) -> None:
     console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")
 
 
+def render_write_savepoint(result) -> None:
+    console = stdout()
+    console.print(f"[bold green]wrote {result.metadata}[/] (canonical savepoint, _metadata version {result.metadata_version})")
+    for op in result.operators:
+        what = f"{sum(s.entries for s in op.states)} entries in {len(op.states)} keyed states" if op.keyed else "no keyed state"
+        copied = f"; copied {len(op.copied)} handle(s)" if op.copied else ""
+        console.print(f"  {op.uid or op.operator_id}: parallelism {op.parallelism}, max parallelism {op.max_parallelism}, {what}{copied}",
+                      highlight=False, markup=False)
+    console.print(f"  restore with: flink run -s {parent(result.metadata)} ...", highlight=False, markup=False)
+
+
+def render_edit(result) -> None:
+    console = stdout()
+    for change in result.edits:
+        console.print(f"  {change.action}: {change.detail} (operator {change.operator_id})", highlight=False, markup=False)
+    render_relocate(result.written)
+
+
 def _render_unrepairable(result, headline: str) -> bool:
     """The problems that kept a rebuild from writing anything, and the hint; False when there are none."""
     if not result.unrepairable:

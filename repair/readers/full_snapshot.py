@@ -118,9 +118,15 @@ def read_key_groups_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: 
     resolved = resolve_delegate(snapshot, handle)
     try:
         first = _first_block(handle.offsets)
-        return decode_keyed_backend_meta(read_resolved(storage, resolved, length=first), ends_at_data_end=first is not None)
+        return decode_keyed_backend_meta(read_key_groups_meta_bytes(snapshot, storage, handle), ends_at_data_end=first is not None)
     except RepairError as error:
         raise error.in_source(delegate_name(snapshot, resolved)) from None
+
+
+def read_key_groups_meta_bytes(snapshot: LoadedSnapshot, storage: st.Storage, handle: KeyGroupsHandle) -> bytes:
+    """The bytes of the keyed backend meta data at the head of a full snapshot (up to its first key
+    group; the whole stream when every key group is empty)."""
+    return read_resolved(storage, resolve_delegate(snapshot, handle), length=_first_block(handle.offsets))
 
 
 def iter_key_groups_handle(snapshot: LoadedSnapshot, storage: st.Storage, handle: KeyGroupsHandle, max_parallelism: int,

@@ -32,6 +32,8 @@ import org.apache.flink.util.MathUtils;
  *
  * <pre>
  *   hash string HEX | hash long N | hash int N    -> key.hashCode()
+ *   hash short N | hash byte N | hash boolean true|false | hash char UNIT
+ *   hash double LONGBITS | hash float INTBITS     -> key.hashCode() of those boxed types
  *   keygroup string HEX MAXP | keygroup long N MAXP | keygroup int N MAXP
  *                                                 -> KeyGroupRangeAssignment.assignToKeyGroup(key, MAXP)
  *   keyhash HASH MAXP                             -> computeKeyGroupForKeyHash(HASH, MAXP)
@@ -114,6 +116,18 @@ public final class KeyGroupOracle {
                 return Long.valueOf(Long.parseLong(value));
             case "int":
                 return Integer.valueOf(Integer.parseInt(value));
+            case "short":
+                return Short.valueOf(Short.parseShort(value));
+            case "byte":
+                return Byte.valueOf(Byte.parseByte(value));
+            case "boolean":
+                return Boolean.valueOf(value);
+            case "char":
+                return Character.valueOf((char) Integer.parseInt(value));
+            case "double": // the IEEE 754 bits as a long
+                return Double.valueOf(Double.longBitsToDouble(Long.parseLong(value)));
+            case "float": // the IEEE 754 bits as an int
+                return Float.valueOf(Float.intBitsToFloat(Integer.parseInt(value)));
             default:
                 throw new IllegalArgumentException("unknown key type " + type);
         }

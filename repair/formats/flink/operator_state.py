@@ -33,8 +33,8 @@ Rows have the keys of :data:`~repair.formats.flink.in_rocksdb.keyed_rows.ROW_FIE
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
-from typing import Any, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Iterator, Mapping, Sequence
 
 from repair.errors import FormatError, RepairError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
@@ -250,3 +250,40 @@ def _broadcast_rows(state: OperatorStateInfo, stream: _Stream) -> Iterator[dict[
     if not r.at_end():
         raise FormatError(f"end of the {count} entries", r.offset, "the end of the state's data", f"{r.remaining} more bytes")
     yield from rows
+
+
+def replace_list_states(data: bytes, entries: Sequence[OperatorStateEntry],
+                        elements: Mapping[str, Sequence[bytes]]) -> tuple[bytes, list[OperatorStateEntry]]:
+    """An operator state file whose list states named in ``elements`` hold those elements (serialized)
+    instead, and the handle's entries with their new offsets.
+
+    The head (meta data) and every other state's bytes are kept byte for byte (moved, their offsets
+    shifted); each state's data stays where it was in the order of the file. Uncompressed files and
+    list states (``SPLIT_DISTRIBUTE``, ``UNION``) only.
+    """
+    file = OperatorStateFile(data, entries)
+    if file.compressed:
+        raise FormatError("operator state compression flag", 4, "an uncompressed file (its list states can be rewritten)", "Snappy")
+    by_name = {entry.name: entry for entry in entries}
+    for name in elements:
+        if name not in by_name:
+            raise FormatError("operator state", 0, "a state the handle names", repr(name))
+        if by_name[name].mode_name == "BROADCAST":
+            raise FormatError(f"state {name!r}", 0, "a list state", "a broadcast state")
+    starts = sorted({entry.offsets[0] for entry in entries if entry.offsets} | {len(data)})
+    out = bytearray(data[: starts[0]])
+    offsets: dict[str, list[int]] = {}
+    for entry in sorted(entries, key=lambda e: e.offsets[0] if e.offsets else len(data)):
+        if entry.name in elements:
+            offsets[entry.name] = []
+            for element in elements[entry.name]:
+                offsets[entry.name].append(len(out))
+                out += element
+        elif entry.offsets:
+            start = entry.offsets[0]
+            end = starts[bisect.bisect_right(starts, start)]
+            offsets[entry.name] = [offset - start + len(out) for offset in entry.offsets]
+            out += data[start:end]
+        else:
+            offsets[entry.name] = []
+    return bytes(out), [replace(entry, offsets=offsets[entry.name]) for entry in entries]

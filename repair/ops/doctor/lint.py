@@ -9,8 +9,8 @@ is documented in docs/json-contracts.md.
 
 from __future__ import annotations
 
-import os
 import difflib
+import os
 import re
 from dataclasses import dataclass
 

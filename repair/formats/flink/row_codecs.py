@@ -1,0 +1,122 @@
+"""The raw columns of an exported keyed state's rows, decoded and encoded: which serializer writes each
+of ``key_raw``, ``namespace_raw``, ``user_key_raw`` and ``value_raw`` of a state, and how the value it
+holds is made of the row's decoded columns.
+
+* ``key_raw``: the key serializer's bytes; a timer's ``key_raw`` is the whole timer
+  (:class:`~repair.formats.flink.values.Timer` of the columns ``timestamp``, ``key``, ``namespace``);
+* ``namespace_raw``: the namespace serializer's;
+* ``user_key_raw`` (map state): the map's key serializer's;
+* ``value_raw``: the value serializer's (value, reducing, aggregating state), a list element's, or a map
+  entry's ``bool isNull`` + value. With TTL the value is a
+  :class:`~repair.formats.flink.values.TtlValue` of ``ttl_timestamp`` and ``value``.
+
+A column's ``encode`` is None where :mod:`repair.formats.flink.value_encoders` cannot write the
+serializer: such values are written from their raw bytes only.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from repair.formats.flink.backend_meta import StateMetaInfo
+from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink.value_encoders import Encode, encoder_for
+from repair.formats.flink.values import Timer, TtlValue, decoder_for
+
+#: The raw columns, each with the decoded column it is the bytes of.
+RAW_OF = {"key": "key_raw", "namespace": "namespace_raw", "user_key": "user_key_raw", "value": "value_raw"}
+
+
+@dataclass(frozen=True)
+class RowColumn:
+    """One raw column of a state: ``decode(raw)`` gives the value, ``encode(value)`` the bytes (None:
+    no encoder), ``compose(row)`` the value as the row's decoded columns give it (None: not given)."""
+
+    raw: str
+    decode: Callable[[bytes], Any]
+    encode: Encode | None
+    compose: Callable[[dict], Any]
+
+
+def _unwrap(snapshot: SerializerSnapshot | None) -> SerializerSnapshot | None:
+    while snapshot is not None and snapshot.class_name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
+        snapshot = snapshot.nested[0]
+    return snapshot
+
+
+def _is_ttl(snapshot: SerializerSnapshot | None) -> bool:
+    snapshot = _unwrap(snapshot)
+    return snapshot is not None and COMPOSITE_SNAPSHOTS.get(snapshot.class_name, ("",))[0] == "TTL"
+
+
+def _plain(raw: str, snapshot: SerializerSnapshot | None, compose: Callable[[dict], Any]) -> RowColumn:
+    decoder = decoder_for(snapshot)
+    return RowColumn(raw, lambda data: decoder.decode_all(data, 0, raw), encoder_for(snapshot), compose)
+
+
+def _column(name: str) -> Callable[[dict], Any]:
+    return lambda row: row.get(name)
+
+
+def _with_ttl(snapshot: SerializerSnapshot | None) -> Callable[[dict], Any]:
+    if not _is_ttl(snapshot):
+        return _column("value")
+
+    def compose(row: dict) -> Any:
+        value, timestamp = row.get("value"), row.get("ttl_timestamp")
+        return None if value is None or timestamp is None else TtlValue(timestamp, value)
+
+    return compose
+
+
+def _map_value(snapshot: SerializerSnapshot | None) -> RowColumn:
+    """``bool isNull`` + the user value (a null entry is the flag alone)."""
+    decoder, encode = decoder_for(snapshot), encoder_for(snapshot)
+    compose = _with_ttl(snapshot)
+
+    def decode(data: bytes) -> Any:
+        return None if data[:1] == b"\x01" and len(data) == 1 else decoder.decode_all(data, 1, "map value")
+
+    def encode_entry(value: Any) -> bytes:
+        return b"\x01" if value is None else b"\x00" + encode(value)
+
+    return RowColumn("value_raw", decode, encode_entry if encode is not None else None, compose)
+
+
+def _timer_compose(row: dict) -> Any:
+    if row.get("timestamp") is None or row.get("key") is None:
+        return None
+    return Timer(row["timestamp"], row["key"], row.get("namespace"))
+
+
+def row_columns(state: StateMetaInfo, key_serializer: SerializerSnapshot | None) -> dict[str, RowColumn]:
+    """The raw columns ``state``'s rows carry, by decoded column name (``key``, ``namespace``,
+    ``user_key``, ``value``)."""
+    value = state.serializer("VALUE_SERIALIZER")
+    if state.kind == "priority-queue":
+        return {"key": _plain("key_raw", value, _timer_compose)}
+    columns = {"key": _plain("key_raw", key_serializer, _column("key")),
+               "namespace": _plain("namespace_raw", state.serializer("NAMESPACE_SERIALIZER"), _column("namespace"))}
+    nested = _unwrap(value).nested if _unwrap(value) is not None else []
+    if state.kind == "list":
+        element = nested[0] if len(nested) == 1 else None
+        columns["value"] = _plain("value_raw", element, _with_ttl(element))
+    elif state.kind == "map":
+        user_key, user_value = (nested[0], nested[1]) if len(nested) == 2 else (None, None)
+        columns["user_key"] = _plain("user_key_raw", user_key, _column("user_key"))
+        columns["value"] = _map_value(user_value)
+    else:
+        columns["value"] = _plain("value_raw", value, _with_ttl(value))
+    return columns
+
+
+def same_value(a: Any, b: Any) -> bool:
+    """``a == b``, NaN equal to NaN (also inside TTL values and timers)."""
+    if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
+        return True
+    if isinstance(a, tuple) and isinstance(b, tuple) and type(a) is type(b) and len(a) == len(b):
+        return all(same_value(x, y) for x, y in zip(a, b))
+    return type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
+                                              and not isinstance(a, bool) and not isinstance(b, bool) and a == b)

@@ -1,0 +1,189 @@
+"""Values encoded as Flink's built-in serializers write them: the inverse of :mod:`repair.formats.flink.values`.
+
+:func:`encoder_for` gives the encoder of the serializer a snapshot describes, for the serializers whose
+bytes follow from the value alone: ``String`` (``StringValue.writeString``), ``Long``, ``Integer``,
+``Short``, ``Byte``, ``Boolean``, ``Double``, ``Float``, ``Character``, ``byte[]``, ``VoidNamespace``,
+``GlobalWindow``, ``TimeWindow``, the TTL wrapper (``TtlSerializer``: last access, then the value) and
+timers (``TimerSerializer``: the timestamp with its sign bit flipped, key, namespace). Values are the
+Python values the decoders give (a TTL value a :class:`~repair.formats.flink.values.TtlValue`, a timer a
+:class:`~repair.formats.flink.values.Timer`, a TimeWindow ``{"start", "end"}``). For any other
+serializer it returns None: such values can only be written from their raw bytes.
+
+For every value ``v`` an encoder accepts, ``decoder.decode_all(encode(v)) == v``, and for bytes ``b``
+Flink wrote, ``encode(decode(b)) == b`` (``tests/test_value_encoders.py`` holds both on every fixture).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from typing import Any, Callable
+
+from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink.values import Timer, TtlValue
+
+_B = "org.apache.flink.api.common.typeutils.base."
+_SIGN_BIT = 1 << 63
+#: ``StringValue``'s high bit: more bytes of a varint follow.
+_HIGH_BIT = 0x80
+
+
+class EncodeError(ValueError):
+    """A value the serializer cannot write (wrong type, out of range, a null where none is allowed)."""
+
+
+Encode = Callable[[Any], bytes]
+
+
+def _checked(kinds: type | tuple[type, ...], what: str, pack: Encode) -> Encode:
+    """``pack`` for values of ``kinds`` only (a bool is no number here)."""
+    kinds = kinds if isinstance(kinds, tuple) else (kinds,)
+
+    def encode(value: Any) -> bytes:
+        if not isinstance(value, kinds) or (type(value) is bool and bool not in kinds):
+            raise EncodeError(f"a {what} is needed, not {type(value).__name__} {value!r}")
+        try:
+            return pack(value)
+        except (struct.error, OverflowError) as error:
+            raise EncodeError(f"{value!r} is not a {what}: {error}") from None
+
+    return encode
+
+
+def _varint7(value: int) -> bytes:
+    out = bytearray()
+    while value >= _HIGH_BIT:
+        out.append((value | _HIGH_BIT) & 0xFF)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+def encode_string_value(value: str | None) -> bytes:
+    """``StringValue.writeString``: length+1 as a varint (0 = null), then each UTF-16 unit as a varint."""
+    if value is None:
+        return b"\x00"
+    if not isinstance(value, str):
+        raise EncodeError(f"a string is needed, not {type(value).__name__} {value!r}")
+    units = value.encode("utf-16-be", "surrogatepass")
+    if value.isascii():
+        return _varint7(len(value) + 1) + value.encode("ascii")
+    codes = struct.unpack(f">{len(units) // 2}H", units)
+    return _varint7(len(codes) + 1) + b"".join(_varint7(unit) for unit in codes)
+
+
+def _char(value: str) -> bytes:
+    units = value.encode("utf-16-be", "surrogatepass") if isinstance(value, str) else b""
+    if len(units) != 2:
+        raise EncodeError(f"a Character is one UTF-16 unit, not {value!r}")
+    return units
+
+
+def _double(value: float) -> bytes:
+    return struct.pack(">d", value)
+
+
+def _float(value: float) -> bytes:
+    if math.isfinite(value) and abs(value) > 3.4028234663852886e38:
+        raise EncodeError(f"{value!r} is out of a Float's range")
+    packed = struct.pack(">f", value)
+    if math.isfinite(value) and struct.unpack(">f", packed)[0] != value:
+        raise EncodeError(f"{value!r} is not exactly a Float")
+    return packed
+
+
+def _byte_array(value: bytes) -> bytes:
+    return struct.pack(">i", len(value)) + bytes(value)
+
+
+def _zero_byte(value: Any) -> bytes:
+    if value is not None:
+        raise EncodeError(f"this namespace has one value, written as null, not {value!r}")
+    return b"\x00"
+
+
+def _time_window(value: Any) -> bytes:
+    if not isinstance(value, dict) or set(value) != {"start", "end"}:
+        raise EncodeError(f"a TimeWindow is {{'start': ..., 'end': ...}}, not {value!r}")
+    return struct.pack(">qq", value["start"], value["end"])
+
+
+_SIMPLE: dict[str, Encode] = {
+    _B + "StringSerializer$StringSerializerSnapshot": encode_string_value,
+    _B + "LongSerializer$LongSerializerSnapshot": _checked(int, "Long", lambda v: struct.pack(">q", v)),
+    _B + "IntSerializer$IntSerializerSnapshot": _checked(int, "Integer", lambda v: struct.pack(">i", v)),
+    _B + "ShortSerializer$ShortSerializerSnapshot": _checked(int, "Short", lambda v: struct.pack(">h", v)),
+    _B + "ByteSerializer$ByteSerializerSnapshot": _checked(int, "Byte", lambda v: struct.pack(">b", v)),
+    _B + "BooleanSerializer$BooleanSerializerSnapshot": _checked(bool, "Boolean", lambda v: b"\x01" if v else b"\x00"),
+    _B + "DoubleSerializer$DoubleSerializerSnapshot": _checked((float, int), "Double", _double),
+    _B + "FloatSerializer$FloatSerializerSnapshot": _checked((float, int), "Float", _float),
+    _B + "CharSerializer$CharSerializerSnapshot": _char,
+    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": _checked((bytes, bytearray), "byte[]", _byte_array),
+    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _zero_byte,
+    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _zero_byte,
+    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": _zero_byte,
+    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": _time_window,
+}
+#: Serializers that write null (the others refuse it: Flink's would throw).
+_NULLABLE = {_B + "StringSerializer$StringSerializerSnapshot", *(k for k, v in _SIMPLE.items() if v is _zero_byte)}
+
+
+def _not_null(name: str, encode: Encode) -> Encode:
+    if name in _NULLABLE:
+        return encode
+
+    def checked(value: Any) -> bytes:
+        if value is None:
+            raise EncodeError("null cannot be written by this serializer")
+        return encode(value)
+
+    return checked
+
+
+def _ttl(snapshot: SerializerSnapshot) -> Encode | None:
+    if not snapshot.nested or len(snapshot.nested) > 2:
+        return None
+    inner = encoder_for(snapshot.nested[-1])
+    if inner is None:
+        return None
+
+    def encode(value: Any) -> bytes:
+        if not isinstance(value, TtlValue):
+            raise EncodeError(f"a TTL value (last access timestamp and value) is needed, not {value!r}")
+        return struct.pack(">q", value.timestamp) + inner(value.value)
+
+    return encode
+
+
+def _timer(snapshot: SerializerSnapshot) -> Encode | None:
+    if len(snapshot.nested) != 2:
+        return None
+    key, namespace = (encoder_for(nested) for nested in snapshot.nested)
+    if key is None or namespace is None:
+        return None
+
+    def encode(value: Any) -> bytes:
+        if not isinstance(value, Timer):
+            raise EncodeError(f"a timer (timestamp, key, namespace) is needed, not {value!r}")
+        flipped = (value.timestamp & 0xFFFFFFFFFFFFFFFF) ^ _SIGN_BIT
+        return flipped.to_bytes(8, "big") + key(value.key) + namespace(value.namespace)
+
+    return encode
+
+
+def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
+    """The encoder of values written by the serializer ``snapshot`` describes; None when this module
+    cannot write them (their raw bytes must be kept)."""
+    if snapshot is None:
+        return None
+    name = snapshot.class_name
+    if name in _SIMPLE:
+        return _not_null(name, _SIMPLE[name])
+    if name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
+        return encoder_for(snapshot.nested[0])
+    kind = COMPOSITE_SNAPSHOTS.get(name, ("",))[0]
+    if kind == "TTL":
+        return _ttl(snapshot)
+    if kind == "Timer":
+        return _timer(snapshot)
+    return None

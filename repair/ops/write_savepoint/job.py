@@ -1,0 +1,491 @@
+"""``repair write-savepoint``: an export's Parquet written back as a canonical savepoint real Flink restores.
+
+Input: an export directory (:mod:`repair.ops.export.job`: ``_export.json`` and a Parquet part per state
+and subtask, possibly changed, removed or added by the user) and the checkpoint it was exported from
+(named in ``_export.json``; ``source`` overrides where it is now). Output: a new directory holding a
+canonical savepoint (the format every state backend restores), published atomically with ``_metadata``
+written last.
+
+What is written, per operator of the source's ``_metadata`` (same operator ids, order, master states):
+
+* **Keyed state** (operators with keyed handles): one full-snapshot key-group stream per subtask
+  (:mod:`repair.formats.flink.full_snapshot.canonical_writer`) in a file of the savepoint, behind a
+  ``KeyGroupsSavepointStateHandle`` (code 7) as Flink's canonical savepoints have. Its head is the
+  source's keyed backend meta data, byte for byte (state names, kinds and serializer snapshots; only
+  the key-group compression flag is cleared). Its entries come from the Parquet rows: the RocksDB key
+  from ``key_raw``, ``namespace_raw`` and ``user_key_raw`` (the length suffixes added where Flink adds
+  them), the value from ``value_raw`` (a list's elements joined in ``list_index`` order); a raw column
+  that is null, or holds another value than its decoded column, is encoded from the decoded column
+  (:mod:`repair.ops.write_savepoint.rows`). Key groups are computed from the key where its ``hashCode``
+  is known (:mod:`repair.formats.flink.key_hash`; checked against the row's ``key_group`` when the max
+  parallelism is kept), else the row's are used (and a new max parallelism refused). Subtasks own the
+  key-group ranges Flink computes for ``parallelism``. ``drop_states`` leaves keyed states out, meta
+  data included.
+* **Operator state** (list, union, broadcast), raw operator state, coordinator state: the source's
+  handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). A list
+  state whose Parquet part no longer holds the source's rows is written from the part's raw bytes
+  (:func:`~repair.formats.flink.operator_state.replace_list_states`: the rest of the file kept); a
+  changed broadcast state, or a part added or removed, is refused. Raw keyed state (RocksDB with
+  timers on the heap) is copied likewise when key groups and parallelism do not change, and refused
+  otherwise.
+
+Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (a part whose schema does
+not match, a key group outside the max parallelism or a key in the wrong key group, duplicate keys of a
+value or map state, duplicate list indexes, missing raw bytes) and nothing is published.
+
+Memory: the rows are read once, state by state, and spilled to a local scratch file per new subtask
+(each row's key bytes, value bytes and where it came from); then each subtask's entries are collected,
+checked for duplicates, sorted and written. Memory holds one subtask's entries of one operator.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Iterable, Iterator
+
+from repair.errors import FormatError, RepairError, UsageError
+from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
+from repair.formats.flink.full_snapshot.canonical_writer import iter_key_group_stream, meta_without_states, uncompressed_meta
+from repair.formats.flink.handles import (
+    ByteStreamHandle,
+    ChangelogBackendHandle,
+    HandleType,
+    IncrementalKeyedHandle,
+    KeyGroupRange,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+    RelativeFileHandle,
+)
+from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
+from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
+from repair.formats.flink.operator_state import replace_list_states
+from repair.formats.flink.savepoint_properties import savepoint_trailer
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.resolved import read_resolved, scratch_directory
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.edit import find_operator
+from repair.ops.write_savepoint.operator_rows import list_elements, operator_row, with_encoded_value
+from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
+from repair.readers.full_snapshot import read_key_groups_meta_bytes
+from repair.readers.operator_state import iter_operator_handle
+
+__all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
+
+EXPORT_FILE = "_export.json"
+METADATA_FILE = "_metadata"
+#: ``_export.json`` format versions this command reads.
+EXPORT_FORMAT_VERSIONS = (3,)
+#: Export sources whose rows are keyed state written into the key-group streams.
+KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed")
+#: Export sources carried by copying the source's handles (their Parquet is not read).
+COPIED_SOURCES = ("operator", "raw-keyed-timers")
+#: Metadata versions written (those Flink 1.11 to 2.x restore).
+METADATA_VERSIONS = (3, 4, 5, 6)
+# -- results -------------------------------------------------------------------------------------
+
+
+@dataclass
+class WrittenState:
+    state: str
+    kind: str
+    #: Rows read from the Parquet parts, and the key/value entries they made (a list's rows make one).
+    rows: int = 0
+    entries: int = 0
+    parts: int = 0
+    #: Raw columns written from their decoded column (raw bytes null, or stale), per column.
+    encoded: dict[str, int] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        return {"state": self.state, "kind": self.kind, "rows": self.rows, "entries": self.entries, "parts": self.parts,
+                "encoded": dict(sorted(self.encoded.items()))}
+
+
+@dataclass
+class WrittenOperator:
+    operator_id: str
+    uid: str | None
+    parallelism: int
+    max_parallelism: int
+    #: ``keyed`` (key-group streams written from the export), ``copied`` (the source's handles only), ``empty``.
+    keyed: bool
+    states: list[WrittenState] = field(default_factory=list)
+    copied: list[str] = field(default_factory=list)
+    #: Keyed states left out (``drop_states``).
+    dropped: list[str] = field(default_factory=list)
+    #: Operator state handles written anew, list states changed in the Parquet (``<subtask>/<slot>``).
+    rewritten: list[str] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return {"operator_id": self.operator_id, "uid": self.uid, "parallelism": self.parallelism,
+                "max_parallelism": self.max_parallelism, "keyed": self.keyed,
+                "states": [s.to_json() for s in self.states], "copied": self.copied, "dropped": self.dropped,
+                "rewritten": self.rewritten}
+
+
+@dataclass
+class WriteSavepointResult:
+    #: The export read (None for :func:`rescale`, whose export is temporary).
+    export: str | None
+    source_metadata: str
+    out: str
+    metadata_version: int
+    checkpoint_id: int
+    operators: list[WrittenOperator] = field(default_factory=list)
+    files: int = 0
+
+    @property
+    def ok(self) -> bool:
+        return True
+
+    @property
+    def metadata(self) -> str:
+        return st.join(self.out, METADATA_FILE)
+
+    def to_json(self) -> dict:
+        return {"ok": self.ok, "export": self.export, "source_metadata": self.source_metadata, "out": self.out,
+                "metadata": self.metadata, "metadata_version": self.metadata_version, "savepoint_format": "canonical",
+                "checkpoint_id": self.checkpoint_id, "files": self.files,
+                "entries": sum(s.entries for op in self.operators for s in op.states),
+                "operators": [op.to_json() for op in self.operators]}
+
+
+# -- the operation -------------------------------------------------------------------------------
+
+
+def write_savepoint(
+    export_dir: str,
+    out: str,
+    *,
+    max_parallelism: int | None = None,
+    parallelism: int | None = None,
+    source: str | None = None,
+    drop_states: Iterable[str] = (),
+    storage: st.Storage | None = None,
+) -> WriteSavepointResult:
+    """Write the export in ``export_dir`` as a canonical savepoint in ``out`` (a new directory).
+
+    ``max_parallelism`` and ``parallelism`` (of every keyed operator; default: the source's) re-assign
+    key groups and subtasks; ``source`` is the checkpoint the export was made from when it is no longer
+    where ``_export.json`` says; ``drop_states`` (``OPERATOR/STATE``: uid, name or operator id, then a
+    keyed state's name) are left out, meta data included.
+    """
+    storage = storage or st.default_storage()
+    for name, value in (("max_parallelism", max_parallelism), ("parallelism", parallelism)):
+        if value is not None and not 0 < value <= UPPER_BOUND_MAX_PARALLELISM:
+            raise UsageError(f"{name} must be in 1..{UPPER_BOUND_MAX_PARALLELISM}, not {value}")
+    manifest = _read_manifest(storage, export_dir)
+    snapshot, inputs = _load_source(storage, manifest, source)
+    st.refuse_output_inside(out, {export_dir, *inputs})
+    metadata = snapshot.metadata
+    if metadata.version not in METADATA_VERSIONS:
+        raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
+                         f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
+    result = WriteSavepointResult(export_dir, snapshot.ref.metadata_uri, out, metadata.version, metadata.checkpoint_id)
+    exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
+    drops: dict[str, set[str]] = defaultdict(set)
+    for value in drop_states:
+        operator, slash, state = value.rpartition("/")
+        if not slash or not operator or not state:
+            raise UsageError(f"a state to drop is OPERATOR/STATE (uid, name or operator id, then the state's name), not {value!r}")
+        op = find_operator(metadata.operators, operator)
+        if not any(sub.managed_keyed_state is not None for sub in op.subtasks):
+            raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
+        drops[op.operator_id].add(state)
+    with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
+        writer = _Writer(storage, export_dir, snapshot, publisher, result, drops)
+        operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
+                     for op in metadata.operators]
+        savepoint = CheckpointMetadata(metadata.version, metadata.checkpoint_id, list(metadata.master_states), operators,
+                                       trailer=savepoint_trailer(metadata.version), dialect=metadata.dialect)
+        publisher.write(METADATA_FILE, encode_metadata(savepoint))
+    return result
+
+
+def _read_manifest(storage: st.Storage, export_dir: str) -> dict:
+    uri = st.join(export_dir, EXPORT_FILE)
+    if storage.stat(uri) is None:
+        raise UsageError(f"{export_dir} is not an export: it has no {EXPORT_FILE}")
+    try:
+        manifest = json.loads(storage.read_bytes(uri, max_size=256 << 20))
+    except ValueError as error:
+        raise FormatError(EXPORT_FILE, 0, "JSON", "unreadable JSON", detail=str(error)).in_source(uri) from None
+    if not isinstance(manifest, dict) or manifest.get("format_version") not in EXPORT_FORMAT_VERSIONS:
+        found = manifest.get("format_version") if isinstance(manifest, dict) else type(manifest).__name__
+        raise FormatError("format_version", 0, f"one of {EXPORT_FORMAT_VERSIONS}", found).in_source(uri)
+    return manifest
+
+
+def _load_source(storage: st.Storage, manifest: dict, source: str | None) -> tuple[LoadedSnapshot, set[str]]:
+    """The snapshot the export was made from (``source``, else where ``_export.json`` says), and the
+    directories it reads from."""
+    where = source or manifest.get("source") or manifest.get("metadata")
+    try:
+        layout = discover(where, storage)
+    except RepairError as error:
+        if source is not None:
+            raise
+        raise UsageError(f"the checkpoint the export was made from cannot be read where {EXPORT_FILE} says ({error}); "
+                         f"pass where it is now as the source") from None
+    refs = [ref for ref in layout.snapshots if ref.name == manifest.get("snapshot")] or layout.snapshots[-1:]
+    ref = refs[-1]
+    snapshot = load_snapshot(ref, layout.root, storage)
+    if snapshot.metadata.checkpoint_id != manifest.get("checkpoint_id"):
+        raise UsageError(f"{ref.metadata_uri} is checkpoint {snapshot.metadata.checkpoint_id}, but the export was made from "
+                         f"checkpoint {manifest.get('checkpoint_id')} ({manifest.get('metadata')})")
+    return snapshot, {layout.root or ref.directory, ref.directory}
+
+
+class _Writer:
+    """Writes the operators of one savepoint into ``publisher``."""
+
+    def __init__(self, storage: st.Storage, export_dir: str, snapshot: LoadedSnapshot, publisher: st.DirectoryPublisher,
+                 result: WriteSavepointResult, drops: dict[str, set[str]]):
+        self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
+        #: Keyed states to leave out, by operator id.
+        self.drops = drops
+
+    def operator(self, op: OperatorState, exported: dict | None, max_parallelism: int | None, parallelism: int | None) -> OperatorState:
+        keyed = [sub for sub in op.subtasks if sub.managed_keyed_state is not None]
+        new_max = max_parallelism or op.max_parallelism
+        new_parallelism = (parallelism or op.parallelism) if keyed else op.parallelism
+        label = op.operator_uid or op.operator_id
+        if new_max < new_parallelism:
+            raise UsageError(f"operator {label}: max parallelism {new_max} is smaller than its parallelism {new_parallelism}")
+        rescaled = (new_max, new_parallelism) != (op.max_parallelism, op.parallelism)
+        written = WrittenOperator(op.operator_id, op.operator_uid, new_parallelism, new_max, bool(keyed))
+        self.result.operators.append(written)
+        subtasks = {index: SubtaskState(index) for index in range(new_parallelism)}
+        changed = self._changed_operator_states(op, exported)
+        for sub in op.subtasks:
+            if sub.finished:
+                raise UsageError(f"operator {label}: subtask {sub.index} finished; savepoints of finished subtasks are not written")
+            for slot in ("managed_operator_state", "raw_operator_state", "raw_keyed_state"):
+                handle = getattr(sub, slot)
+                if handle is None:
+                    continue
+                if slot == "raw_keyed_state" and rescaled:
+                    raise UsageError(f"operator {label}: raw keyed state (timers on the heap, or an operator's own) "
+                                     f"cannot be re-assigned to new key groups or subtasks")
+                if sub.index >= new_parallelism:
+                    raise UsageError(f"operator {label}: subtask {sub.index} holds {slot.replace('_', ' ')}, "
+                                     f"which parallelism {new_parallelism} would drop")
+                name = f"{op.operator_id}-{sub.index}-{slot}"
+                if slot == "managed_operator_state" and changed.get(sub.index):
+                    setattr(subtasks[sub.index], slot, self._rewritten(handle, changed[sub.index], name))
+                    written.rewritten.append(f"{sub.index}/{slot}")
+                    continue
+                setattr(subtasks[sub.index], slot, self._copied(handle, name))
+                written.copied.append(f"{sub.index}/{slot}")
+        if keyed:
+            if exported is None:
+                raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
+            self._write_keyed(op, keyed, exported, written, subtasks)
+        coordinator = op.coordinator_state
+        if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):  # pragma: no cover - always inline
+            raise UsageError(f"operator {label}: coordinator state that is not inline")
+        kept = [subtasks[i] for i in sorted(subtasks) if any(True for _ in subtasks[i].handles())]
+        return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
+
+    def _changed_operator_states(self, op: OperatorState, exported: dict | None) -> dict[int, dict[str, list[bytes]]]:
+        """Per subtask, the list states whose Parquet part no longer holds the source's rows, with their
+        elements' bytes in ``list_index`` order. Parts added or removed, and changed broadcast states,
+        are refused, naming the file."""
+        handles = {sub.index: sub.managed_operator_state for sub in op.subtasks if sub.managed_operator_state is not None}
+        changed: dict[int, dict[str, list[bytes]]] = defaultdict(dict)
+        for state in (exported or {}).get("states", []):
+            if state.get("source") != "operator":
+                continue
+            parts = {st.basename(uri): uri for uri in self._parts(state["path"])}
+            expected = {f"part-{index:05d}.parquet" for index in handles}
+            for name in sorted(set(parts) ^ expected):
+                where = parts.get(name) or st.join(self.export_dir, state["path"], name)
+                raise UsageError(f"{where}: operator state {state['state']!r} is written per subtask of the source; "
+                                 f"its parts may not be added or removed")
+            for index, handle in handles.items():
+                streams = list(iter_operator_handle(self.snapshot, self.storage, handle, states={state["state"]}))
+                source_rows = [operator_row(row) for stream in streams for row in stream.rows]
+                element = streams[0].meta.serializer("VALUE_SERIALIZER") if streams else None
+                part = parts[f"part-{index:05d}.parquet"]
+                rows = [(operator_row(with_encoded_value(row, element, where)), where) for where, row in part_rows(self.storage, part)]
+                if sorted(source_rows) == sorted(row for row, _ in rows):
+                    continue
+                if state["kind"] not in ("operator-list", "union-list"):
+                    raise UsageError(f"{part}: {state['kind']} state {state['state']!r} was changed; only list states are "
+                                     f"written from Parquet, others are copied from the source")
+                changed[index][state["state"]] = list_elements(rows)
+        return changed
+
+    def _write_keyed(self, op: OperatorState, keyed: list[SubtaskState], exported: dict, written: WrittenOperator,
+                     subtasks: dict[int, SubtaskState]) -> None:
+        """The operator's keyed state from the export: one key-group stream per new subtask."""
+        new_max, new_parallelism = written.max_parallelism, written.parallelism
+        meta = self._keyed_meta(op, keyed)
+        dropped = self.drops.get(op.operator_id, set())
+        missing = sorted(dropped - {state.name for state in meta[1].states})
+        if missing:
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: no keyed state named {', '.join(map(repr, missing))} to drop")
+        if dropped:
+            trimmed = meta_without_states(meta[0], dropped)
+            meta = (trimmed, decode_keyed_backend_meta(trimmed))
+            written.dropped = sorted(dropped)
+        head = uncompressed_meta(meta[0])
+        with scratch_directory("write-savepoint") as scratch, Spill(scratch, new_max, new_parallelism) as spill:
+            self._keyed_pieces(op, exported, meta, written, op.max_parallelism, new_max, spill)
+            for index in range(new_parallelism):
+                start, end = key_group_range_for_operator(new_max, new_parallelism, index)
+                key_groups = KeyGroupRange(start, end - start + 1)
+                entries = subtask_entries(spill.read(index), written.states)
+                offsets: list[int] = []
+                self._write_stream(op, index, key_groups, iter_key_group_stream(head, key_groups, entries, offsets), offsets, subtasks)
+
+    def _write_stream(self, op: OperatorState, index: int, key_groups: KeyGroupRange, chunks: Iterator[bytes], offsets: list[int],
+                      subtasks: dict[int, SubtaskState]) -> None:
+        """Write one subtask's key-group stream (``offsets`` is complete once ``chunks`` are consumed)."""
+        name = f"keyed-{op.operator_id}-{index}"
+        size = 0
+
+        def counted() -> Iterator[bytes]:
+            nonlocal size
+            for chunk in chunks:
+                size += len(chunk)
+                yield chunk
+
+        self.publisher.write(name, counted())
+        self.result.files += 1
+        subtasks[index].managed_keyed_state = KeyGroupsHandle(
+            HandleType.SAVEPOINT_KEY_GROUPS, key_groups, list(offsets), RelativeFileHandle(name, size))
+
+    def _rewritten(self, handle: OperatorStateHandle, elements: dict[str, list[bytes]], name: str) -> OperatorStateHandle:
+        """``handle``'s operator state file with the list states in ``elements`` replaced, written into the
+        savepoint (every other byte of the file kept)."""
+        data = read_resolved(self.storage, self.snapshot.resolver.resolve(handle.delegate))
+        try:
+            data, entries = replace_list_states(data, handle.states, elements)
+        except RepairError as error:
+            raise error.in_source(name) from None
+        self.publisher.write(name, data)
+        self.result.files += 1
+        return OperatorStateHandle(HandleType.OPERATOR_STATE, entries, RelativeFileHandle(name, len(data)))
+
+    # -- copies of the source's handles ------------------------------------------------------------
+    def _copied(self, handle, name: str):
+        """``handle`` (operator state or raw keyed state) with its bytes inline as they were, or copied
+        into a file of the savepoint behind a relative handle."""
+        delegate = handle.delegate
+        if isinstance(delegate, KeyGroupsHandle) or delegate is None:
+            raise UsageError(f"{name}: a handle without a stream of bytes cannot be copied")
+        if not isinstance(delegate, ByteStreamHandle):
+            resolved = self.snapshot.resolver.resolve(delegate)
+            data = read_resolved(self.storage, resolved)
+            self.publisher.write(name, data)
+            self.result.files += 1
+            delegate = RelativeFileHandle(name, len(data))
+        if isinstance(handle, OperatorStateHandle):
+            return OperatorStateHandle(HandleType.OPERATOR_STATE, handle.states, delegate)
+        if isinstance(handle, KeyGroupsHandle):
+            return KeyGroupsHandle(HandleType.KEY_GROUPS, handle.key_groups, list(handle.offsets), delegate)
+        raise UsageError(f"{name}: a {type(handle).__name__} cannot be copied into a savepoint")
+
+    # -- keyed state -------------------------------------------------------------------------------
+    def _keyed_meta(self, op: OperatorState, subtasks: list[SubtaskState]) -> tuple[bytes, KeyedBackendMeta]:
+        """The source's keyed backend meta data (of its first keyed subtask), bytes and decoded; every
+        subtask must register the same states."""
+        found: list[tuple[bytes, KeyedBackendMeta]] = []
+        for sub in subtasks:
+            handle = sub.managed_keyed_state
+            if isinstance(handle, ChangelogBackendHandle):  # the meta data of its materialized part
+                handle = next((h for h in handle.materialized if h is not None), None)
+                if handle is None:  # nothing materialized yet: the other subtasks tell
+                    continue
+            if isinstance(handle, IncrementalKeyedHandle):
+                resolved = self.snapshot.resolver.resolve(handle.meta)
+                data = read_resolved(self.storage, resolved)
+            elif isinstance(handle, KeyGroupsHandle):
+                data = read_key_groups_meta_bytes(self.snapshot, self.storage, handle)
+            else:
+                raise UsageError(f"operator {op.operator_uid or op.operator_id}: keyed state in a {type(handle).__name__} "
+                                 f"cannot be written back")
+            meta = decode_keyed_backend_meta(data)
+            if not meta.complete:
+                raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems)).in_source(
+                    f"operator {op.operator_id}, subtask {sub.index}")
+            found.append((data[: meta.end_offset], meta))
+        if not found:
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: no subtask has materialized keyed state, whose "
+                             f"meta data a savepoint needs (a changelog checkpoint taken before the first materialization)")
+        names = [[s.name for s in meta.states] for _, meta in found]
+        if any(n != names[0] for n in names):
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: its subtasks register different states "
+                             f"({'; '.join(sorted({', '.join(n) for n in names}))}); not written")
+        return found[0]
+
+    def _keyed_pieces(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta], written: WrittenOperator,
+                      old_max: int, new_max: int, spill: Spill) -> None:
+        """Every row of the operator's keyed states as a piece of an entry, spilled to its new subtask
+        (``written.states`` gets one :class:`WrittenState` per state, in state id order)."""
+        decoded = meta[1]
+        dropped = self.drops.get(op.operator_id, set())
+        states = {s["state"]: s for s in exported.get("states", []) if s["state"] not in dropped}
+        unknown = sorted(name for name, s in states.items() if s.get("source") not in COPIED_SOURCES and decoded.state(name) is None)
+        if unknown:
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: state {', '.join(map(repr, unknown))} is in the export "
+                             f"but not in the keyed meta data of the source's subtasks (registered after their last "
+                             f"materialization?), so it has no serializers to write it with")
+        for state_id, info in enumerate(decoded.states):
+            entry = states.get(info.name)
+            if entry is None:
+                raise UsageError(f"operator {op.operator_uid or op.operator_id}: state {info.name!r} is registered in the "
+                                 f"source but not in the export")
+            if entry.get("source") not in KEYED_SOURCES:
+                raise UsageError(f"operator {op.operator_id}: state {info.name!r} was exported from "
+                                 f"{entry.get('source')!r}, not from keyed state")
+            state = WrittenState(info.name, info.kind)
+            written.states.append(state)
+            rows = RowPieces(info, decoded.key_serializer, old_max, new_max)
+            for part in self._parts(entry["path"]):
+                state.parts += 1
+                for where, row in part_rows(self.storage, part):
+                    state.rows += 1
+                    spill.add(state_id, rows.piece(row, where))
+            state.encoded = rows.encoded
+
+    def _parts(self, path: str) -> list[str]:
+        directory = st.resolve_within(self.export_dir, path)
+        if self.storage.stat(directory) is None:
+            return []
+        return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
+
+
+def rescale(
+    checkpoint: str,
+    out: str,
+    *,
+    max_parallelism: int | None = None,
+    parallelism: int | None = None,
+    master: str | None = None,
+    workers: int | None = None,
+    storage: st.Storage | None = None,
+) -> WriteSavepointResult:
+    """``checkpoint`` (a snapshot, or a job root's newest) as a canonical savepoint in ``out`` with a new
+    max parallelism and/or parallelism: exported to a local scratch directory (deleted afterwards, on
+    Spark with ``master``) and written back. The result's ``export`` is None."""
+    from repair.ops.export.job import export
+
+    if max_parallelism is None and parallelism is None:
+        raise UsageError("rescale needs a new max parallelism or parallelism (or both)")
+    storage = storage or st.default_storage()
+    layout = discover(checkpoint, storage)
+    ref = layout.snapshots[-1]
+    st.refuse_output_inside(out, {layout.root or ref.directory, ref.directory})
+    if storage.exists(out) and storage.list_dir(out):
+        raise UsageError(f"{out} already exists and is not empty; the savepoint goes to a new directory")
+    with scratch_directory("rescale") as scratch:
+        exported = st.join(scratch, "export")
+        export(checkpoint, exported, master=master, workers=workers, storage=storage)
+        result = write_savepoint(exported, out, max_parallelism=max_parallelism, parallelism=parallelism,
+                                 source=checkpoint, storage=storage)
+    result.export = None
+    return result

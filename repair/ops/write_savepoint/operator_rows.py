@@ -1,0 +1,46 @@
+"""Operator state rows of an export's Parquet parts compared with the source's, and a changed list
+state's elements (decoded values encoded where the raw bytes are null or stale)."""
+
+from __future__ import annotations
+
+from repair.errors import FormatError, RepairError
+from repair.formats.flink.row_codecs import same_value
+from repair.formats.flink.value_encoders import EncodeError, encoder_for
+from repair.formats.flink.values import decoder_for
+
+
+def with_encoded_value(row: dict, serializer, where: str) -> dict:
+    """``row`` with ``value_raw`` encoded from ``value`` where the raw bytes are null or hold another value
+    (a list element changed in the Parquet; serializers :mod:`repair.formats.flink.value_encoders` writes)."""
+    encode = encoder_for(serializer)
+    if row.get("value") is None or encode is None:
+        return row
+    raw = row["value_raw"]
+    if raw is not None:
+        try:
+            if same_value(decoder_for(serializer).decode_all(raw, 0, "value"), row["value"]):
+                return row
+        except RepairError:
+            pass
+    try:
+        return {**row, "value_raw": encode(row["value"])}
+    except EncodeError as error:
+        raise FormatError("value", 0, "a value the state's serializer writes", repr(row["value"]), detail=str(error)).in_source(where) from None
+
+
+def list_elements(rows: list[tuple[tuple, str]]) -> list[bytes]:
+    """A list state's elements from its rows (``(list_index, user_key_raw, value_raw)`` and where),
+    in index order; indexes must be distinct and the raw bytes there."""
+    seen: dict[int, str] = {}
+    for (index, _, value), where in rows:
+        if index < 0 or not value:
+            raise FormatError("value_raw" if index >= 0 else "list_index", 0, "an element's index and raw bytes", "null").in_source(where)
+        if index in seen:
+            raise FormatError("list_index", 0, "one element per index of a list", f"index {index} again (first at {seen[index]})").in_source(where)
+        seen[index] = where
+    return [value for (_, _, value), _ in sorted(rows)]
+
+
+def operator_row(row: dict) -> tuple:
+    """What an operator state row is compared by: its index and raw bytes."""
+    return row["list_index"] if row["list_index"] is not None else -1, row["user_key_raw"] or b"", row["value_raw"] or b""
