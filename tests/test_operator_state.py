@@ -271,3 +271,36 @@ def test_empty_handles_have_no_states():
     handle = op.subtasks[0].managed_operator_state
     assert handle is not None and handle.states == []
     assert list(iter_operator_handle(snapshot, storage, handle)) == [] and read_operator_states(snapshot, storage, handle) == []
+
+
+# -- list states replaced (write-savepoint) ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", [n for n in SAMPLE_NAMES if not n.endswith("-snappy")])
+def test_replaced_states_hold_the_new_elements_and_every_other_state_its_bytes(name):
+    from repair.formats.flink.operator_state import replace_states
+
+    data, entries, expected = _sample(name)
+    before = OperatorStateFile(data, entries)
+    rule = b"\x02y" + struct.pack(">q", 5)  # StringValue "y" -> Long 5
+    new_data, new_entries = replace_states(data, entries, {"offsets": [struct.pack(">q", 7), struct.pack(">q", -8)],
+                                                           "nothing-yet": [struct.pack(">q", 1)], "rules": [rule]})
+    after = OperatorStateFile(new_data, new_entries)
+    assert _logical(after) == {**expected, "offsets": [7, -8], "nothing-yet": [1], "rules": {"y": 5}}
+    for state in ("blobs", "everyone", "no-rules"):  # moved, not changed: the same raw bytes
+        assert [(r["list_index"], r["user_key_raw"], r["value_raw"]) for r in after.rows(state)] == \
+            [(r["list_index"], r["user_key_raw"], r["value_raw"]) for r in before.rows(state)]
+    assert new_data[: min(o for e in entries for o in e.offsets[:1])] == data[: min(o for e in entries for o in e.offsets[:1])]
+    assert [e.name for e in new_entries] == [e.name for e in entries]
+    unchanged, same_entries = replace_states(data, entries, {})
+    assert (unchanged, same_entries) == (data, entries)
+    with pytest.raises(FormatError, match="a state the handle names"):
+        replace_states(data, entries, {"nope": []})
+
+
+def test_compressed_files_are_not_rewritten():
+    from repair.formats.flink.operator_state import replace_states
+
+    data, entries, _ = _sample("flink-2.1.1-snappy")
+    with pytest.raises(FormatError, match="uncompressed"):
+        replace_states(data, entries, {"offsets": []})

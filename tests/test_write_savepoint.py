@@ -186,6 +186,26 @@ def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_comput
     write_savepoint(str(tmp_path / "rescaled"), str(tmp_path / "again"))
 
 
+def _rescale_chain(default_export: Path, tmp_path: Path, steps) -> Path:
+    """write-savepoint and export in turn through ``steps`` (max parallelism, parallelism); the last savepoint."""
+    source = default_export
+    for number, (max_parallelism, parallelism) in enumerate(steps):
+        savepoint = tmp_path / f"sp-{number}"
+        write_savepoint(str(source), str(savepoint), max_parallelism=max_parallelism, parallelism=parallelism)
+        source = tmp_path / f"export-{number}"
+        export(str(savepoint), str(source))
+    return savepoint
+
+
+CHAIN = [(256, 3), (300, 2), (128, 2)]
+
+
+def test_rescaled_up_and_down_the_rows_come_back_with_flinks_key_groups(default_export, tmp_path):
+    """128 -> 256 -> 300 -> 128: back at 128, every row is where Flink put it (key groups included)."""
+    _rescale_chain(default_export, tmp_path, CHAIN)
+    assert _rows(tmp_path / f"export-{len(CHAIN) - 1}") == _rows(default_export)
+
+
 def test_rescale_is_export_and_write_savepoint_in_one(default_export, tmp_path, read_only_guard):
     from repair.ops.write_savepoint import rescale
 
@@ -517,6 +537,11 @@ def test_real_flink_restores_a_dropped_keyed_state_as_empty(default_export, tmp_
     for states in expected["keyed"]["per-user"].values():
         states.pop("recent-tag", None)
     assert restored["keyed"] == expected["keyed"] and restored["operator"] == expected["operator"]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_after_rescaling_up_and_down(default_export, tmp_path):
+    _restore(_rescale_chain(default_export, tmp_path, CHAIN), DEFAULT, 2, 128)
 
 
 @pytest.mark.slow

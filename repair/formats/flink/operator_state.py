@@ -252,14 +252,15 @@ def _broadcast_rows(state: OperatorStateInfo, stream: _Stream) -> Iterator[dict[
     yield from rows
 
 
-def replace_list_states(data: bytes, entries: Sequence[OperatorStateEntry],
-                        elements: Mapping[str, Sequence[bytes]]) -> tuple[bytes, list[OperatorStateEntry]]:
-    """An operator state file whose list states named in ``elements`` hold those elements (serialized)
-    instead, and the handle's entries with their new offsets.
+def replace_states(data: bytes, entries: Sequence[OperatorStateEntry],
+                   elements: Mapping[str, Sequence[bytes]]) -> tuple[bytes, list[OperatorStateEntry]]:
+    """An operator state file whose states named in ``elements`` hold those elements instead, and the
+    handle's entries with their new offsets. A list state's elements are its values' bytes (one offset
+    each); a broadcast state's are its entries' bytes (key then value), written after their count, as
+    ``BackendWritableBroadcastState.write`` does (one offset).
 
     The head (meta data) and every other state's bytes are kept byte for byte (moved, their offsets
-    shifted); each state's data stays where it was in the order of the file. Uncompressed files and
-    list states (``SPLIT_DISTRIBUTE``, ``UNION``) only.
+    shifted); each state's data stays where it was in the order of the file. Uncompressed files only.
     """
     file = OperatorStateFile(data, entries)
     if file.compressed:
@@ -268,13 +269,14 @@ def replace_list_states(data: bytes, entries: Sequence[OperatorStateEntry],
     for name in elements:
         if name not in by_name:
             raise FormatError("operator state", 0, "a state the handle names", repr(name))
-        if by_name[name].mode_name == "BROADCAST":
-            raise FormatError(f"state {name!r}", 0, "a list state", "a broadcast state")
     starts = sorted({entry.offsets[0] for entry in entries if entry.offsets} | {len(data)})
     out = bytearray(data[: starts[0]])
     offsets: dict[str, list[int]] = {}
     for entry in sorted(entries, key=lambda e: e.offsets[0] if e.offsets else len(data)):
-        if entry.name in elements:
+        if entry.name in elements and entry.mode_name == "BROADCAST":
+            offsets[entry.name] = [len(out)]
+            out += len(elements[entry.name]).to_bytes(4, "big", signed=True) + b"".join(elements[entry.name])
+        elif entry.name in elements:
             offsets[entry.name] = []
             for element in elements[entry.name]:
                 offsets[entry.name].append(len(out))

@@ -23,9 +23,9 @@ What is written, per operator of the source's ``_metadata`` (same operator ids, 
   data included.
 * **Operator state** (list, union, broadcast), raw operator state, coordinator state: the source's
   handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). A list
-  state whose Parquet part no longer holds the source's rows is written from the part's raw bytes
-  (:func:`~repair.formats.flink.operator_state.replace_list_states`: the rest of the file kept); a
-  changed broadcast state, or a part added or removed, is refused. Raw keyed state (RocksDB with
+  or broadcast state whose Parquet part no longer holds the source's rows is written from the part
+  (:func:`~repair.formats.flink.operator_state.replace_states`: the rest of the file kept); a part
+  added or removed is refused. Raw keyed state (RocksDB with
   timers on the heap) is copied likewise when key groups and parallelism do not change, and refused
   otherwise.
 
@@ -60,14 +60,14 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
-from repair.formats.flink.operator_state import replace_list_states
+from repair.formats.flink.operator_state import replace_states
 from repair.formats.flink.savepoint_properties import savepoint_trailer
 from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
-from repair.ops.write_savepoint.operator_rows import list_elements, operator_row, with_encoded_value
+from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
 from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.operator_state import iter_operator_handle
@@ -290,9 +290,9 @@ class _Writer:
         return OperatorState(op.operator_id, new_parallelism, new_max, coordinator, kept, name=op.name, uid=op.uid)
 
     def _changed_operator_states(self, op: OperatorState, exported: dict | None) -> dict[int, dict[str, list[bytes]]]:
-        """Per subtask, the list states whose Parquet part no longer holds the source's rows, with their
-        elements' bytes in ``list_index`` order. Parts added or removed, and changed broadcast states,
-        are refused, naming the file."""
+        """Per subtask, the states whose Parquet part no longer holds the source's rows, with their
+        elements' bytes (a list's values in ``list_index`` order, a broadcast state's entries). Parts
+        added or removed are refused, naming the file."""
         handles = {sub.index: sub.managed_operator_state for sub in op.subtasks if sub.managed_operator_state is not None}
         changed: dict[int, dict[str, list[bytes]]] = defaultdict(dict)
         for state in (exported or {}).get("states", []):
@@ -312,10 +312,8 @@ class _Writer:
                 rows = [(operator_row(with_encoded_value(row, element, where)), where) for where, row in part_rows(self.storage, part)]
                 if sorted(source_rows) == sorted(row for row, _ in rows):
                     continue
-                if state["kind"] not in ("operator-list", "union-list"):
-                    raise UsageError(f"{part}: {state['kind']} state {state['state']!r} was changed; only list states are "
-                                     f"written from Parquet, others are copied from the source")
-                changed[index][state["state"]] = list_elements(rows)
+                changed[index][state["state"]] = (broadcast_entries(rows) if state["kind"] == "broadcast"
+                                                  else list_elements(rows))
         return changed
 
     def _write_keyed(self, op: OperatorState, keyed: list[SubtaskState], exported: dict, written: WrittenOperator,
@@ -363,7 +361,7 @@ class _Writer:
         savepoint (every other byte of the file kept)."""
         data = read_resolved(self.storage, self.snapshot.resolver.resolve(handle.delegate))
         try:
-            data, entries = replace_list_states(data, handle.states, elements)
+            data, entries = replace_states(data, handle.states, elements)
         except RepairError as error:
             raise error.in_source(name) from None
         self.publisher.write(name, data)

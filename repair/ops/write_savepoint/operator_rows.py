@@ -1,5 +1,6 @@
-"""Operator state rows of an export's Parquet parts compared with the source's, and a changed list
-state's elements (decoded values encoded where the raw bytes are null or stale)."""
+"""Operator state rows of an export's Parquet parts compared with the source's, and a changed state's
+elements: a list's values, a broadcast state's entries (decoded values encoded where the raw bytes are
+null or stale)."""
 
 from __future__ import annotations
 
@@ -44,3 +45,16 @@ def list_elements(rows: list[tuple[tuple, str]]) -> list[bytes]:
 def operator_row(row: dict) -> tuple:
     """What an operator state row is compared by: its index and raw bytes."""
     return row["list_index"] if row["list_index"] is not None else -1, row["user_key_raw"] or b"", row["value_raw"] or b""
+
+
+def broadcast_entries(rows: list[tuple[tuple, str]]) -> list[bytes]:
+    """A broadcast state's entries (key bytes then value bytes) from its rows (``(list_index,
+    user_key_raw, value_raw)`` and where), in key order; keys must be distinct and the raw bytes there."""
+    seen: dict[bytes, str] = {}
+    for (_, key, value), where in rows:
+        if not key or not value:
+            raise FormatError("user_key_raw" if not key else "value_raw", 0, "a broadcast entry's raw key and value", "null").in_source(where)
+        if key in seen:
+            raise FormatError("user_key_raw", 0, "one entry per key of a broadcast state", f"a duplicate of {seen[key]}").in_source(where)
+        seen[key] = where
+    return [key + value for (_, key, value), _ in sorted(rows)]
