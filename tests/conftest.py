@@ -125,6 +125,24 @@ def job_root(name: str) -> str:
     return str(FIXTURES / name / "checkpoints" / fixture_info(FIXTURES / name)["job_id"])
 
 
+def newest_and_savepoints(names: list[str]) -> list:
+    """``pytest.param((fixture, what))`` of each fixture's newest checkpoint (``what`` = ``checkpoint``)
+    and of each of its savepoints (``what`` = the savepoint format), which hold the same state."""
+    return [pytest.param((name, what), id=f"{name}-{what.lower()}") for name in names
+            for what in ("checkpoint", *sorted(fixture_info(FIXTURES / name)["savepoints"]))]
+
+
+def export_of(name: str, what: str, tmp_path_factory) -> tuple[str, Path, dict]:
+    """``(fixture, export directory, expected.json)`` of ``repair export`` of one of
+    :func:`newest_and_savepoints`' snapshots."""
+    from repair.cli.app import main
+
+    path = job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
+    out = tmp_path_factory.mktemp(name) / "out"
+    assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
+    return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
+
+
 def exported_rows(out: Path, state: str) -> list[dict]:
     """Every row of ``state`` in the export at ``out`` (all operators and parts, in part order)."""
     rows = []

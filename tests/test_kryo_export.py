@@ -17,7 +17,7 @@ from repair.cli.app import main
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
 from repair.ops.inspect import inspect
-from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, exported_rows, fixture_info, job_root
+from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
 
 
 def _value(text):
@@ -29,19 +29,9 @@ def _key(row) -> tuple[str, str]:
     return type(key).__name__, str(key)
 
 
-def _snapshots() -> list:
-    """(fixture, what) of each Kryo fixture's newest checkpoint and canonical savepoint (same state)."""
-    return [pytest.param((name, what), id=f"{name}-{what.lower()}") for name in KRYO_FIXTURE_NAMES
-            for what in ("checkpoint", *sorted(fixture_info(FIXTURES / name)["savepoints"]))]
-
-
-@pytest.fixture(scope="module", params=_snapshots())
+@pytest.fixture(scope="module", params=newest_and_savepoints(KRYO_FIXTURE_NAMES))
 def exported(request, tmp_path_factory):
-    name, what = request.param
-    path = job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
-    out = tmp_path_factory.mktemp(name) / "out"
-    assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
-    return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
+    return export_of(*request.param, tmp_path_factory)
 
 
 def test_kryo_keys_and_values_equal_the_computed_state(exported):

@@ -16,7 +16,7 @@ import pytest
 
 from repair.cli.app import main
 from repair.ops.inspect import inspect
-from tests.conftest import FIXTURES, SQL_FIXTURE_NAMES, exported_rows, fixture_info, job_root
+from tests.conftest import FIXTURES, SQL_FIXTURE_NAMES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
 
 
 def _json(value):
@@ -25,24 +25,9 @@ def _json(value):
     return value
 
 
-def _snapshots() -> list:
-    """(fixture, what) of each SQL fixture's newest checkpoint and its savepoints (taken after it, with
-    the same state)."""
-    found = []
-    for name in SQL_FIXTURE_NAMES:
-        found.append(pytest.param((name, "checkpoint"), id=f"{name}-checkpoint"))
-        for fmt in sorted(fixture_info(FIXTURES / name)["savepoints"]):
-            found.append(pytest.param((name, fmt), id=f"{name}-{fmt.lower()}"))
-    return found
-
-
-@pytest.fixture(scope="module", params=_snapshots())
+@pytest.fixture(scope="module", params=newest_and_savepoints(SQL_FIXTURE_NAMES))
 def exported(request, tmp_path_factory):
-    name, what = request.param
-    path = job_root(name) if what == "checkpoint" else str(FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"][what])
-    out = tmp_path_factory.mktemp(name) / "out"
-    assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
-    return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
+    return export_of(*request.param, tmp_path_factory)
 
 
 def test_every_sql_state_is_decoded(exported):
