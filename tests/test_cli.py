@@ -134,3 +134,22 @@ def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeyp
 def test_dash_h_is_help(capsys):
     assert main(["-h"]) == 0 and "Usage" in capsys.readouterr().out
     assert main(["verify", "-h"]) == 0 and "--retry-budget" not in capsys.readouterr().out  # a command's own help
+
+
+def test_an_error_under_json_is_a_document_too(capsys, tmp_path):
+    chk = tmp_path / "chk-1"
+    chk.mkdir()
+    (chk / "_metadata").write_bytes(b"garbage!")
+    assert main(["inspect", str(chk), "--json"]) == 2
+    out, err = capsys.readouterr()
+    document = json.loads(out)
+    assert document["ok"] is False and document["command"] == "inspect" and document["schema_version"] == 1
+    assert document["error"]["type"] == "FormatError" and document["error"]["offset"] == 0
+    assert document["error"]["source"].endswith("_metadata") and err.startswith("error: inspect: ")
+
+
+def test_every_document_has_the_envelope(capsys):
+    for argv in (["inspect", str(ROOT_120)], ["verify", str(ROOT_120)], ["fallback", str(ROOT_120)], ["orphans", str(ROOT_120)]):
+        code = main([*argv, "--json"])
+        document = json.loads(capsys.readouterr().out)
+        assert list(document)[:2] == ["schema_version", "ok"] and document["ok"] == (code == 0), argv

@@ -12,9 +12,11 @@ from typing import List, Optional
 import typer
 
 from repair import __version__
-from repair.cli.output import print_error, print_json
+from repair.cli.output import error_document, print_error, print_json
 from repair.errors import RepairError, UsageError
 
+#: Version of the --json documents' envelope (docs/json-contracts.md): fields are only ever added.
+JSON_SCHEMA_VERSION = 1
 #: The environment variable StorageOptions.from_env reads the retry budget from.
 RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
 
@@ -55,8 +57,9 @@ def _root(
 
 def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
     """Print ``result`` as its documented JSON document or through ``render``; then exit with ``exit_code``."""
-    if json_output:
-        print_json(result.to_json())
+    if json_output:  # every command's document: schema_version, ok (= exit code 0), then its own fields
+        document = result.to_json()
+        print_json({"schema_version": JSON_SCHEMA_VERSION, "ok": document.pop("ok", exit_code == 0), **document})
     else:
         render(result)
     raise typer.Exit(exit_code)
@@ -322,8 +325,11 @@ def main(argv: list[str] | None = None) -> int:
     try:
         app(args=argv, prog_name="repair", standalone_mode=True)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
-        command = _command_in(sys.argv[1:] if argv is None else argv)
+        args = sys.argv[1:] if argv is None else argv
+        command = _command_in(args)
         print_error(f"{command}: {error}" if command else str(error))
+        if "--json" in args:  # scripts read stdout: the error as a document too
+            print_json(error_document(command, error))
         return error.exit_code
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)

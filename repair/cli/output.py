@@ -64,6 +64,17 @@ def print_markdown(text: str) -> None:
         sys.stdout.write(text)
 
 
+def error_document(command: str | None, error: Any) -> dict:
+    """What ``--json`` prints when a command ends with exit 2 (docs/json-contracts.md#errors)."""
+    document = {"schema_version": 1, "ok": False, "command": command,
+                "error": {"type": type(error).__name__, "message": error.message, "source": error.source,
+                          "exit_code": error.exit_code}}
+    for name in ("offset", "field", "expected", "found"):  # a FormatError says where and what
+        if getattr(error, name, None) is not None:
+            document["error"][name] = getattr(error, name)
+    return document
+
+
 def print_json(document: Any) -> None:
     """A JSON document on stdout, exactly as documented in docs/ for each command."""
     sys.stdout.write(json.dumps(document, indent=2, sort_keys=False, default=_json_default))
