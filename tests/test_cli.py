@@ -153,3 +153,17 @@ def test_every_document_has_the_envelope(capsys):
         code = main([*argv, "--json"])
         document = json.loads(capsys.readouterr().out)
         assert list(document)[:2] == ["schema_version", "ok"] and document["ok"] == (code == 0), argv
+
+
+def test_export_and_relocate_report_progress(tmp_path):
+    from repair import export, relocate
+
+    calls: list[tuple[int, int]] = []
+    result = export(str(ROOT_120), str(tmp_path / "out"), on_progress=lambda done, total: calls.append((done, total)), workers=1)
+    subtasks = sum(len(op.subtasks) for op in result.operators)
+    assert calls == [(n, calls[0][1]) for n in range(1, calls[0][1] + 1)] and calls[-1][0] >= subtasks > 0
+    moved = tmp_path / "moved" / ROOT_120.name
+    shutil.copytree(ROOT_120, moved)
+    copies: list[tuple[int, int]] = []
+    written = relocate(str(moved / "chk-5"), str(tmp_path / "relocated"), copy=True, on_progress=lambda d, t: copies.append((d, t)))
+    assert copies and copies[-1] == (len(copies), len(copies)) == (sum(1 for f in written.files if f.copied),) * 2

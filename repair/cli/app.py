@@ -165,7 +165,10 @@ def relocate(
     from repair.cli.render import render_relocate
     from repair.ops.relocate import relocate as run_relocate
 
-    result = run_relocate(checkpoint, to, copy=copy)
+    from repair.cli.output import progress_bar
+
+    with progress_bar("copying", counting="files") as on_progress:
+        result = run_relocate(checkpoint, to, copy=copy, on_progress=on_progress)
     _show(result, json_output, render_relocate, exit_code=0 if result.ok else 1)
 
 
@@ -249,8 +252,11 @@ def export(
     """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
     from repair.cli.render import render_export
     from repair.ops.export.job import export as run_export
-    result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
-                        engine=engine, compression=compression)
+    from repair.cli.output import progress_bar
+
+    with progress_bar("exporting", counting="subtasks") as on_progress:
+        result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
+                            engine=engine, compression=compression, on_progress=on_progress)
     _show(result, json_output, render_export)
 
 

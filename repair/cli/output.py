@@ -27,17 +27,26 @@ def stdout() -> "Console":
 
 
 @contextmanager
-def progress_bar(description: str):
-    """Yields ``on_progress(done, total)`` for long work; draws a bar on stderr only for a terminal."""
+def progress_bar(description: str, *, counting: str = "bytes"):
+    """Yields ``on_progress(done, total)`` for long work; draws a bar on stderr only for a terminal.
+    ``counting`` is what done and total count: ``bytes`` (shown with speed) or items (``"subtasks"``)."""
     stderr = _console(True)
     if not stderr.is_terminal:
         yield None
         return
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn, TransferSpeedColumn
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeRemainingColumn,
+        TransferSpeedColumn,
+    )
 
+    amounts = [DownloadColumn(), TransferSpeedColumn()] if counting == "bytes" else [MofNCompleteColumn(), TextColumn(counting)]
     with Progress(
-        TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(), TimeRemainingColumn(),
-        console=stderr, transient=True,
+        TextColumn("{task.description}"), BarColumn(), *amounts, TimeRemainingColumn(), console=stderr, transient=True,
     ) as progress:
         task = progress.add_task(description, total=None)
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field, replace
+from typing import Callable
 
 from repair.errors import RepairError, UsageError
 from repair.formats.flink.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
@@ -80,11 +81,12 @@ class RelocateResult:
         }
 
 
-def relocate(path: str, to: str, *, copy: bool = False, storage: st.Storage | None = None) -> RelocateResult:
+def relocate(path: str, to: str, *, copy: bool = False, storage: st.Storage | None = None,
+             on_progress: Callable[[int, int], None] | None = None) -> RelocateResult:
     """Write ``to/<snapshot>/_metadata`` for the checkpoint or savepoint at ``path`` (see module doc)."""
     storage = storage or st.default_storage()
     snapshot = load_single_snapshot(path, storage, out=to)
-    return write_snapshot(snapshot, to, copy=copy, storage=storage)
+    return write_snapshot(snapshot, to, copy=copy, storage=storage, on_progress=on_progress)
 
 
 def load_single_snapshot(path: str, storage: st.Storage, *, out: str) -> LoadedSnapshot:
@@ -101,7 +103,8 @@ def load_single_snapshot(path: str, storage: st.Storage, *, out: str) -> LoadedS
     return load_snapshot(ref, layout.root, storage)
 
 
-def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st.Storage) -> RelocateResult:
+def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st.Storage,
+                   on_progress: Callable[[int, int], None] | None = None) -> RelocateResult:
     """Write ``snapshot`` (its metadata possibly edited) as ``to/<snapshot dir>/_metadata``.
 
     Every file handle is resolved where its bytes are now, checked, and rewritten to point there (or
@@ -161,8 +164,10 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
         raise RepairError(f"the rewritten _metadata does not decode: {error}") from None
     metadata_name = f"{target_dir_name}/_metadata"
     with storage.publish_dir(new_root, commit_file=metadata_name) as out:
-        for name, source in sorted(copies.items()):
+        for done, (name, source) in enumerate(sorted(copies.items()), 1):
             out.write(name, storage.iter_chunks(source))
+            if on_progress:  # ``on_progress(done, total)`` per copied file
+                on_progress(done, len(copies))
         out.write(metadata_name, data)
     result.new_metadata = st.join(new_root, metadata_name)
     return result

@@ -41,7 +41,7 @@ import json
 import urllib.parse
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Callable, Iterable
 
 from repair.errors import FormatError, UsageError
 from repair.formats.flink.arrow import StateColumns, merge_state_columns
@@ -251,8 +251,10 @@ def export(
     storage: st.Storage | None = None,
     engine: str = "auto",
     compression: str = COMPRESSION,
+    on_progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
-    """Export the keyed state of ``checkpoint`` (for a job root: its newest checkpoint) to ``out``.
+    """Export the keyed state of ``checkpoint`` (for a job root: its newest checkpoint) to ``out``;
+    ``on_progress(done, total)`` is called as subtasks finish.
 
     ``operators`` (uids, operator ids or names) and ``states`` (state names) filter; a filter value that
     matches nothing is a :class:`UsageError` and nothing is written. ``out`` must not exist (or be empty).
@@ -289,7 +291,13 @@ def export(
                        engine, compression)
             for op, subtask, source in planner.subtasks if plans[(op.operator_id, source)]
         ]
-        outputs = run_tasks(export_subtask, tasks, workers=workers, master=master)
+        finished = []
+
+        def subtask_done(task: ExportTask, output: SubtaskExport) -> None:
+            finished.append(task)
+            on_progress(len(finished), len(tasks))
+
+        outputs = run_tasks(export_subtask, tasks, workers=workers, master=master, on_done=subtask_done if on_progress else None)
         entries: dict[tuple[str, str], ExportedState] = {}
         for op in planner.operators:
             planned = ((p, source) for (op_id, source), ps in plans.items() if op_id == op.operator_id for p in ps)
