@@ -43,3 +43,19 @@ def test_a_session_the_caller_started_is_never_stopped_but_one_of_ours_is_replac
         assert replaced.sparkContext.master == "local[2]" and ours.sparkContext._jsc is None  # stopped
     finally:
         replaced.stop()
+
+
+@pytest.mark.slow
+def test_spark_says_it_starts_and_keeps_its_log_quiet(tmp_path):
+    import subprocess
+    from pathlib import Path
+
+    from tests.conftest import FIXTURES, job_root
+
+    repair_command = Path(sys.executable).parent / "repair"
+    done = subprocess.run([str(repair_command), "verify", job_root("flink-1.20-default"), "--master", "local[1]"],
+                          capture_output=True, text=True, timeout=600, cwd=FIXTURES.parent)
+    assert done.returncode == 0, done.stderr
+    lines = done.stderr.splitlines()
+    assert lines[0].startswith("starting Spark (master local[1])")
+    assert not [line for line in lines if " WARN " in line or " INFO " in line], lines  # Spark's own log is quiet

@@ -98,6 +98,7 @@ def verify(
     from repair.cli.render import render_verify
     from repair.ops.verify.engine import verify as run_verify
 
+    _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_verify(path, master=master, workers=workers, on_progress=on_progress, decompress=not checksums_only)
     _show(result, json_output, render_verify, exit_code=2 if result.unknown else 0 if result.ok else 1)
@@ -117,6 +118,7 @@ def fallback(
     from repair.cli.render import render_fallback
     from repair.ops.fallback import fallback as run_fallback
 
+    _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
     _show(result, json_output, render_fallback, exit_code=2 if result.unknown else 0 if result.chosen is not None else 1)
@@ -136,6 +138,7 @@ def triage(
     from repair.cli.render import render_triage
     from repair.ops.triage import triage as run_triage
 
+    _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
     _show(result, json_output, render_triage, exit_code=0 if result.ok else 1)
@@ -254,6 +257,7 @@ def export(
     from repair.ops.export.job import export as run_export
     from repair.cli.output import progress_bar
 
+    _say_spark(master)
     with progress_bar("exporting", counting="subtasks") as on_progress:
         result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
                             engine=engine, compression=compression, on_progress=on_progress)
@@ -293,6 +297,7 @@ def rescale(
     from repair.cli.render import render_write_savepoint
     from repair.ops.write_savepoint import rescale as run_rescale
 
+    _say_spark(master)
     result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers)
     _show(result, json_output, render_write_savepoint)
 
@@ -364,6 +369,12 @@ def runbook(
 
     print_markdown(runbooks.text(name))
     raise typer.Exit(0)
+
+
+def _say_spark(master: str | None) -> None:
+    """One line before Spark's JVM starts (seconds of silence otherwise)."""
+    if master:
+        typer.echo(f"starting Spark (master {master}); REPAIR_SPARK_LOG=verbose shows its log", err=True)
 
 
 def _hint_if_terminal(path: str | None, what: str) -> None:

@@ -132,6 +132,9 @@ def spark_session(master: str, app_name: str):
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    if os.environ.get("REPAIR_SPARK_LOG") != "verbose":  # Spark's start-up chatter hides the one line that matters
+        quiet = f"-Dlog4j2.configurationFile={LOG4J2_QUIET}"
+        builder = builder.config("spark.driver.extraJavaOptions", quiet).config("spark.executor.extraJavaOptions", quiet)
     # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context is created (the
     # spark.pyspark.python setting reaches only spark-submit): set it for that moment, then put the
     # caller's environment back as it was.
@@ -147,6 +150,8 @@ def spark_session(master: str, app_name: str):
 
 #: Masters Spark accepts: local[N], local[*], local[N,F], spark://host:port[,host:port], yarn, k8s://..., mesos://...
 _MASTER = re.compile(r"^(?:local(?:\[(?:\*|\d+)(?:,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
+#: Spark's log4j2 configuration while repair runs: errors only.
+LOG4J2_QUIET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-log4j2.properties")
 #: How long to wait for a standalone master to accept a connection before giving up.
 MASTER_CONNECT_SECONDS = 5.0
 
