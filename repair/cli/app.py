@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import List, Optional
+from typing import List, Literal, Optional
 
 import typer
 
@@ -42,7 +42,7 @@ def _version(value: bool) -> None:
 @app.callback()
 def _root(
     version: bool = typer.Option(
-        False, "--version", callback=_version, is_eager=True, help="Print the version and exit."
+        False, "--version", metavar="", callback=_version, is_eager=True, help="Print the version and exit."
     ),
     retry_budget: Optional[float] = typer.Option(
         None, "--retry-budget", min=0, metavar="SECONDS",
@@ -68,11 +68,11 @@ def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
 @app.command()
 def inspect(
     path: str = typer.Argument(..., help="Job checkpoint root, chk-N directory, savepoint directory or _metadata file (local path or URI)."),
-    checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", help="In a job root: inspect chk-N instead of the newest."),
-    uid: Optional[List[str]] = typer.Option(None, "--uid", "--operator", help="Show only this operator: its uid (hashed as Flink does, for checkpoints that store only ids) or operator id. Repeatable."),
-    subtasks: bool = typer.Option(False, "--subtasks", help="Also list every subtask: key groups, handle, states, files."),
-    files: bool = typer.Option(False, "--files", help="Also list every file and inline stream."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+    checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", metavar="N", help="In a job root: inspect chk-N instead of the newest."),
+    uid: Optional[List[str]] = typer.Option(None, "--uid", "--operator", metavar="UID|HASH|NAME", help="Show only this operator: its uid (hashed as Flink does, for checkpoints that store only ids) or operator id. Repeatable."),
+    subtasks: bool = typer.Option(False, "--subtasks", metavar="", help="Also list every subtask: key groups, handle, states, files."),
+    files: bool = typer.Option(False, "--files", metavar="", help="Also list every file and inline stream."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """Show what a checkpoint or savepoint holds: operators, subtasks, key groups, states and files."""
     from repair.cli.render import render_inspect
@@ -88,10 +88,10 @@ def inspect(
 @app.command()
 def verify(
     path: str = typer.Argument(..., help="Job checkpoint root (all retained checkpoints), chk-N directory, savepoint, _metadata file, RocksDB directory, or one SST or MANIFEST file (local path or URI)."),
-    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master (local[*], spark://host:port)."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification (default: one per core when there is enough data)."),
-    checksums_only: bool = typer.Option(False, "--checksums-only", help="Check SST block checksums without decompressing blocks, like sst_dump --verify_checksum: about twice as fast, but does not prove that blocks decompress."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON report instead of tables."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process verification (default: one per core when there is enough data)."),
+    checksums_only: bool = typer.Option(False, "--checksums-only", metavar="", help="Check SST block checksums without decompressing blocks, like sst_dump --verify_checksum: about twice as fast, but does not prove that blocks decompress."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON report instead of tables."),
 ) -> None:
     """Verify every SST block checksum, MANIFEST record, file size and reference. Exit 1 when a problem is found."""
     from repair.cli.output import progress_bar
@@ -107,11 +107,11 @@ def verify(
 @app.command()
 def fallback(
     root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
-    lineage: Optional[int] = typer.Option(None, "--lineage", help="When the root holds checkpoints of several jobs or deployments: choose within this lineage."),
-    check_all: bool = typer.Option(False, "--all", help="Verify every retained checkpoint, not only down to the newest valid one."),
-    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+    lineage: Optional[int] = typer.Option(None, "--lineage", metavar="N", help="When the root holds checkpoints of several jobs or deployments: choose within this lineage."),
+    check_all: bool = typer.Option(False, "--all", metavar="", help="Verify every retained checkpoint, not only down to the newest valid one."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process verification."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """Find the newest retained checkpoint that is entirely valid and say how to restore it. Exit 1 when none is."""
     from repair.cli.output import progress_bar
@@ -127,11 +127,11 @@ def fallback(
 @app.command()
 def triage(
     root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
-    savepoints: Optional[str] = typer.Option(None, "--savepoints", help="Also consider the savepoints in this directory (or this one savepoint)."),
-    lineage: Optional[int] = typer.Option(None, "--lineage", help="When the root holds checkpoints of several jobs or deployments: the ways back of this lineage only."),
-    master: Optional[str] = typer.Option(None, "--master", help="Run the file checks as a Spark job on this master."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process verification."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    savepoints: Optional[str] = typer.Option(None, "--savepoints", metavar="DIR", help="Also consider the savepoints in this directory (or this one savepoint)."),
+    lineage: Optional[int] = typer.Option(None, "--lineage", metavar="N", help="When the root holds checkpoints of several jobs or deployments: the ways back of this lineage only."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process verification."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Verify every retained checkpoint and rank every way back (restore, rebuild, rebuild dropping lost files) with its age, loss and exact commands. Exit 0 when a way back loses nothing, 1 otherwise."""
     from repair.cli.output import progress_bar
@@ -147,7 +147,7 @@ def triage(
 @app.command()
 def orphans(
     root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/, shared/ and taskowned/ (local path or URI)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of tables."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """List the files in shared/ and taskowned/ that no retained checkpoint references. Read-only: deletes nothing."""
     from repair.cli.render import render_orphans
@@ -160,15 +160,14 @@ def orphans(
 @app.command()
 def relocate(
     checkpoint: str = typer.Argument(..., help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
-    to: str = typer.Option(..., "--out", "--to", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
-    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root (a self-contained checkpoint)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    to: str = typer.Option(..., "--out", "--to", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
+    copy: bool = typer.Option(False, "--copy", metavar="", help="Also copy every referenced file under the new root (a self-contained checkpoint)."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Write a new _metadata whose paths point to where the files of a moved checkpoint are now. Exit 1 if files are missing."""
+    from repair.cli.output import progress_bar
     from repair.cli.render import render_relocate
     from repair.ops.relocate import relocate as run_relocate
-
-    from repair.cli.output import progress_bar
 
     with progress_bar("copying", counting="files") as on_progress:
         result = run_relocate(checkpoint, to, copy=copy, on_progress=on_progress)
@@ -178,16 +177,16 @@ def relocate(
 @app.command("rebuild-manifest")
 def rebuild_manifest(
     checkpoint: str = typer.Argument(..., help="The checkpoint (chk-N directory or _metadata file), or a bare RocksDB directory (a TaskManager's db/), whose MANIFEST or CURRENT is missing or broken."),
-    out: str = typer.Option(..., "--out", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs. For a RocksDB directory: the new DB directory."),
-    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root."),
+    out: str = typer.Option(..., "--out", metavar="DIR", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs. For a RocksDB directory: the new DB directory."),
+    copy: bool = typer.Option(False, "--copy", metavar="", help="Also copy every referenced file under the new root."),
     drop_missing: bool = typer.Option(
-        False, "--drop-missing",
+        False, "--drop-missing", metavar="",
         help="Rebuild without SSTs that are missing or corrupt for good, reporting the state, key groups and key range each held (their data is lost; exit 1).",
     ),
-    manifest_format: Optional[str] = typer.Option(
+    manifest_format: Optional[Literal["frocksdb6", "frocksdb8"]] = typer.Option(
         None, "--format", help="RocksDB directory only: write the MANIFEST for frocksdb6 (Flink <= 1.20) or frocksdb8 (Flink 2.x) instead of the format the evidence points to.",
     ),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing lost data."""
     from repair.cli.render import render_rebuild, render_rebuild_db
@@ -210,7 +209,7 @@ def rebuild_manifest(
 @app.command()
 def diagnose(
     file: Optional[str] = typer.Argument(None, help="A JobManager/TaskManager log or a saved stack trace; '-' or nothing reads standard input."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """From a Flink log or stack trace to the incident, its runbook, the evidence and the next repair command. Exit 1 when no known incident is found."""
     from repair.cli.render import render_diagnose
@@ -226,8 +225,8 @@ def diagnose(
 @app.command()
 def doctor(
     config: Optional[str] = typer.Argument(None, help="flink-conf.yaml, config.yaml, a FlinkDeployment or -D key=value lines; '-' or nothing reads standard input."),
-    flink: Optional[str] = typer.Option(None, "--flink", help="Flink version the configuration is for (1.15, 1.20, 2.1): judge key names for it."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    flink: Optional[str] = typer.Option(None, "--flink", metavar="VERSION", help="Flink version the configuration is for (1.15, 1.20, 2.1): judge key names for it."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Lint a Flink configuration for the hazards behind checkpoint incidents. Exit 1 when a finding is an error."""
     from repair.cli.render import render_doctor
@@ -243,19 +242,19 @@ def doctor(
 @app.command()
 def export(
     checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
-    out: str = typer.Option(..., "--out", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
-    operator: Optional[List[str]] = typer.Option(None, "--operator", "--uid", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
-    state: Optional[List[str]] = typer.Option(None, "--state", help="Export only the state with this name. Repeatable."),
-    master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
-    engine: str = typer.Option("auto", "--engine", help="Who resolves RocksDB's LSM trees: rocksdb (RocksDB itself via rocksdict, on a scratch copy; fast), python (this toolkit's merge; reads without MANIFEST or OPTIONS), auto (rocksdb where RocksDB can open the instance as _metadata describes it, else python)."),
-    compression: str = typer.Option("snappy", "--compression", help="Parquet codec: snappy, zstd (smaller, slower), lz4 or none (least CPU, largest files)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
+    out: str = typer.Option(..., "--out", metavar="DIR", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
+    operator: Optional[List[str]] = typer.Option(None, "--operator", "--uid", metavar="UID|HASH|NAME", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
+    state: Optional[List[str]] = typer.Option(None, "--state", metavar="NAME", help="Export only the state with this name. Repeatable."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
+    engine: Literal["auto", "rocksdb", "python"] = typer.Option("auto", "--engine", help="Who resolves RocksDB's LSM trees: rocksdb (RocksDB itself via rocksdict, on a scratch copy; fast), python (this toolkit's merge; reads without MANIFEST or OPTIONS), auto (rocksdb where RocksDB can open the instance as _metadata describes it, else python)."),
+    compression: Literal["snappy", "zstd", "lz4", "none"] = typer.Option("snappy", "--compression", help="Parquet codec: snappy, zstd (smaller, slower), lz4 or none (least CPU, largest files)."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
 ) -> None:
     """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
+    from repair.cli.output import progress_bar
     from repair.cli.render import render_export
     from repair.ops.export.job import export as run_export
-    from repair.cli.output import progress_bar
 
     _say_spark(master)
     with progress_bar("exporting", counting="subtasks") as on_progress:
@@ -267,12 +266,12 @@ def export(
 @app.command("write-savepoint")
 def write_savepoint(
     export_dir: str = typer.Argument(..., help="An export's directory (its _export.json and Parquet parts, possibly changed); local path or URI."),
-    out: str = typer.Option(..., "--out", help="New savepoint directory to create (must not exist or be empty)."),
-    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", min=1, max=32768, help="Max parallelism of the savepoint (default: the source's); key groups are recomputed from the keys."),
-    parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, max=32768, help="Subtasks of every keyed operator (default: the source's)."),
-    source: Optional[str] = typer.Option(None, "--source", help="The checkpoint the export was made from, when it is no longer where _export.json says."),
-    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", help="UID/STATE: leave this keyed state out (its meta data too). Repeatable."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    out: str = typer.Option(..., "--out", metavar="DIR", help="New savepoint directory to create (must not exist or be empty)."),
+    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", metavar="N", min=1, max=32768, help="Max parallelism of the savepoint (default: the source's); key groups are recomputed from the keys."),
+    parallelism: Optional[int] = typer.Option(None, "--parallelism", metavar="N", min=1, max=32768, help="Subtasks of every keyed operator (default: the source's)."),
+    source: Optional[str] = typer.Option(None, "--source", metavar="CHECKPOINT", help="The checkpoint the export was made from, when it is no longer where _export.json says."),
+    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", metavar="UID/STATE", help="UID/STATE: leave this keyed state out (its meta data too). Repeatable."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Write an export back as a canonical savepoint (the format every state backend restores), _metadata last."""
     from repair.cli.render import render_write_savepoint
@@ -286,12 +285,12 @@ def write_savepoint(
 @app.command()
 def rescale(
     checkpoint: str = typer.Argument(..., help="chk-N directory, savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
-    out: str = typer.Option(..., "--out", help="New savepoint directory to create (must not exist or be empty)."),
-    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", min=1, max=32768, help="The new max parallelism; key groups are recomputed from the keys."),
-    parallelism: Optional[int] = typer.Option(None, "--parallelism", min=1, max=32768, help="Subtasks of every keyed operator (default: the checkpoint's)."),
-    master: Optional[str] = typer.Option(None, "--master", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, help="Processes for in-process decoding."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    out: str = typer.Option(..., "--out", metavar="DIR", help="New savepoint directory to create (must not exist or be empty)."),
+    max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", metavar="N", min=1, max=32768, help="The new max parallelism; key groups are recomputed from the keys."),
+    parallelism: Optional[int] = typer.Option(None, "--parallelism", metavar="N", min=1, max=32768, help="Subtasks of every keyed operator (default: the checkpoint's)."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process decoding."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """A checkpoint as a canonical savepoint with a new max parallelism: export and write-savepoint in one, no Parquet kept."""
     from repair.cli.render import render_write_savepoint
@@ -305,12 +304,12 @@ def rescale(
 @app.command()
 def edit(
     checkpoint: str = typer.Argument(..., help="A chk-N directory, savepoint directory or _metadata file (local path or URI)."),
-    out: str = typer.Option(..., "--out", help="New root to create (must not exist or be empty); receives <chk-N or savepoint name>/_metadata."),
-    rename_uid: Optional[List[str]] = typer.Option(None, "--rename-uid", help="OLD=NEW: the operator with uid (or operator id) OLD gets uid NEW's operator id. Repeatable."),
-    drop_operator: Optional[List[str]] = typer.Option(None, "--drop-operator", help="Remove this operator's state (uid, name or operator id). Repeatable."),
-    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", help="UID/STATE: remove this operator state (list, union, broadcast) of the operator. Repeatable."),
-    copy: bool = typer.Option(False, "--copy", help="Also copy every referenced file under the new root (a self-contained snapshot)."),
-    json_output: bool = typer.Option(False, "--json", help="Print the documented JSON document instead of text."),
+    out: str = typer.Option(..., "--out", metavar="DIR", help="New root to create (must not exist or be empty); receives <chk-N or savepoint name>/_metadata."),
+    rename_uid: Optional[List[str]] = typer.Option(None, "--rename-uid", metavar="OLD=NEW", help="OLD=NEW: the operator with uid (or operator id) OLD gets uid NEW's operator id. Repeatable."),
+    drop_operator: Optional[List[str]] = typer.Option(None, "--drop-operator", metavar="UID|HASH|NAME", help="Remove this operator's state (uid, name or operator id). Repeatable."),
+    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", metavar="UID/STATE", help="UID/STATE: remove this operator state (list, union, broadcast) of the operator. Repeatable."),
+    copy: bool = typer.Option(False, "--copy", metavar="", help="Also copy every referenced file under the new root (a self-contained snapshot)."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Rename operator uids, drop operators or operator states: a new _metadata, every kept byte unchanged."""
     from repair.cli.render import render_edit
