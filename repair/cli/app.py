@@ -373,6 +373,9 @@ def runbook(
 def _say_spark(master: str | None) -> None:
     """One line before Spark's JVM starts (seconds of silence otherwise)."""
     if master:
+        from repair.ops.runner import check_master
+
+        check_master(master)  # a master Spark would refuse is a usage error before anything starts
         typer.echo(f"starting Spark (master {master}); REPAIR_SPARK_LOG=verbose shows its log", err=True)
 
 

@@ -115,7 +115,7 @@ def spark_session(master: str, app_name: str):
         from pyspark.sql import SparkSession
     except ImportError as error:
         raise UsageError(f"running on Spark needs pyspark (pip install 'flink-checkpoint-repair[spark]'): {error}") from None
-    _check_master(master)
+    check_master(master)
     active = SparkSession.getActiveSession()
     if active is not None:
         if active.sparkContext.master == master:
@@ -156,7 +156,7 @@ LOG4J2_QUIET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-l
 MASTER_CONNECT_SECONDS = 5.0
 
 
-def _check_master(master: str) -> None:
+def check_master(master: str) -> None:
     """A usage error for a master Spark would not accept, or a standalone master that does not answer
     (Spark itself would retry for about a minute before failing)."""
     if not _MASTER.match(master):
