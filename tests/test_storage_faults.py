@@ -234,3 +234,15 @@ def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch
     main(["--retry-budget", "7.5", "diagnose", str(FIXTURES.parent / "README.md")])
     capsys.readouterr()
     assert seen == [7.5] and "REPAIR_RETRY_BUDGET" not in os.environ
+
+
+def test_triage_plans_no_repair_from_a_storage_fault(s3_job, monkeypatch, capsys):
+    server, root, _ = s3_job
+    newest = f"chk-{max(damage.checkpoint_ids(ROOT))}"
+    with FaultProxy(server.endpoint, Faults(always_fail=(_only_in_newest(),))) as proxy:
+        _s3_environment(monkeypatch, proxy.endpoint, budget=1)
+        assert main(["triage", root, "--json"]) == 2
+    document = json.loads(capsys.readouterr().out)
+    assert document["unknown"] == [newest] and "--retry-budget" in document["message"]
+    assert all(way["snapshot"] != newest for way in document["ways"])  # unread is not broken: nothing to rebuild
+    assert [way["action"] for way in document["ways"]][:1] == ["restore"]

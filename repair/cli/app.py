@@ -141,7 +141,7 @@ def triage(
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_triage, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_triage, exit_code=2 if result.unknown else 0 if result.ok else 1)
 
 
 @app.command()

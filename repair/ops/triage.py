@@ -106,6 +106,9 @@ class TriageResult:
     lineages: list[Lineage]
     lineage: int | None
     message: str = ""
+    #: Checkpoints newer than every restorable one whose verdict is unknown (a file they reference stayed
+    #: unreadable): neither restored nor repaired from here, the retry may show them sound.
+    unknown: list[str] = field(default_factory=list)
 
     @property
     def undecided(self) -> bool:
@@ -125,7 +128,7 @@ class TriageResult:
         return {
             "ok": self.ok, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
             "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
-            "best": self.best.rank if self.best else None,
+            "best": self.best.rank if self.best else None, "unknown": self.unknown,
             "ways": [way.to_json() for way in self.ways],
             "beyond_repair": [b.to_json() for b in self.beyond_repair],
         }
@@ -154,6 +157,7 @@ def triage(
     times = _checkpoint_times(report.snapshots)
     ways: list[WayBack] = []
     beyond: list[BeyondRepair] = []
+    unknown: list[str] = []
     for group in verdicts.lineages:
         if lineage is not None and group.index != lineage:
             continue
@@ -166,6 +170,9 @@ def triage(
         for verdict in members:
             if verdict is newest_valid:
                 break
+            if verdict.verdict == "unknown":  # unread is not broken: no repair is planned from a storage fault
+                unknown.append(verdict.name)
+                continue
             way, reasons = _repair(verdict.name, report, root, storage, times, now, label)
             if way is not None:
                 ways.append(way)
@@ -178,7 +185,7 @@ def triage(
     for rank, way in enumerate(ways, 1):
         way.rank = rank
     checked = {"checkpoints": len(report.snapshots), "savepoints": len(saved), "files": report.files, "bytes": report.bytes}
-    result = TriageResult(root, savepoints, checked, ways, beyond, verdicts.lineages, lineage)
+    result = TriageResult(root, savepoints, checked, ways, beyond, verdicts.lineages, lineage, unknown=unknown)
     result.message = _message(result)
     return result
 
@@ -280,6 +287,14 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
 
 
 def _message(result: TriageResult) -> str:
+    if result.unknown:
+        return (f"the verdict of {', '.join(result.unknown)} is unknown: files could not be read (a storage fault, not "
+                f"damage); retry when the store answers, e.g. `repair --retry-budget 600 triage {result.root}`, before "
+                "taking a way back that gives up newer state. " + _ranked(result))
+    return _ranked(result)
+
+
+def _ranked(result: TriageResult) -> str:
     if result.undecided:
         return (f"{len(result.lineages)} jobs or deployments wrote checkpoints into this directory; not choosing one for you. "
                 "Pass --lineage N (see the lineages below) after checking which deployment you want to restore.")
