@@ -61,9 +61,6 @@ class Problem:
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
 
-    def detail(self, name: str, default: Any = None) -> Any:
-        return dict(self.details).get(name, default)
-
     def to_json(self) -> dict[str, Any]:
         """The problem's fields that are set, details inline (kind and message always)."""
         document = {"kind": self.kind, "message": self.message}
@@ -76,8 +73,3 @@ class Problem:
         document.update(self.details)
         return document
 
-
-def worst(severities: Any) -> Severity | None:
-    """The worst of ``severities`` (strings or :class:`Severity`), or None when there is none."""
-    ranked = sorted((Severity(s) for s in severities), key=lambda s: s.rank)
-    return ranked[0] if ranked else None

@@ -12,11 +12,9 @@ from typing import List, Literal, Optional
 import typer
 
 from repair import __version__
-from repair.cli.output import error_document, print_error, print_json
+from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
 from repair.errors import RepairError, UsageError
 
-#: Version of the --json documents' envelope (docs/json-contracts.md): fields are only ever added.
-JSON_SCHEMA_VERSION = 1
 #: The environment variable StorageOptions.from_env reads the retry budget from.
 RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
 

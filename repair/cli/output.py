@@ -73,9 +73,13 @@ def print_markdown(text: str) -> None:
         sys.stdout.write(text)
 
 
+#: Version of the --json documents' envelope (docs/json-contracts.md): fields are only ever added.
+JSON_SCHEMA_VERSION = 1
+
+
 def error_document(command: str | None, error: Any) -> dict:
     """What ``--json`` prints when a command ends with exit 2 (docs/json-contracts.md#errors)."""
-    document = {"schema_version": 1, "ok": False, "command": command,
+    document = {"schema_version": JSON_SCHEMA_VERSION, "ok": False, "command": command,
                 "error": {"type": type(error).__name__, "message": error.message, "source": error.source,
                           "exit_code": error.exit_code}}
     for name in ("offset", "field", "expected", "found"):  # a FormatError says where and what

@@ -88,7 +88,7 @@ def doctor(text_or_path: str, *, flink_version: str | None = None, source: str |
     fmt, config = parse_config(text)
     check_is_flink_config(text, config)
     findings = [f for check in CHECKS for f in check(config, version)]
-    findings.sort(key=lambda f: SEVERITIES.index(f.severity))
+    findings.sort(key=lambda f: f.severity.rank)
     return DoctorResult(source, fmt, flink_version, config, findings)
 
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repair.errors import RepairError, StorageError
+from repair.errors import RepairError, StorageError, UnsupportedSerializerError
 from repair.findings import Problem, Severity
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.files import decode_current, parse_options
@@ -219,7 +219,6 @@ def _check_key_groups(source, result: FileResult) -> None:
     in canonical snapshots (checked); in the heap layout they hide the rest of their key group: their
     state, and the states written after it there, are not checked (one warning, not an error: the bytes
     may well be sound), the other states are."""
-    from repair.errors import UnsupportedSerializerError
     from repair.formats.flink.handles import KeyGroupRange
     from repair.readers.full_snapshot import iter_full_snapshot, read_head_meta
 
@@ -248,7 +247,6 @@ def _check_raw_keyed(source, result: FileResult) -> None:
     """Raw keyed state: when it holds timers (RocksDB with timers on the heap), every key group's timer
     services and every timer decoded; other raw state is the operator's own bytes (size checked only).
     Timers of a key or namespace serializer this toolkit cannot decode cannot be told apart: a warning."""
-    from repair.errors import UnsupportedSerializerError
     from repair.formats.flink.handles import KeyGroupRange
     from repair.readers.raw_timers import first_key_group_services, iter_raw_timers, raw_key_group_blocks
 
