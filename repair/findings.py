@@ -62,14 +62,13 @@ class Problem:
         object.__setattr__(self, "severity", Severity(self.severity))
 
     def to_json(self) -> dict[str, Any]:
-        """The problem's fields that are set, details inline (kind and message always)."""
-        document = {"kind": self.kind, "message": self.message}
+        """The common finding shape of every ``--json`` document: ``kind``, ``severity`` and ``message``
+        always, then the fields that are set, details inline."""
+        document = {"kind": self.kind, "severity": self.severity.value, "message": self.message}
         for name in ("offset", "expected", "found"):
             value = getattr(self, name)
             if value is not None:
                 document[name] = value
-        if self.severity is not Severity.ERROR:
-            document["severity"] = self.severity.value
         document.update(self.details)
         return document
 

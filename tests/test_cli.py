@@ -155,8 +155,12 @@ def test_every_document_has_the_envelope(capsys):
         assert list(document)[:2] == ["schema_version", "ok"] and document["ok"] == (code == 0), argv
 
 
-def test_export_and_relocate_report_progress(tmp_path):
-    from repair import export, relocate
+def test_export_relocate_and_orphans_report_progress(tmp_path):
+    from repair import export, orphans, relocate
+
+    read: list[tuple[int, int]] = []
+    listed = orphans(str(ROOT_120), on_progress=lambda done, total: read.append((done, total)))
+    assert read == [(n, len(listed.retained_checkpoints)) for n in range(1, len(listed.retained_checkpoints) + 1)] and read
 
     calls: list[tuple[int, int]] = []
     result = export(str(ROOT_120), str(tmp_path / "out"), on_progress=lambda done, total: calls.append((done, total)), workers=1)

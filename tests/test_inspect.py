@@ -170,7 +170,7 @@ def test_older_checkpoint_of_a_root_can_be_chosen():
 def _without_locations(document: dict) -> dict:
     """The inspect document without anything that names where it was read (or when that copy was written)."""
     doc = json.loads(json.dumps(document))
-    for key in ("path", "metadata_path", "relocated", "written_at"):
+    for key in ("source", "path", "metadata_path", "relocated", "written_at"):
         doc.pop(key)
     for op in doc["operators"]:
         for sub in op["subtasks"]:

@@ -148,11 +148,13 @@ def orphans(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """List the files in shared/ and taskowned/ that no retained checkpoint references. Read-only: deletes nothing."""
+    from repair.cli.output import progress_bar
     from repair.cli.render import render_orphans
     from repair.ops.orphans import orphans as run_orphans
 
-    result = run_orphans(root)
-    _show(result, json_output, render_orphans)
+    with progress_bar("reading retained checkpoints", counting="checkpoints") as on_progress:
+        result = run_orphans(root, on_progress=on_progress)
+    _show(result, json_output, render_orphans, 0 if result.ok else 1)
 
 
 @app.command()

@@ -60,7 +60,8 @@ class EditResult:
         return self.written.new_metadata if self.written else None
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "new_metadata": self.new_metadata, "edits": [e.to_json() for e in self.edits],
+        return {"ok": self.ok, "source": self.written.source_metadata if self.written else None,
+                "out": self.written.new_root if self.written else None, "new_metadata": self.new_metadata, "edits": [e.to_json() for e in self.edits],
                 "files": self.written.to_json() if self.written else None}
 
 

@@ -36,16 +36,18 @@ class Culprit:
     subtask: int | None
     column_family: str | None = None
     key_group_range: tuple[int, int] | None = None
+    severity: Severity = Severity.ERROR
 
     @classmethod
     def from_finding(cls, finding: CheckpointFinding) -> "Culprit":
         ref = finding.reference
         return cls(finding.kind, finding.message, ref.local_name, finding.path, ref.operator, ref.subtask,
-                   finding.column_family, ref.key_groups)
+                   finding.column_family, ref.key_groups, finding.severity)
 
     def to_json(self) -> dict:
         return {
             "kind": self.kind,
+            "severity": self.severity.value,
             "local_name": self.local_name,
             "path": self.path,
             "operator": self.operator,
@@ -152,10 +154,13 @@ class FallbackResult:
     message: str
     #: Checkpoints newer than the chosen one (all, when none is chosen) whose verdict is unknown.
     unknown: list[str] = field(default_factory=list)
+    #: Every finding of the checkpoints verified, as `repair verify` reports them.
+    findings: list[CheckpointFinding] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
-            "root": self.root,
+            "source": self.root,
+            "root": self.root,  # the same as source (named so before every command had source)
             "unknown": self.unknown,
             "chosen": {"checkpoint_id": self.chosen.checkpoint_id, "path": self.chosen.path} if self.chosen else None,
             "message": self.message,
@@ -164,6 +169,7 @@ class FallbackResult:
             "damaged_files": [d.to_json() for d in self.damaged],
             "lineages": [lineage.to_json() for lineage in self.lineages],
             "lost": self.lost,
+            "findings": [f.to_json() for f in self.findings],
         }
 
 
@@ -233,7 +239,7 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
         message = (f"the verdict of {_and_list(unknown)} is unknown: {'a file' if len(unknown) == 1 else 'files'} could not "
                    f"be read (a storage fault, not damage); retry when the store answers, e.g. "
                    f"`repair --retry-budget 600 fallback {root}`, before giving up newer state. ") + message
-    return FallbackResult(root, verdicts, lineages, damaged, chosen, restore, lost, message, unknown)
+    return FallbackResult(root, verdicts, lineages, damaged, chosen, restore, lost, message, unknown, list(report.findings))
 
 
 def _every_lineage_has_a_valid_checkpoint(report, wanted: int | None) -> bool:

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from repair.errors import RepairError
+from repair.errors import RepairError, StorageError
+from repair.findings import Problem, Severity
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta
 from repair.formats.flink.handles import (
     ChangelogBackendHandle,
@@ -83,6 +84,18 @@ class SubtaskInfo:
     states: list[StateEntry] = field(default_factory=list)
     files: list[FileEntry] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: The same problems as findings (kind, severity, where), for the document's ``findings``.
+    findings: list[Problem] = field(default_factory=list)
+
+    def report(self, kind: str, what: str, error: RepairError) -> None:
+        """A part of this subtask that does not decode (``kind`` as `repair verify` names it) or stayed unreadable."""
+        message = f"{what}: {error}"
+        self.problems.append(message)
+        unreadable = isinstance(error, StorageError)
+        self.findings.append(Problem(
+            "unreadable" if unreadable else kind, message, offset=getattr(error, "offset", None),
+            severity=Severity.UNKNOWN if unreadable else Severity.ERROR, details=(("path", error.source),),
+        ))
 
     def to_json(self) -> dict:
         return {
@@ -161,7 +174,8 @@ class InspectResult:
     def to_json(self) -> dict:
         files = list(self._files())
         return {
-            "path": self.path,
+            "source": self.path,
+            "path": self.path,  # the same as source (named so before every command had source)
             "layout": self.layout,
             "metadata_path": self.metadata_path,
             "checkpoint_id": self.checkpoint_id,
@@ -182,6 +196,8 @@ class InspectResult:
             },
             "unmatched_uids": self.unmatched_uids,
             "operators": [op.to_json() for op in self.operators],
+            "findings": [{**finding.to_json(), "operator": op.uid or op.name or op.id, "subtask": sub.index}
+                         for op in self.operators for sub in op.subtasks for finding in sub.findings],
         }
 
 
@@ -325,7 +341,7 @@ def _changelog(snapshot: LoadedSnapshot, keyed: ChangelogBackendHandle, storage:
         info.states.extend(StateEntry(state.name, state.kind, value_type=state.describe_value())
                            for state in changelog_states(snapshot, storage, keyed))
     except RepairError as error:
-        info.problems.append(f"changelog: {error}")
+        info.report("bad_changelog", "changelog", error)
 
 
 def _raw_timer_states(snapshot: LoadedSnapshot, raw: KeyGroupsHandle, storage: st.Storage, info: SubtaskInfo) -> list[StateEntry]:
@@ -335,7 +351,7 @@ def _raw_timer_states(snapshot: LoadedSnapshot, raw: KeyGroupsHandle, storage: s
             return []
         return [StateEntry(state.name, state.kind) for state in raw_timer_states(read_raw_timer_services(snapshot, storage, raw))]
     except RepairError as error:
-        info.problems.append(f"raw keyed state (timers): {error}")
+        info.report("bad_raw_timers", "raw keyed state (timers)", error)
         return []
 
 
@@ -352,7 +368,7 @@ def _keyed_states(
         meta = decode_keyed_backend_meta(data)
     except RepairError as error:
         where = resolved.uri or "inline meta data"
-        info.problems.append(f"backend meta data ({where}): {error}")
+        info.report("bad_backend_meta", f"backend meta data ({where})", error)
         return []
     key_type = describe(meta.key_serializer) if meta.key_serializer is not None else None
     return [StateEntry(state.name, state.kind, None if state.kind == "priority-queue" else key_type, state.describe_value())

@@ -22,6 +22,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from repair.errors import UsageError
+from repair.findings import Problem, Severity
 from repair.io import storage as st
 
 # Maps ``file:/x``, ``file:///x`` and relative local paths to one absolute form, URIs to themselves.
@@ -94,6 +95,29 @@ class OrphansResult:
     missing: int
     #: The retained checkpoints' ``_metadata`` files.
     metadata: FileCount = field(default_factory=FileCount)
+    #: The referenced files that do not exist (``missing`` of them), sorted.
+    missing_files: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """No retained checkpoint references a file that does not exist (orphans themselves are no problem)."""
+        return not self.missing
+
+    @property
+    def findings(self) -> list[Problem]:
+        """Referenced files that do not exist (errors: a checkpoint Flink cannot restore) and ``chk-N``
+        directories without ``_metadata`` (info: their files are why some orphans exist)."""
+        found = [
+            Problem("missing_file", f"{st.basename(uri)} is referenced by a retained checkpoint but does not exist: "
+                    f"`repair verify {self.root}` says which checkpoints it breaks", details=(("path", uri),))
+            for uri in self.missing_files
+        ]
+        found += [
+            Problem("incomplete_checkpoint", f"{name} has no _metadata (in progress, failed or half deleted)",
+                    severity=Severity.INFO, details=(("path", st.join(self.root, name)),))
+            for name in self.incomplete_checkpoints
+        ]
+        return found
 
     @property
     def orphaned(self) -> FileCount:
@@ -101,7 +125,9 @@ class OrphansResult:
 
     def to_json(self) -> dict:
         return {
-            "root": self.root,
+            "ok": self.ok,
+            "source": self.root,
+            "root": self.root,  # the same as source (named so before every command had source)
             "retained_checkpoints": self.retained_checkpoints,
             "incomplete_checkpoints": self.incomplete_checkpoints,
             "oldest_metadata_mtime": self.oldest_metadata_mtime,
@@ -117,19 +143,21 @@ class OrphansResult:
                 "shared_and_taskowned": self.listed.to_json(),
             },
             "orphans": [orphan.to_json() for orphan in self.orphans],
+            "findings": [finding.to_json() for finding in self.findings],
         }
 
 
-def orphans(root: str, *, storage: st.Storage | None = None) -> OrphansResult:
+def orphans(root: str, *, storage: st.Storage | None = None, on_progress=None) -> OrphansResult:
     """Files below ``root``'s ``shared/`` and ``taskowned/`` that no retained checkpoint references.
 
     ``root`` must be a job checkpoint root (the directory holding ``chk-*/`` and ``shared/``); anything
-    else is a :class:`UsageError`. Reads only.
+    else is a :class:`UsageError`. Reads only. ``on_progress(done, total)`` is called as the retained
+    checkpoints' ``_metadata`` files are read.
     """
     storage = storage or st.default_storage()
     layout = _job_root(root, storage)
     files = {normalize_uri(info.path): info for info in storage.list_dir(root, recursive=True) if not info.is_dir}
-    referenced = _referenced_files(layout, storage)
+    referenced = _referenced_files(layout, storage, on_progress)
     present, missing = _count_referenced(referenced, files, root, storage)
     metadata = _metadata_files(layout, files, storage)
     mtimes = [info.mtime for info in metadata if info.mtime is not None]
@@ -151,7 +179,8 @@ def orphans(root: str, *, storage: st.Storage | None = None) -> OrphansResult:
         orphans=sorted(found, key=lambda orphan: orphan.relative_path),
         listed=FileCount(len(state_files), sum(info.size for _, info in state_files.values())),
         referenced=present,
-        missing=missing,
+        missing=len(missing),
+        missing_files=sorted(missing),
         metadata=FileCount(len(metadata), sum(info.size for info in metadata)),
     )
 
@@ -167,36 +196,38 @@ def _job_root(root: str, storage: st.Storage) -> Layout:
     return layout
 
 
-def _referenced_files(layout: Layout, storage: st.Storage) -> set[str]:
+def _referenced_files(layout: Layout, storage: st.Storage, on_progress=None) -> set[str]:
     """Absolute URIs of every file a retained checkpoint references (segments: their physical file).
 
     A ``_metadata`` that cannot be decoded stops the operation: without its references no file could
     safely be called an orphan.
     """
     uris: set[str] = set()
-    for ref in layout.snapshots:
+    for done, ref in enumerate(layout.snapshots, 1):
         snapshot = load_snapshot(ref, layout.root, storage)
         for _, handle in snapshot.metadata.iter_stream_handles():
             resolved = snapshot.resolver.resolve(handle)
             if resolved is not None and resolved.uri is not None:
                 uris.add(normalize_uri(resolved.uri))
+        if on_progress is not None:
+            on_progress(done, len(layout.snapshots))
     return uris
 
 
 def _count_referenced(
     referenced: set[str], files: dict[str, st.FileInfo], root: str, storage: st.Storage
-) -> tuple[FileCount, int]:
-    """Files and bytes of the referenced files that exist, and how many are missing.
+) -> tuple[FileCount, list[str]]:
+    """Files and bytes of the referenced files that exist, and the ones that are missing.
 
     Files below ``root`` are looked up in its listing; others (another job's ``shared/`` after a
     NO_CLAIM restore) are asked for one by one.
     """
     inside = normalize_uri(root).rstrip("/") + "/"
-    present, missing = FileCount(), 0
+    present, missing = FileCount(), []
     for uri in referenced:
         info = files.get(uri) if uri.startswith(inside) else storage.stat(uri)
         if info is None:
-            missing += 1
+            missing.append(uri)
         else:
             present.add(info.size)
     return present, missing

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from repair.errors import RepairError, UsageError
+from repair.findings import Problem
 from repair.formats.flink.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import decode_metadata, encode_metadata
 from repair.io import storage as st
@@ -55,6 +56,13 @@ class MissingFile:
     def to_json(self) -> dict:
         return {"recorded": self.recorded, "source": self.source, "expected_size": self.expected_size, "found": self.found}
 
+    def finding(self) -> Problem:
+        """As `repair verify` names it: a file that is not there, or shorter than ``_metadata`` says."""
+        kind, what = ("missing_file", "is missing") if self.found == "missing" else (
+            "size_mismatch", f"is {self.found}, _metadata records {self.expected_size} bytes")
+        return Problem(kind, f"{st.basename(self.source)} {what}: nothing was written", expected=self.expected_size,
+                       found=self.found, details=(("path", self.source),))
+
 
 @dataclass
 class RelocateResult:
@@ -72,12 +80,15 @@ class RelocateResult:
         copied = [f for f in self.files if f.copied]
         return {
             "ok": self.ok,
-            "source_metadata": self.source_metadata,
+            "source": self.source_metadata,
+            "out": self.new_root,
+            "source_metadata": self.source_metadata,  # the same as source, out (named so before every command had them)
             "new_root": self.new_root,
             "new_metadata": self.new_metadata,
             "files": [f.to_json() for f in self.files],
             "missing": [m.to_json() for m in self.missing],
             "copied": {"files": len(copied), "bytes": sum(f.size for f in copied)},
+            "findings": [m.finding().to_json() for m in self.missing],
         }
 
 

@@ -109,6 +109,8 @@ class TriageResult:
     #: Checkpoints newer than every restorable one whose verdict is unknown (a file they reference stayed
     #: unreadable): neither restored nor repaired from here, the retry may show them sound.
     unknown: list[str] = field(default_factory=list)
+    #: Every finding of the retained checkpoints, as `repair verify` reports them.
+    findings: list = field(default_factory=list)
 
     @property
     def undecided(self) -> bool:
@@ -126,11 +128,12 @@ class TriageResult:
 
     def to_json(self) -> dict:
         return {
-            "ok": self.ok, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
+            "ok": self.ok, "source": self.root, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
             "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
             "best": self.best.rank if self.best else None, "unknown": self.unknown,
             "ways": [way.to_json() for way in self.ways],
             "beyond_repair": [b.to_json() for b in self.beyond_repair],
+            "findings": [f.to_json() for f in self.findings],
         }
 
 
@@ -185,7 +188,8 @@ def triage(
     for rank, way in enumerate(ways, 1):
         way.rank = rank
     checked = {"checkpoints": len(report.snapshots), "savepoints": len(saved), "files": report.files, "bytes": report.bytes}
-    result = TriageResult(root, savepoints, checked, ways, beyond, verdicts.lineages, lineage, unknown=unknown)
+    result = TriageResult(root, savepoints, checked, ways, beyond, verdicts.lineages, lineage, unknown=unknown,
+                          findings=list(report.findings))
     result.message = _message(result)
     return result
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from repair.findings import Problem, Severity
 from repair.ops.diagnose import rules
 
 #: How far around an occurrence the trace is searched for its operator, job and phase.
@@ -71,6 +72,11 @@ class Incident:
             "excerpt": self.excerpt,
         }
 
+    def finding(self) -> Problem:
+        """The incident in the common finding shape: a question (``kind`` ``question``) is only worth knowing."""
+        return Problem(self.cause_id, self.cause, severity=Severity.INFO if self.kind == "question" else Severity.ERROR,
+                       details=(("runbook", self.runbook), ("next_command", self.next_command)))
+
 
 @dataclass
 class DiagnoseResult:
@@ -95,6 +101,7 @@ class DiagnoseResult:
             "message": self.message,
             "incidents": [i.to_json() for i in self.incidents],
             "unrecognised": self.unrecognised,
+            "findings": [i.finding().to_json() for i in self.incidents],
         }
 
 

@@ -49,8 +49,9 @@ class ConfigFinding:
         self.severity = Severity(self.severity)
 
     def to_json(self) -> dict:
-        return {"check": self.check, "severity": self.severity, "key": self.key, "value": self.value,
-                "why": self.why, "fix": self.fix, "runbook": self.runbook}
+        return {"kind": self.check, "severity": self.severity, "message": f"{self.key}: {self.why}",
+                "check": self.check, "key": self.key, "value": self.value, "why": self.why, "fix": self.fix,
+                "runbook": self.runbook}
 
 
 @dataclass

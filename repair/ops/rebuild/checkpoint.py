@@ -76,6 +76,10 @@ class RebuildResult:
     lost: list[LostFile] = field(default_factory=list)
     #: What to do about ``unrepairable`` SSTs (``--drop-missing`` and its cost), when that applies.
     hint: str | None = None
+    #: Where the new checkpoint goes (``out``).
+    out: str | None = None
+    #: What `repair verify` found in the source checkpoint: what made the rebuild necessary.
+    findings: list[CheckpointFinding] = field(default_factory=list)
 
     @property
     def written_clean(self) -> bool:
@@ -98,6 +102,7 @@ class RebuildResult:
             "ok": self.ok,
             "status": self.status,
             "source": self.source,
+            "out": self.out,
             "new_metadata": self.written.new_metadata if self.written else None,
             "rebuilt": [r.to_json() for r in self.rebuilt],
             "lost": [item.to_json() for item in self.lost],
@@ -105,6 +110,7 @@ class RebuildResult:
             "hint": self.hint,
             "output_verified": self.output_verified,
             "files": self.written.to_json() if self.written else None,
+            "findings": [f.to_json() for f in self.findings],
         }
 
 
@@ -117,7 +123,9 @@ def rebuild_manifest(
     """
     storage = storage or st.default_storage()
     snapshot = load_single_snapshot(path, storage, out=out)
-    result = plan_rebuild(snapshot, verify(path, storage=storage).findings, drop_missing=drop_missing, storage=storage)
+    findings = verify(path, storage=storage).findings
+    result = plan_rebuild(snapshot, findings, drop_missing=drop_missing, storage=storage)
+    result.out, result.findings = st.absolute(out), findings
     if result.unrepairable:
         return result
     result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 from repair.errors import FormatError, RepairError, StorageError, TruncatedError, UsageError
+from repair.findings import Problem, Severity
 from repair.formats.rocksdb.files import (
     FileKind,
     OptionsFile,
@@ -195,9 +196,20 @@ class RebuildDbResult:
     def ok(self) -> bool:
         return self.status == "rebuilt"
 
+    @property
+    def findings(self) -> list[Problem]:
+        """``unrepairable``, ``lost`` and ``warnings`` in the common finding shape."""
+        found = [Problem("unrepairable", text) for text in self.unrepairable]
+        found += [Problem("data_dropped", f"{item.name} left out ({item.reason}): {item.message}", offset=item.offset,
+                          details=(("local_name", item.name), ("column_family", item.column_family)))
+                  for item in self.lost]
+        found += [Problem("rebuild_warning", text, severity=Severity.WARNING) for text in self.warnings]
+        return found
+
     def to_json(self) -> dict[str, Any]:
         return {
-            "ok": self.ok, "status": self.status, "kind": "rocksdb-dir", "source": self.source, "new_db": self.new_db,
+            "ok": self.ok, "status": self.status, "kind": "rocksdb-dir", "source": self.source, "out": self.out,
+            "new_db": self.new_db,
             "format": self.format, "format_evidence": self.format_evidence, "current": self.current,
             "old_manifest": self.old_manifest.to_json() if self.old_manifest else None,
             "options": self.options.to_json() if self.options else None,
@@ -210,6 +222,7 @@ class RebuildDbResult:
             "unrepairable": self.unrepairable, "hint": self.hint, "warnings": self.warnings,
             "written": {"files": self.written_files, "bytes": self.written_bytes} if self.new_db else None,
             "output_verified": self.output_verified,
+            "findings": [finding.to_json() for finding in self.findings],
         }
 
 

@@ -204,7 +204,8 @@ class VerifyResult:
     def to_json(self) -> dict:
         return {
             "ok": self.ok,
-            "path": self.path,
+            "source": self.path,
+            "path": self.path,  # the same as source (named so before every command had source)
             "layout": self.layout,
             "checked": {
                 "checkpoints": sum(1 for s in self.snapshots if s.kind in ("checkpoint", "savepoint")),

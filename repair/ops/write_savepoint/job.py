@@ -145,7 +145,7 @@ class WriteSavepointResult:
         return st.join(self.out, METADATA_FILE)
 
     def to_json(self) -> dict:
-        return {"ok": self.ok, "export": self.export, "source_metadata": self.source_metadata, "out": self.out,
+        return {"ok": self.ok, "source": self.export or self.source_metadata, "export": self.export, "source_metadata": self.source_metadata, "out": self.out,
                 "metadata": self.metadata, "metadata_version": self.metadata_version, "savepoint_format": "canonical",
                 "checkpoint_id": self.checkpoint_id, "files": self.files,
                 "entries": sum(s.entries for op in self.operators for s in op.states),
