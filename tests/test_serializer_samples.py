@@ -39,6 +39,8 @@ EXPECTED = {
     "set empty": (SET, []),
 }
 
+pytestmark = pytest.mark.slow  # compiles and runs a Java program against each Flink jar
+
 
 @pytest.fixture(scope="module", params=jar_params())
 def samples(request, tmp_path_factory) -> tuple[Path, dict[str, bytes]]:
