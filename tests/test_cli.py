@@ -171,3 +171,20 @@ def test_export_relocate_and_orphans_report_progress(tmp_path):
     copies: list[tuple[int, int]] = []
     written = relocate(str(moved / "chk-5"), str(tmp_path / "relocated"), copy=True, on_progress=lambda d, t: copies.append((d, t)))
     assert copies and copies[-1] == (len(copies), len(copies)) == (sum(1 for f in written.files if f.copied),) * 2
+
+
+def test_names_that_look_like_markup_print_as_they_are(tmp_path, capsys):
+    """A uid, an operator name or a path is data: ``[/x]`` (rich's closing tag, which made rich raise)
+    and ``[user]`` (a style name, which rich swallowed) print verbatim, in every table and line."""
+    from repair import edit, inspect
+
+    root = damage.checkpoint_root(damage.copy_fixture("flink-2.1-p3-external-xxh3-zstd", tmp_path))
+    odd = "[/x]odd[user]"
+    edit(str(root / "chk-5"), str(tmp_path / "edited"), rename_uids={"per-user": odd})
+    renamed = next(op for op in inspect(str(tmp_path / "edited")).operators if op.uid == odd)
+    sst = next(f.path for sub in renamed.subtasks for f in sub.files if f.path and (f.local_name or "").endswith(".sst"))
+    Path(sst).unlink()  # so that verify, fallback and triage name the operator in their findings
+    for command, expected_exit in (("inspect", 0), ("verify", 1), ("fallback", 1), ("triage", 1)):
+        assert main([command, str(tmp_path / "edited")]) == expected_exit, command
+        out, err = capsys.readouterr()
+        assert odd in out and "Traceback" not in out + err, (command, out, err)

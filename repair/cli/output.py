@@ -18,8 +18,9 @@ def _console(stderr: bool) -> "Console":
 
     if stderr:
         return Console(stderr=True, highlight=False, soft_wrap=True)
-    # Piped output is not cut at 80 columns: tables keep one line per row for grep and less.
-    return Console(highlight=False, width=None if sys.stdout.isatty() else 160)
+    # Piped output is not cut at 80 columns: tables keep one line per row for grep and less. Markup only
+    # where a line asks for it (markup=True, data escaped): names and paths are data (cli/render.py).
+    return Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
 
 
 def stdout() -> "Console":

@@ -1,13 +1,24 @@
-"""Human output of each command's result: concise rich tables. ``--json`` output is ``to_json()``."""
+"""Human output of each command's result: concise rich tables. ``--json`` output is ``to_json()``.
+
+Names, paths and messages are data: the stdout console interprets no markup (a uid like ``[/x]`` or a
+SQL operator name ``select=[user]`` prints as it is). The lines that style text say ``markup=True`` and
+pass every piece of data through ``escape``; styled table cells are :func:`_styled` ``Text``.
+"""
 
 from __future__ import annotations
 
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
 from repair.cli.output import stdout
 from repair.formats.flink.keygroups import operator_label
 from repair.io.storage import parent
+
+
+def _styled(markup: str) -> Text:
+    """A table cell styled with constant markup (never with data in it)."""
+    return Text.from_markup(markup)
 
 
 def human_bytes(n: int) -> str:
@@ -22,7 +33,8 @@ def human_bytes(n: int) -> str:
 def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = False) -> None:
     console = stdout()
     kind = result.kind if not result.savepoint_format else f"{result.kind} ({result.savepoint_format})"
-    console.print(f"[bold]{kind} {result.checkpoint_id}[/]  metadata v{result.metadata_version}  {human_bytes(result.metadata_bytes)}")
+    console.print(f"[bold]{escape(kind)} {result.checkpoint_id}[/]  metadata v{result.metadata_version}  "
+                  f"{human_bytes(result.metadata_bytes)}", markup=True)
     console.print(f"  {result.metadata_path}")
     if result.written_at is not None:
         import time
@@ -32,9 +44,9 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
     if len(result.retained_checkpoints) > 1:
         console.print(f"  retained here: {', '.join(map(str, result.retained_checkpoints))}")
     for recorded, actual in result.relocated_from.items():
-        console.print(f"  [yellow]relocated:[/] written at {recorded}, read at {actual}")
+        console.print(f"  [yellow]relocated:[/] written at {escape(recorded)}, read at {escape(actual)}", markup=True)
     for uid in result.unmatched_uids:
-        console.print(f"  [yellow]no operator with uid {uid!r}[/]")
+        console.print(f"  [yellow]no operator with uid {escape(repr(uid))}[/]", markup=True)
 
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("operator", "id", "par/max", "key groups", "states", "files", "inline", "external"):
@@ -71,7 +83,7 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
         f"external {human_bytes(result.external_bytes)}"
     )
     for problem in problems:
-        console.print(f"[red]{problem}[/]")
+        console.print(f"[red]{escape(problem)}[/]", markup=True)
     if show_subtasks:
         _render_subtasks(result)
     if show_files:
@@ -126,24 +138,24 @@ def render_verify(result) -> None:
     status = "[bold green]OK[/]" if result.ok else f"[bold red]{sum(1 for _ in _groups(result))} problem(s)[/]"
     console.print(
         f"verified {checked['checkpoints']} snapshot(s), {checked['files']} files, {human_bytes(checked['bytes'])}, "
-        f"{checked['blocks']} blocks: {status}"
+        f"{checked['blocks']} blocks: {status}", markup=True,
     )
     if result.unknown:
         console.print("[yellow]some files could not be read (a storage fault, not damage): those verdicts are unknown; "
-                      f"retry when the store answers, e.g. repair --retry-budget 600 verify {escape(result.path)}[/]")
+                      f"retry when the store answers, e.g. repair --retry-budget 600 verify {escape(result.path)}[/]", markup=True)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("snapshot", "id", "kind", "status"):
         table.add_column(column)
     for snap in result.snapshots:
         table.add_row(snap.name, "" if snap.checkpoint_id is None else str(snap.checkpoint_id), snap.kind,
-                      {"ok": "[green]ok[/]", "broken": "[red]broken[/]", "unknown": "[yellow]unknown (unreadable)[/]"}.get(snap.verdict, "not checked"))
+                      _styled({"ok": "[green]ok[/]", "broken": "[red]broken[/]", "unknown": "[yellow]unknown (unreadable)[/]"}.get(snap.verdict, "not checked")))
     console.print(table)
     root = result.path
     for severity, first, snapshots in _groups(result):
         colour = "red" if severity == "error" else "yellow"
         line = first.describe(root)
         line = line[len(first.reference.snapshot) + 1 :] if line.startswith(first.reference.snapshot + " ") else line
-        console.print(f"[{colour}]{severity.upper():7}[/] {line}", markup=True, highlight=False)
+        console.print(f"[{colour}]{severity.upper():7}[/] {escape(line)}", markup=True, highlight=False)
         console.print(f"         in {', '.join(snapshots)}")
     from repair.ops.advice import verify_next_steps
 
@@ -153,7 +165,7 @@ def render_verify(result) -> None:
 def _next_steps(console, steps: list[str]) -> None:
     """The advice that ends a command's text output."""
     if steps:
-        console.print("\n[bold]next[/]")
+        console.print("\n[bold]next[/]", markup=True)
     for step in steps:
         console.print(f"  {step}", highlight=False, markup=False)
 
@@ -175,9 +187,9 @@ def _groups(result):
 def render_fallback(result) -> None:
     console = stdout()
     if result.chosen is not None:
-        console.print(f"[bold green]{result.message}[/]: {result.chosen.path}")
+        console.print(f"[bold green]{escape(result.message)}[/]: {escape(result.chosen.path)}", markup=True)
     else:
-        console.print(f"[bold red]{result.message}[/]")
+        console.print(f"[bold red]{escape(result.message)}[/]", markup=True)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     import time
 
@@ -186,28 +198,28 @@ def render_fallback(result) -> None:
         table.add_column(column, overflow="fold")
     for verdict in result.checkpoints:
         chosen = result.chosen is not None and verdict is result.chosen
-        status = "[bold green]chosen[/]" if chosen else (
+        status = _styled("[bold green]chosen[/]" if chosen else (
             {"valid": "[green]valid[/]", "broken": "[red]broken[/]", "unknown": "[yellow]unknown (unreadable)[/]"}.get(verdict.verdict, "not checked")
-        )
+        ))
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
         table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id),
                       _age_of(verdict.written_at, now), str(verdict.lineage), status, culprit)
     console.print(table)
     if result.damaged:
-        console.print("\n[bold]why[/]")
+        console.print("\n[bold]why[/]", markup=True)
         for damage in result.damaged:
             console.print(f"  {damage.explain()}", highlight=False)
     if len(result.lineages) > 1:
-        console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)")
+        console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)", markup=True)
         for lineage in result.lineages:
             console.print(f"  {lineage.index}: {', '.join(lineage.checkpoints)}  ({lineage.reason})")
     if result.lost:
-        console.print("\n[bold]cannot be restored from the newest checkpoint[/]")
+        console.print("\n[bold]cannot be restored from the newest checkpoint[/]", markup=True)
         for line in result.lost:
             console.print(f"  {line}")
     if result.restore is not None:
-        console.print("\n[bold]how to restore[/]")
+        console.print("\n[bold]how to restore[/]", markup=True)
         for command in result.restore.commands:
             console.print(f"  {command}", highlight=False, markup=False)
         console.print("  or in the Flink configuration:")
@@ -224,7 +236,7 @@ def render_triage(result) -> None:
     """The ways back, best first: a table, then each way's commands in order and what it loses."""
     console = stdout()
     colour = "green" if result.ok else ("yellow" if result.ways and not result.undecided else "red")
-    console.print(f"[bold {colour}]{result.message}[/]", highlight=False)
+    console.print(f"[bold {colour}]{escape(result.message)}[/]", highlight=False, markup=True)
     checked = result.checked
     console.print(f"  {checked['checkpoints']} retained checkpoint(s) and {checked['savepoints']} savepoint(s) verified, "
                   f"{checked['files']} files, {human_bytes(checked['bytes'])}", highlight=False)
@@ -238,7 +250,7 @@ def render_triage(result) -> None:
                           "unknown" if way.age_seconds is None else _human_age(way.age_seconds), loses)
         console.print(table)
     for way in result.ways:
-        console.print(f"\n[bold]{way.rank}. {way.action} {way.snapshot}[/]: {way.why}", highlight=False)
+        console.print(f"\n[bold]{way.rank}. {way.action} {escape(way.snapshot)}[/]: {escape(way.why)}", highlight=False, markup=True)
         for line in way.loss_lines():
             console.print(f"  lost: {line}", highlight=False, markup=False)
         for step, command in enumerate(way.commands, 1):
@@ -246,11 +258,11 @@ def render_triage(result) -> None:
         for command in way.alternatives:
             console.print(f"     or {command}", highlight=False, markup=False)
     if len(result.lineages) > 1:
-        console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)")
+        console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)", markup=True)
         for lineage in result.lineages:
             console.print(f"  {lineage.index}: {', '.join(lineage.checkpoints)}  ({lineage.reason})", highlight=False)
     if result.beyond_repair:
-        console.print("\n[bold]beyond repair[/] (broken checkpoints newer than every way back, broken savepoints)")
+        console.print("\n[bold]beyond repair[/] (broken checkpoints newer than every way back, broken savepoints)", markup=True)
         for broken in result.beyond_repair:
             console.print(f"  {broken.snapshot}: {'; '.join(broken.reasons[:3])}"
                           + (f" (+{len(broken.reasons) - 3} more)" if len(broken.reasons) > 3 else ""), highlight=False, markup=False)
@@ -263,18 +275,17 @@ def render_orphans(result) -> None:
     """Orphans of a job root: one row per file, then totals; says how to delete, never deletes."""
     import time
 
-    from rich.markup import escape
-
     console = stdout()
     totals = result.to_json()["totals"]
     orphaned = totals["orphans"]
     console.print(
         f"[bold]{orphaned['files']} orphan file(s), {human_bytes(orphaned['bytes'])}[/] in shared/ and taskowned/ "
-        f"(of {totals['shared_and_taskowned']['files']} files)"
+        f"(of {totals['shared_and_taskowned']['files']} files)", markup=True,
     )
     console.print(f"  retained: {', '.join(f'chk-{n}' for n in result.retained_checkpoints)}")
     if result.incomplete_checkpoints:
-        console.print(f"  [yellow]without _metadata[/] (in progress, failed or half deleted): {', '.join(result.incomplete_checkpoints)}")
+        console.print(f"  [yellow]without _metadata[/] (in progress, failed or half deleted): {escape(', '.join(result.incomplete_checkpoints))}",
+                      markup=True)
     now = time.time()
     if result.orphans:
         table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
@@ -282,7 +293,7 @@ def render_orphans(result) -> None:
             table.add_column(column, justify="right" if column in ("size", "age") else "left", overflow="fold")
         for orphan in result.orphans:
             age = "?" if orphan.mtime is None else _human_age(now - orphan.mtime)
-            table.add_row(escape(orphan.relative_path), human_bytes(orphan.size), age, _orphan_note(orphan))
+            table.add_row(orphan.relative_path, human_bytes(orphan.size), age, _orphan_note(orphan))
         console.print()
         console.print(table)
     referenced, retained = totals["referenced"], totals["retained_checkpoints"]
@@ -293,7 +304,7 @@ def render_orphans(result) -> None:
     )
     if referenced["missing"]:
         console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which; "
-                      f"`repair triage {escape(result.root)}` ranks the ways back")
+                      f"`repair triage {escape(result.root)}` ranks the ways back", markup=True)
     if result.orphans:
         console.print(
             "Nothing was deleted. Delete orphans only with the job stopped, or only those older than the oldest "
@@ -301,9 +312,9 @@ def render_orphans(result) -> None:
         )
 
 
-def _orphan_note(orphan) -> str:
+def _orphan_note(orphan) -> str | Text:
     if orphan.could_be_needed_by is not None:
-        return f"[yellow]newer than the newest _metadata: may belong to {orphan.could_be_needed_by}[/]"
+        return Text(f"newer than the newest _metadata: may belong to {orphan.could_be_needed_by}", style="yellow")
     if orphan.older_than_retained:
         return "older than every retained checkpoint"
     return "subsumed or failed checkpoint (delete only with the job stopped)"
@@ -321,12 +332,12 @@ def _human_age(seconds: float) -> str:
 def render_relocate(result) -> None:
     console = stdout()
     if not result.ok:
-        console.print(f"[bold red]not relocated: {len(result.missing)} file(s) missing or short; nothing was written[/]")
+        console.print(f"[bold red]not relocated: {len(result.missing)} file(s) missing or short; nothing was written[/]", markup=True)
         for missing in result.missing:
             console.print(f"  {missing.source}: {missing.found}, _metadata records {missing.expected_size} bytes (recorded as {missing.recorded})")
         return
     copied = [f for f in result.files if f.copied]
-    console.print(f"[bold green]wrote {result.new_metadata}[/]")
+    console.print(f"[bold green]wrote {escape(result.new_metadata)}[/]", markup=True)
     console.print(
         f"  {len(result.files)} files checked; {len(copied)} copied ({human_bytes(sum(f.size for f in copied))}); "
         f"{len(result.files) - len(copied)} referenced where they are"
@@ -336,7 +347,8 @@ def render_relocate(result) -> None:
 
 def render_write_savepoint(result) -> None:
     console = stdout()
-    console.print(f"[bold green]wrote {result.metadata}[/] (canonical savepoint, _metadata version {result.metadata_version})")
+    console.print(f"[bold green]wrote {escape(result.metadata)}[/] (canonical savepoint, _metadata version {result.metadata_version})",
+                  markup=True)
     for op in result.operators:
         what = f"{sum(s.entries for s in op.states)} entries in {len(op.states)} keyed states" if op.keyed else "no keyed state"
         copied = f"; copied {len(op.copied)} handle(s)" if op.copied else ""
@@ -357,11 +369,11 @@ def _render_unrepairable(result, headline: str) -> bool:
     if not result.unrepairable:
         return False
     console = stdout()
-    console.print(f"[bold red]{headline}[/]")
+    console.print(f"[bold red]{escape(headline)}[/]", markup=True)
     for line in result.unrepairable:
         console.print(f"  {line}", highlight=False, markup=False)
     if result.hint:
-        console.print(f"[yellow]{escape(result.hint)}[/]")
+        console.print(f"[yellow]{escape(result.hint)}[/]", markup=True)
     return True
 
 
@@ -370,7 +382,7 @@ def render_rebuild(result) -> None:
     if _render_unrepairable(result, "not rebuilt: these problems are not in a MANIFEST or CURRENT; nothing was written"):
         return
     if not result.rebuilt:
-        console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]")
+        console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]", markup=True)
     for inst in result.rebuilt:
         levels = sorted(set(inst.levels.values()))
         dropped = f", {len(inst.dropped)} dropped" if inst.dropped else ""
@@ -387,16 +399,16 @@ def render_rebuild(result) -> None:
         render_relocate(result.written)
         if result.output_verified is not None:
             status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
-            console.print(f"  repair verify of the new checkpoint: {status}")
+            console.print(f"  repair verify of the new checkpoint: {status}", markup=True)
         if result.lost and result.written.ok:
-            console.print("  [yellow]restoring it loses the state above (exit code 1: written with losses)[/]")
+            console.print("  [yellow]restoring it loses the state above (exit code 1: written with losses)[/]", markup=True)
 
 
 def _render_lost(lost) -> None:
     """The table of SSTs a ``--drop-missing`` rebuild left out, and what dropping each does."""
     console = stdout()
     console.print()
-    console.print(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]")
+    console.print(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]", markup=True)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"):
         table.add_column(column, justify="right" if column == "entries" else "left", overflow="fold")
@@ -406,16 +418,16 @@ def _render_lost(lost) -> None:
         seqnos = f"{item.smallest_seqno}-{item.largest_seqno}" if item.smallest_seqno is not None else "?"
         why = item.reason + (f" at offset {item.offset}" if item.offset is not None else "")
         table.add_row(
-            escape(f"{operator_label(item.operator)}[{item.subtask}]"), escape(item.local_name), escape(why),
-            escape(item.column_family or "unknown"), groups, escape(keys), seqnos, "?" if item.entries is None else str(item.entries),
+            f"{operator_label(item.operator)}[{item.subtask}]", item.local_name, why,
+            item.column_family or "unknown", groups, keys, seqnos, "?" if item.entries is None else str(item.entries),
         )
     console.print(table)
     for item in lost:
         where = f"{operator_label(item.operator)}[{item.subtask}] {item.local_name}"
         if item.range_unknown:
-            console.print(f"  {escape(where)}: key range unknown: {escape(item.range_unknown)}", highlight=False)
+            console.print(f"  {where}: key range unknown: {item.range_unknown}", highlight=False)
         for warning in item.warnings():
-            console.print(f"  [yellow]{escape(where)}: {escape(warning)}[/]", highlight=False)
+            console.print(f"  [yellow]{escape(where)}: {escape(warning)}[/]", highlight=False, markup=True)
 
 
 def _boundary(boundary) -> str:
@@ -437,63 +449,63 @@ def render_rebuild_db(result) -> None:
     if _render_unrepairable(result, "not rebuilt: nothing was written"):
         return
     files = sum(len(cf.files) for cf in result.column_families)
-    console.print(f"[bold green]rebuilt {escape(result.new_db or '')}[/]: {result.manifest_name} with {files} SSTs in "
-                  f"{len(result.column_families)} column families, MANIFEST format {result.format}", highlight=False)
+    console.print(f"[bold green]rebuilt {escape(result.new_db or '')}[/]: {escape(str(result.manifest_name))} with {files} SSTs in "
+                  f"{len(result.column_families)} column families, MANIFEST format {escape(str(result.format))}", highlight=False, markup=True)
     for line in result.format_evidence:
-        console.print(f"  [dim]{escape(line)}[/]", highlight=False)
+        console.print(f"  [dim]{escape(line)}[/]", highlight=False, markup=True)
     old = result.old_manifest
     state = old.state + (f" ({old.name})" if old.name else "") + (f": {old.detail}" if old.detail else "")
-    console.print(f"  CURRENT: {escape(result.current or '-')}; old MANIFEST: {escape(state)}", highlight=False)
+    console.print(f"  CURRENT: {result.current or '-'}; old MANIFEST: {state}", highlight=False)
     options = result.options
     if options.action == "kept":
         note = " without its wal_dir" if options.removed_wal_dir else ""
         note += f", sections added for {', '.join(options.appended)}" if options.appended else ""
-        console.print(f"  OPTIONS: kept {escape(options.name)}{escape(note)}", highlight=False)
+        console.print(f"  OPTIONS: kept {options.name}{note}", highlight=False)
     else:
-        console.print(f"  OPTIONS: wrote {escape(options.name)} from the SST properties ({escape(options.why or '')})", highlight=False)
+        console.print(f"  OPTIONS: wrote {options.name} from the SST properties ({options.why or ''})", highlight=False)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("id", "column family", "id from", "SSTs", "levels", "WAL entries"):
         table.add_column(column, justify="right" if column in ("id", "SSTs", "WAL entries") else "left", overflow="fold")
     for cf in result.column_families:
         levels = ", ".join(map(str, sorted(set(cf.files.values())))) or "-"
-        table.add_row(str(cf.id), escape(cf.name), escape(cf.id_source), str(len(cf.files)), levels, str(cf.wal_entries or ""))
+        table.add_row(str(cf.id), cf.name, cf.id_source, str(len(cf.files)), levels, str(cf.wal_entries or ""))
     console.print(table)
     for wal in result.wals:
         verb = "copied" if wal.included else "left out"
-        console.print(f"  WAL {escape(wal.name)}: {verb}: {escape(wal.why)}", highlight=False)
+        console.print(f"  WAL {wal.name}: {verb}: {wal.why}", highlight=False)
     for skipped in result.skipped:
-        console.print(f"  [dim]not copied: {escape(skipped.name)}: {escape(skipped.why)}[/]", highlight=False)
+        console.print(f"  [dim]not copied: {escape(skipped.name)}: {escape(skipped.why)}[/]", highlight=False, markup=True)
     if result.lost:
-        console.print(f"[bold yellow]DATA LOST: {len(result.lost)} item(s) left out (--drop-missing):[/]")
+        console.print(f"[bold yellow]DATA LOST: {len(result.lost)} item(s) left out (--drop-missing):[/]", markup=True)
         for item in result.lost:
             where = f" (column family {item.column_family}, level {item.level}, seqnos {item.seqnos[0]}-{item.seqnos[1]}, from {item.source})" \
                 if item.column_family else ""
-            console.print(f"  {escape(item.name)}: {item.reason}: {escape(item.message)}{escape(where)}", highlight=False)
+            console.print(f"  {item.name}: {item.reason}: {item.message}{where}", highlight=False)
     for warning in result.warnings:
-        console.print(f"  [yellow]{escape(warning)}[/]", highlight=False)
+        console.print(f"  [yellow]{escape(warning)}[/]", highlight=False, markup=True)
     console.print(f"  {result.written_files} files written ({human_bytes(result.written_bytes)})")
     if result.output_verified is not None:
         status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
-        console.print(f"  repair verify of the new DB: {status}")
+        console.print(f"  repair verify of the new DB: {status}", markup=True)
     if result.lost:
-        console.print("  [yellow]it holds less than the original: exit code 1 (written with losses)[/]")
+        console.print("  [yellow]it holds less than the original: exit code 1 (written with losses)[/]", markup=True)
 
 
 def render_diagnose(result) -> None:
     console = stdout()
     if not result.incidents:
-        console.print(f"[bold yellow]{result.message}[/] in {result.source}")
+        console.print(f"[bold yellow]{escape(result.message)}[/] in {escape(result.source)}", markup=True)
         for line in result.unrecognised:
             console.print(f"  {line}", markup=False)
         console.print("`repair runbook` lists the incident classes repair knows.")
         return
-    console.print(f"[bold]{result.message}[/]")
+    console.print(f"[bold]{escape(result.message)}[/]", markup=True)
     for incident in result.incidents:
         e = incident.evidence
         colour = "cyan" if incident.kind == "question" else "red"
         times = f" ({incident.count}x)" if incident.count > 1 else ""
         console.print()
-        console.print(f"[bold {colour}]{incident.cause_id}[/]{times}: {incident.cause}", highlight=False)
+        console.print(f"[bold {colour}]{escape(incident.cause_id)}[/]{times}: {escape(incident.cause)}", highlight=False, markup=True)
         facts = []
         if e["operator"] or e["operator_id"]:
             facts.append(f"operator {e['operator'] or ''} {(e['operator_id'] or '')[:8]}".rstrip())
@@ -513,7 +525,7 @@ def render_diagnose(result) -> None:
         if e["checkpoint_root"]:
             console.print(f"  checkpoint root: {e['checkpoint_root']}", markup=False, highlight=False)
         console.print(f"  runbook: {_runbook_command(incident.runbook)}", markup=False, highlight=False)
-        console.print(f"  next:    [bold]{escape(incident.next_command)}[/]", highlight=False)
+        console.print(f"  next:    [bold]{escape(incident.next_command)}[/]", highlight=False, markup=True)
         for command in incident.also:
             console.print(f"  also:    {command}", markup=False, highlight=False)
 
@@ -523,13 +535,13 @@ def render_doctor(result) -> None:
     counts = result.counts()
     version = f" (Flink {result.flink_version})" if result.flink_version else ""
     status = "[bold green]no errors[/]" if result.ok else f"[bold red]{counts['error']} error(s)[/]"
-    console.print(f"{result.source}: {len(result.config)} keys, {result.format}{version}: {status}, "
-                  f"{counts['warning']} warning(s), {counts['info']} note(s)", highlight=False)
+    console.print(f"{escape(result.source)}: {len(result.config)} keys, {result.format}{escape(version)}: {status}, "
+                  f"{counts['warning']} warning(s), {counts['info']} note(s)", highlight=False, markup=True)
     colours = {"error": "red", "warning": "yellow", "info": "cyan"}
     for finding in result.findings:
         value = "" if finding.value is None else f" = {finding.value}"
         console.print(f"[{colours[finding.severity]}]{finding.severity.upper():7}[/] "
-                      f"{escape(finding.key)}{escape(value)}", highlight=False)
+                      f"{escape(finding.key)}{escape(value)}", highlight=False, markup=True)
         console.print(f"        {finding.why}", markup=False, highlight=False)
         console.print(f"        fix: {finding.fix}", markup=False, highlight=False)
         if finding.runbook:
@@ -551,7 +563,7 @@ def render_export(result) -> None:
     console.print(
         f"[bold green]exported {result.rows} rows[/] of {result.kind} {result.checkpoint_id} ({escape(snapshot)}) "
         f"to {escape(result.out)}: {result.files} Parquet files",
-        highlight=False,
+        highlight=False, markup=True,
     )
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("operator", "state", "kind", "rows", "subtasks", "value", "notes"):
@@ -568,7 +580,7 @@ def render_export(result) -> None:
             if state.changelog and state.changelog["changes"]:
                 notes.append(f"{state.changelog['changes']} logged changes applied")
             table.add_row(
-                escape(operator_label(op.label)), escape(state.state), state.kind,
+                operator_label(op.label), state.state, state.kind,
                 str(state.rows), str(len(state.rows_per_subtask)), _value_type(state), "; ".join(notes),
             )
     if result.operators:
@@ -577,17 +589,17 @@ def render_export(result) -> None:
         groups: dict[tuple[str, str, str], list] = {}
         for skipped in result.skipped:  # subtasks skipped for the same reason: one line
             groups.setdefault((skipped.operator, skipped.what, skipped.reason), []).append(skipped)
-        console.print(f"[yellow]skipped (not exported): {len(result.skipped)}[/]")
+        console.print(f"[yellow]skipped (not exported): {len(result.skipped)}[/]", markup=True)
         for (operator, what, reason), items in groups.items():
             label = operator_label(operator)
-            console.print(f"  {escape(label)}: {what} x{len(items)} ({escape(reason)})", highlight=False)
+            console.print(f"  {label}: {what} x{len(items)} ({reason})", highlight=False)
     merged = [(op, subtask, engine["reason"]) for op in result.operators for subtask, engine in sorted(op.engines.items())
               if engine.get("engine") == "python" and engine.get("reason")]
     if merged:  # --engine auto fell back: say where and why (a damaged instance, usually)
-        console.print(f"[yellow]read by the toolkit's own LSM merge, as RocksDB could not serve them: {len(merged)} subtask(s)[/]")
+        console.print(f"[yellow]read by the toolkit's own LSM merge, as RocksDB could not serve them: {len(merged)} subtask(s)[/]", markup=True)
         for op, subtask, reason in merged:
             label = operator_label(op.label)
-            console.print(f"  {escape(label)}[{subtask}]: {escape(reason)}", highlight=False)
+            console.print(f"  {label}[{subtask}]: {reason}", highlight=False)
 
 
 def _runbook_command(path: str) -> str:
