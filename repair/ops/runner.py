@@ -12,8 +12,10 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import signal
 import socket
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
@@ -138,12 +140,17 @@ def spark_session(master: str, app_name: str):
     # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context is created (the
     # spark.pyspark.python setting reaches only spark-submit): set it for that moment, then put the
     # caller's environment back as it was.
+    # PySpark replaces the SIGINT handler of the main thread; a handler of the caller's own (the CLI
+    # stops cleanly on signals) is put back, so that its clean-up runs rather than PySpark's.
+    caller_handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     with _environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
         try:
             session = builder.getOrCreate()
         except Exception as error:  # noqa: BLE001 - Py4J and PySpark errors, one line for the user
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             raise UsageError(f"cannot start Spark for master {master}: {lines[0] if lines else type(error).__name__}") from None
+    if callable(caller_handler) and caller_handler is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, caller_handler)
     _started["context"] = session.sparkContext
     return session
 
