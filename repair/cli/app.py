@@ -366,6 +366,11 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
+    except OSError as error:  # the machine's own trouble (a full disk, a quota) where no layer named it
+        command = _command_in(sys.argv[1:] if argv is None else argv)
+        where = f"{error.filename}: " if error.filename else ""
+        print_error(f"{command + ': ' if command else ''}{where}{error.strerror or error}")
+        return 2
     except (KeyboardInterrupt, Stopped) as stop:
         signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
         print_error(f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published")

@@ -89,10 +89,21 @@ def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -
             out.write(data)
 
 
+@contextmanager
+def scratch_write_errors(path: str) -> Iterator[None]:
+    """A local scratch write that fails (a full disk, a quota, an I/O error) is a :class:`StorageError`
+    naming the scratch file and the temporary directory to free or move (``TMPDIR``)."""
+    try:
+        yield
+    except OSError as error:
+        raise StorageError(f"cannot write a scratch copy ({error.strerror or error}); free space in "
+                           f"{tempfile.gettempdir()} or point TMPDIR elsewhere", source=path) from error
+
+
 def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -> RandomAccess:
     """A local copy, in directory ``scratch``, of a handle's bytes, opened for random access."""
     handle, path = tempfile.mkstemp(suffix=".sst", dir=scratch)
-    with os.fdopen(handle, "wb") as out:
+    with scratch_write_errors(path), os.fdopen(handle, "wb") as out:
         write_resolved(storage, resolved, out)
     return storage.open_input(path)
 
