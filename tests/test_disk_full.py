@@ -64,7 +64,7 @@ def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, w
         scratch.mkdir(exist_ok=True)
         env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)}
         target = small_disk / "out"
-        done = subprocess.run([sys.executable, "-m", "repair", *command.args(write_inputs, target)], cwd=REPO, env=env,
+        done = subprocess.run([sys.executable, "-m", "repair.cli", *command.args(write_inputs, target)], cwd=REPO, env=env,
                               capture_output=True, text=True, timeout=300)
         if done.returncode == 0:  # it fitted: complete
             assert files_below(target) == expected
@@ -75,7 +75,7 @@ def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, w
             assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "tmp"], f"{leave} bytes free: left behind"
             assert not list(scratch.iterdir()), f"{leave} bytes free: scratch left behind"
         filler.unlink()
-        rerun = subprocess.run([sys.executable, "-m", "repair", *command.args(write_inputs, target)], cwd=REPO, env=env,
+        rerun = subprocess.run([sys.executable, "-m", "repair.cli", *command.args(write_inputs, target)], cwd=REPO, env=env,
                                capture_output=True, text=True, timeout=300)
         assert rerun.returncode == 0, rerun.stdout + rerun.stderr
         assert files_below(target) == expected

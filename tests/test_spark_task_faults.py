@@ -28,7 +28,7 @@ def _export(out: Path, master: str, tmp: Path, *, fail_once: Path | None = None)
     if fail_once:
         fail_once.mkdir(exist_ok=True)
         env["REPAIR_TEST_FAIL_ONCE"] = str(fail_once)
-    return subprocess.run([sys.executable, "-m", "repair", "export", str(CHECKPOINT), "--out", str(out), "--master", master],
+    return subprocess.run([sys.executable, "-m", "repair.cli", "export", str(CHECKPOINT), "--out", str(out), "--master", master],
                           cwd=REPO, env=env, capture_output=True, text=True, timeout=600)
 
 
