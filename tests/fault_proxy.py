@@ -7,7 +7,7 @@ with one of ``always_fail`` answer ``500 InternalError`` every time. Writes (PUT
 multipart upload's part, POST creating or completing a multipart upload) answer ``503 SlowDown`` or
 are reset with their own probabilities, and all of them fail with ``500 InternalError`` from the
 ``writes_fail_after``-th on (a store that becomes unwritable midway). Other requests (listings,
-HEAD, DELETE) pass unchanged.
+HEAD, DELETE and the batch delete ``POST ?delete``) pass unchanged.
 Only ever binds to 127.0.0.1 and forwards only to the given loopback server.
 """
 
@@ -75,7 +75,7 @@ class FaultProxy:
 
     def choose(self, method: str, path: str) -> str | None:
         """The fault for this request: ``error``, ``reset``, ``cut``, ``always`` or None."""
-        if method in ("PUT", "POST"):
+        if method in ("PUT", "POST") and not _is_batch_delete(path):
             return self._choose_write()
         if method != "GET" or "?" in path and "list-type" in path:  # listings pass; object reads misbehave
             return None
@@ -104,6 +104,12 @@ class FaultProxy:
         if draw < f.write_error_rate + f.write_reset_rate:
             return "reset"
         return None
+
+
+def _is_batch_delete(path: str) -> bool:
+    """``POST /bucket?delete``: S3's DeleteObjects, a delete sent as a POST (passes unchanged)."""
+    query = urllib.parse.urlsplit(path).query
+    return "delete" in urllib.parse.parse_qs(query, keep_blank_values=True)
 
 
 def _handler(proxy: FaultProxy):

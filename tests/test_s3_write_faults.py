@@ -40,16 +40,11 @@ COMMANDS = [
 
 
 @pytest.fixture(scope="module")
-def s3():
+def job_bucket(s3):
+    """The job root of :data:`CHECKPOINT` in a new bucket of the session's S3 server: ``(server, bucket)``."""
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    try:
-        server = s3_server.start_s3_server()
-    except ImportError as error:
-        pytest.skip(f"missing tool: moto[server] is not installed: {error}")
     files = {f"job/{p.relative_to(JOB)}": p.read_bytes() for p in sorted(JOB.rglob("*")) if p.is_file()}
-    bucket = server.new_bucket(files)
-    yield server, bucket
-    server.stop()
+    return s3, s3.new_bucket(files)
 
 
 def _environment(endpoint: str, budget: float = 2) -> dict[str, str]:
@@ -63,9 +58,9 @@ def _below(server, bucket: str, prefix: str) -> set[str]:
 
 
 @pytest.fixture(scope="module")
-def references(s3):
+def references(job_bucket):
     """Per command: the keys an undisturbed run writes below its target."""
-    server, bucket = s3
+    server, bucket = job_bucket
     out = {}
     with pytest.MonkeyPatch.context() as patch:
         for name, value in _environment(server.endpoint).items():
@@ -83,8 +78,8 @@ def references(s3):
     ids=["30% 503", "30% resets", "no write accepted", "writes fail after 4", "writes fail after 9"],
 )
 @pytest.mark.parametrize(("name", "args", "commit_file"), COMMANDS, ids=[c[0] for c in COMMANDS])
-def test_failed_writes_leave_no_partial_output_and_a_rerun_succeeds(s3, references, monkeypatch, capsys, name, args, commit_file, faults):
-    server, bucket = s3
+def test_failed_writes_leave_no_partial_output_and_a_rerun_succeeds(job_bucket, references, monkeypatch, capsys, name, args, commit_file, faults):
+    server, bucket = job_bucket
     target = f"failed-{name}-{faults.seed}-{faults.writes_fail_after}"
     with FaultProxy(server.endpoint, faults) as proxy:
         for variable, value in _environment(proxy.endpoint).items():
@@ -105,8 +100,8 @@ def test_failed_writes_leave_no_partial_output_and_a_rerun_succeeds(s3, referenc
 
 
 @pytest.mark.parametrize(("name", "args", "commit_file"), COMMANDS, ids=[c[0] for c in COMMANDS])
-def test_killed_while_writing_to_s3_a_rerun_takes_over_the_dead_runs_output(s3, references, monkeypatch, name, args, commit_file, tmp_path):
-    server, bucket = s3
+def test_killed_while_writing_to_s3_a_rerun_takes_over_the_dead_runs_output(job_bucket, references, monkeypatch, name, args, commit_file, tmp_path):
+    server, bucket = job_bucket
     target = f"killed-{name}"
     env = {**os.environ, **_environment(server.endpoint), "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path),
            "REPAIR_TEST_WRITE_DELAY": "0.1"}
@@ -126,8 +121,8 @@ def test_killed_while_writing_to_s3_a_rerun_takes_over_the_dead_runs_output(s3, 
     assert _below(server, bucket, target) == references[name]
 
 
-def test_an_incomplete_output_whose_writer_may_still_run_is_refused(s3, monkeypatch, capsys):
-    server, bucket = s3
+def test_an_incomplete_output_whose_writer_may_still_run_is_refused(job_bucket, monkeypatch, capsys):
+    server, bucket = job_bucket
     server.client().put_object(Bucket=bucket, Key=f"busy/{IN_PROGRESS_FILE}", Body=b"0123abcd-1")  # another host's
     server.client().put_object(Bucket=bucket, Key="busy/chk-5/shared/x", Body=b"partial")
     for variable, value in _environment(server.endpoint).items():
