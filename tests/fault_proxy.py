@@ -3,7 +3,11 @@
 It sits between the toolkit and the moto server (:mod:`tests.s3_server`) and, for GET requests (the
 reads of object bodies), answers ``503 SlowDown``, resets the connection, cuts the body midway after
 announcing its full length, or waits first, each with the given probability; objects whose key ends
-with one of ``always_fail`` answer ``500 InternalError`` every time. Other requests pass unchanged.
+with one of ``always_fail`` answer ``500 InternalError`` every time. Writes (PUT of an object or of a
+multipart upload's part, POST creating or completing a multipart upload) answer ``503 SlowDown`` or
+are reset with their own probabilities, and all of them fail with ``500 InternalError`` from the
+``writes_fail_after``-th on (a store that becomes unwritable midway). Other requests (listings,
+HEAD, DELETE and the batch delete ``POST ?delete``) pass unchanged.
 Only ever binds to 127.0.0.1 and forwards only to the given loopback server.
 """
 
@@ -33,6 +37,9 @@ class Faults:
     cut_rate: float = 0.0  # the body cut in the middle, its full length announced
     delay_seconds: float = 0.0  # before every GET
     always_fail: tuple[str, ...] = ()  # key suffixes whose GETs always answer 500
+    write_error_rate: float = 0.0  # PUT/POST answering 503 SlowDown
+    write_reset_rate: float = 0.0  # PUT/POST reset before an answer (the write may or may not have landed)
+    writes_fail_after: int | None = None  # writes after this many answer 500, every time
     seed: int = 0
 
 
@@ -46,6 +53,7 @@ class FaultProxy:
         self.upstream = (parsed.hostname, parsed.port)
         self.faults = faults
         self.injected: Counter[str] = Counter()
+        self.writes_seen = 0
         self._random = random.Random(faults.seed)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((LOOPBACK, 0), _handler(self))
@@ -67,6 +75,8 @@ class FaultProxy:
 
     def choose(self, method: str, path: str) -> str | None:
         """The fault for this request: ``error``, ``reset``, ``cut``, ``always`` or None."""
+        if method in ("PUT", "POST") and not _is_batch_delete(path):
+            return self._choose_write()
         if method != "GET" or "?" in path and "list-type" in path:  # listings pass; object reads misbehave
             return None
         key = urllib.parse.urlsplit(path).path
@@ -80,6 +90,26 @@ class FaultProxy:
                 return name
             draw -= rate
         return None
+
+
+    def _choose_write(self) -> str | None:
+        f = self.faults
+        with self._lock:
+            self.writes_seen += 1
+            if f.writes_fail_after is not None and self.writes_seen > f.writes_fail_after:
+                return "always"
+            draw = self._random.random()
+        if draw < f.write_error_rate:
+            return "error"
+        if draw < f.write_error_rate + f.write_reset_rate:
+            return "reset"
+        return None
+
+
+def _is_batch_delete(path: str) -> bool:
+    """``POST /bucket?delete``: S3's DeleteObjects, a delete sent as a POST (passes unchanged)."""
+    query = urllib.parse.urlsplit(path).query
+    return "delete" in urllib.parse.parse_qs(query, keep_blank_values=True)
 
 
 def _handler(proxy: FaultProxy):

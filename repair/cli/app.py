@@ -6,7 +6,9 @@ No format or storage logic lives here; see ``repair.ops`` for the operations.
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import threading
 from typing import List, Literal, Optional
 
 import typer
@@ -325,6 +327,28 @@ def edit(
     _show(result, json_output, render_edit, exit_code=0 if result.ok else 1)
 
 
+class Stopped(BaseException):
+    """Raised in the main thread on SIGINT or SIGTERM. A BaseException, so that no ``except Exception``
+    swallows it and click does not turn it into "Aborted!" with exit code 1: it unwinds every ``with``
+    block (an output directory being written is deleted, Spark is stopped) and ends the run with exit
+    code 128 + the signal number, as a shell reports a signal."""
+
+    def __init__(self, signum: int):
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _stop_cleanly_on_signals() -> dict[int, object]:
+    """Installs the handlers raising :class:`Stopped` (main thread only); returns the previous ones."""
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+
+    def stop(signum, frame):
+        raise Stopped(signum)
+
+    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 
@@ -332,6 +356,7 @@ def main(argv: list[str] | None = None) -> int:
     operation is printed as one line, never as a traceback.
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
+    saved_handlers = _stop_cleanly_on_signals()
     try:
         app(args=argv, prog_name="repair", standalone_mode=True)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
@@ -343,10 +368,18 @@ def main(argv: list[str] | None = None) -> int:
         return error.exit_code
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
-    except KeyboardInterrupt:
-        print_error("interrupted")
-        return 130
+    except OSError as error:  # the machine's own trouble (a full disk, a quota) where no layer named it
+        command = _command_in(sys.argv[1:] if argv is None else argv)
+        where = f"{error.filename}: " if error.filename else ""
+        print_error(f"{command + ': ' if command else ''}{where}{error.strerror or error}")
+        return 2
+    except (KeyboardInterrupt, Stopped) as stop:
+        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+        print_error(f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published")
+        return 128 + signum
     finally:
+        for signum, handler in saved_handlers.items():
+            signal.signal(signum, handler)
         if saved_budget is None:
             os.environ.pop(RETRY_BUDGET_VARIABLE, None)
         else:

@@ -16,6 +16,8 @@ A file holding fewer bytes than ``_metadata`` records raises :class:`~repair.err
 from __future__ import annotations
 
 import os
+import re
+import shutil
 import tempfile
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator
@@ -87,10 +89,21 @@ def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -
             out.write(data)
 
 
+@contextmanager
+def scratch_write_errors(path: str) -> Iterator[None]:
+    """A local scratch write that fails (a full disk, a quota, an I/O error) is a :class:`StorageError`
+    naming the scratch file and the temporary directory to free or move (``TMPDIR``)."""
+    try:
+        yield
+    except OSError as error:
+        raise StorageError(f"cannot write a scratch copy ({error.strerror or error}); free space in "
+                           f"{tempfile.gettempdir()} or point TMPDIR elsewhere", source=path) from error
+
+
 def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -> RandomAccess:
     """A local copy, in directory ``scratch``, of a handle's bytes, opened for random access."""
     handle, path = tempfile.mkstemp(suffix=".sst", dir=scratch)
-    with os.fdopen(handle, "wb") as out:
+    with scratch_write_errors(path), os.fdopen(handle, "wb") as out:
         write_resolved(storage, resolved, out)
     return storage.open_input(path)
 
@@ -99,9 +112,34 @@ def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -
 def scratch_directory(purpose: str) -> Iterator[str]:
     """A fresh local directory for ``purpose`` (e.g. ``"sst"``, ``"rocksdb"``), deleted on exit.
 
-    Scratch space holds copies only: nothing of the user's is ever opened in place."""
-    with tempfile.TemporaryDirectory(prefix=f"repair-{purpose}-") as directory:
+    Scratch space holds copies only: nothing of the user's is ever opened in place. Its name,
+    ``repair-<purpose>-<host>-<pid>-<random>`` in the temporary directory, says whose it is: scratch
+    directories of runs that were killed (their process is gone) are deleted when the next one is made."""
+    remove_abandoned_scratch()
+    with tempfile.TemporaryDirectory(prefix=f"{_SCRATCH_PREFIX}{purpose}-{st.owner_tag()}-") as directory:
         yield directory
+
+
+_SCRATCH_PREFIX = "repair-"
+#: repair-<purpose>-<host hash>-<pid>-<tempfile's random part, no dashes>
+_SCRATCH_NAME = re.compile(r"^repair-.+-([0-9a-f]{8}-[0-9]+)-[^-]+$")
+
+
+def remove_abandoned_scratch(parent: str | None = None) -> list[str]:
+    """Deletes the scratch directories in ``parent`` (the temporary directory) whose process is gone."""
+    parent = parent or tempfile.gettempdir()
+    removed = []
+    try:
+        names = os.listdir(parent)
+    except OSError:
+        return removed
+    for name in names:
+        match = _SCRATCH_NAME.match(name)
+        if match and st.writer_is_gone(match.group(1)):
+            path = os.path.join(parent, name)
+            shutil.rmtree(path, ignore_errors=True)
+            removed.append(path)
+    return removed
 
 
 class _Window:

@@ -36,8 +36,10 @@ directory without its commit file as incomplete, exactly as Flink does.
 from __future__ import annotations
 
 import functools
+import hashlib
 import os
 import secrets
+import socket
 import threading
 import time
 from dataclasses import dataclass
@@ -112,6 +114,9 @@ _FILESYSTEM_CLASSES = {
     "azure": "AzureFileSystem",
 }
 _TMP_MARKER = ".tmp-"
+#: Object stores: the file a :class:`DirectoryPublisher` writes first and deletes after the commit
+#: file, naming its writer, so that a rerun can delete the output of a run that died.
+IN_PROGRESS_FILE = "_REPAIR_IN_PROGRESS"
 
 
 def iso_utc(seconds: float | None) -> str | None:
@@ -443,6 +448,15 @@ class Storage:
             raise
         return size
 
+    def is_new_output(self, uri: str) -> bool:
+        """Whether ``uri`` can take a new output directory: it does not exist, is an empty directory, or
+        holds an earlier run's incomplete output on an object store (its in-progress marker), which
+        :meth:`publish_dir` deletes if that run's process is gone, and refuses otherwise."""
+        existing = self.stat(uri)
+        if existing is None:
+            return True
+        return existing.is_dir and (not self.list_dir(uri) or self.exists(join(uri, IN_PROGRESS_FILE)))
+
     def publish_dir(self, uri: str, *, commit_file: str | None = "_metadata") -> "DirectoryPublisher":
         """A :class:`DirectoryPublisher` building the new directory ``uri``; use it with ``with``."""
         return DirectoryPublisher(self, uri, commit_file=commit_file)
@@ -486,8 +500,50 @@ def _file_info(uri: str, info: pafs.FileInfo) -> FileInfo:
     )
 
 
+def owner_tag() -> str:
+    """``<host hash>-<pid>``: who is writing, so that a later run can tell a staging area whose writer
+    died (killed, out of power) from one still in use."""
+    host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+    return f"{host}-{os.getpid()}"
+
+
 def _temporary_name(fs_path: str) -> str:
-    return f"{fs_path.rstrip('/')}{_TMP_MARKER}{secrets.token_hex(8)}"
+    return f"{fs_path.rstrip('/')}{_TMP_MARKER}{owner_tag()}-{secrets.token_hex(4)}"
+
+
+def writer_is_gone(owner: str) -> bool:
+    """Whether the process named by an owner tag (``<host hash>-<pid>``) is known to have ended: it ran
+    on this host and no process has its pid. Another host's writer is never taken for gone."""
+    host, _, pid = owner.partition("-")
+    if host != owner_tag().partition("-")[0] or not pid.isdigit() or int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by someone else
+        return False
+    return False
+
+
+def _remove_abandoned_staging(fs: pafs.FileSystem, target: str) -> list[str]:
+    """Deletes the staging directories of ``target`` (``<target>.tmp-<host>-<pid>-<random>``) whose
+    writer is gone (see :func:`writer_is_gone`); returns their paths. Best effort."""
+    parent, _, name = target.rstrip("/").rpartition("/")
+    prefix = name + _TMP_MARKER
+    try:
+        siblings = fs.get_file_info(pafs.FileSelector(parent or "/", allow_not_found=True))
+    except (OSError, pa.ArrowException):
+        return []
+    removed = []
+    for info in siblings:
+        base = info.path.rstrip("/").rpartition("/")[2]
+        if info.type == pafs.FileType.Directory and base.startswith(prefix):
+            owner = base[len(prefix) :].rpartition("-")[0]
+            if writer_is_gone(owner):
+                _delete_quietly(fs, info.path, directory=True)
+                removed.append(info.path)
+    return removed
 
 
 def _sync_directory(location: Location, fs_path: str) -> None:
@@ -562,11 +618,34 @@ class DirectoryPublisher:
 
     def __enter__(self) -> "DirectoryPublisher":
         existing = self.storage.stat(self.uri)
+        if self._staged:
+            _remove_abandoned_staging(self._fs, self._location.fs_path)
+        elif existing is not None and existing.is_dir:
+            self._take_over_abandoned_output()
+            existing = self.storage.stat(self.uri)
         if existing is not None and (not existing.is_dir or self.storage.list_dir(self.uri)):
             raise StorageError("already exists; refusing to publish over it", source=self.uri)
         self._target_existed = existing is not None
         self._state = "open"
+        if not self._staged:  # the marker first: a run that dies leaves it, saying whose output this was
+            self._write(IN_PROGRESS_FILE, owner_tag().encode(), join(self.uri, IN_PROGRESS_FILE))
         return self
+
+    def _take_over_abandoned_output(self) -> None:
+        """Object stores: an earlier run's incomplete output (its in-progress marker, no commit file),
+        whose writer is gone, is deleted; one whose writer may still run is refused with the way out."""
+        marker = join(self.uri, IN_PROGRESS_FILE)
+        if not self.storage.exists(marker):
+            return
+        owner = self.storage.read_bytes(marker, max_size=256).decode("ascii", "replace")
+        if self.commit_file and self.storage.exists(join(self.uri, self.commit_file)):
+            return  # complete (died between commit file and marker removal): refused as existing
+        if not writer_is_gone(owner):
+            raise StorageError(
+                f"holds the incomplete output of another run (writer {owner}, maybe on another host, maybe "
+                f"still running); if it is not running, delete {self.uri} and run again", source=self.uri)
+        with _StorageErrors(self.uri, "delete the incomplete output of a run that died"):
+            self._fs.delete_dir_contents(self._location.fs_path, missing_dir_ok=True)
 
     def __exit__(self, exc_type, error, traceback) -> None:
         if error is None:
@@ -625,6 +704,9 @@ class DirectoryPublisher:
                 self._write(self.commit_file, self._commit_data, join(self.uri, self.commit_file))
             if self._staged:
                 self._rename_into_place()
+            else:
+                with _StorageErrors(self.uri, "delete the in-progress marker"):
+                    self._fs.delete_file(f"{self._root}/{IN_PROGRESS_FILE}")
         except BaseException:
             self.abort()
             raise

@@ -123,7 +123,7 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
     """
     ref = snapshot.ref
     new_root = normalize_uri(to)
-    if storage.stat(new_root) is not None and storage.list_dir(new_root):
+    if not storage.is_new_output(new_root):
         raise UsageError("already exists and is not empty; the output must be a new directory", source=to)
     target_dir_name = ref.name
     result = RelocateResult(ref.metadata_uri, new_root, None)

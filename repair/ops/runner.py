@@ -12,9 +12,12 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import signal
 import socket
 import sys
+import threading
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -50,11 +53,29 @@ def run_tasks(
         return results
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
         results = []
-        for task, result in zip(tasks, pool.map(_Guarded(func), tasks, chunksize=1)):
-            results.append(_unwrap(result))
-            if on_done:
-                on_done(task, result)
+        try:
+            for task, result in zip(tasks, pool.map(_Guarded(func), tasks, chunksize=1)):
+                results.append(_unwrap(result))
+                if on_done:
+                    on_done(task, result)
+        except BrokenProcessPool as error:  # a worker killed (the OOM killer, a signal)
+            raise TaskFailedError(f"a worker process died: {error}{_RETRY_HINT}") from None
         return results
+
+
+class TaskFailedError(RepairError):
+    """A task's process died, or a Spark job failed for a reason that is no :class:`RepairError`
+    (a worker killed, a lost executor). Nothing was published; running again is the remedy."""
+
+
+_RETRY_HINT = "; nothing was published, run the command again"
+
+
+def _first_line(error: BaseException) -> str:
+    """The cause of a failed Spark job: the first line of the Java exception's message."""
+    text = str(getattr(error, "java_exception", None) or error)
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(error).__name__
 
 
 class _Failure:
@@ -138,12 +159,17 @@ def spark_session(master: str, app_name: str):
     # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context is created (the
     # spark.pyspark.python setting reaches only spark-submit): set it for that moment, then put the
     # caller's environment back as it was.
+    # PySpark replaces the SIGINT handler of the main thread; a handler of the caller's own (the CLI
+    # stops cleanly on signals) is put back, so that its clean-up runs rather than PySpark's.
+    caller_handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     with _environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
         try:
             session = builder.getOrCreate()
         except Exception as error:  # noqa: BLE001 - Py4J and PySpark errors, one line for the user
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
             raise UsageError(f"cannot start Spark for master {master}: {lines[0] if lines else type(error).__name__}") from None
+    if callable(caller_handler) and caller_handler is not signal.default_int_handler:
+        signal.signal(signal.SIGINT, caller_handler)
     _started["context"] = session.sparkContext
     return session
 
@@ -197,6 +223,9 @@ def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str) -> li
     # size-sorted tasks (the largest first) get similar amounts of work.
     n = len(tasks)
     dealt: Iterable[tuple[int, T]] = [(i, tasks[i]) for s in range(slices) for i in range(s, n, slices)]
-    pairs = context.parallelize(dealt, slices).map(lambda item: (item[0], func(item[1]))).collect()
+    try:
+        pairs = context.parallelize(dealt, slices).map(lambda item: (item[0], func(item[1]))).collect()
+    except Exception as error:  # noqa: BLE001 - Py4J's error of a failed job: one line, not a Java trace
+        raise TaskFailedError(f"the Spark job failed: {_first_line(error)}{_RETRY_HINT}") from None
     pairs.sort(key=lambda pair: pair[0])
     return [result for _, result in pairs]

@@ -38,7 +38,7 @@ from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.rocksdb.files import FileKind, decode_current, parse_file_name, parse_options
 from repair.io import storage as st
 from repair.io.layout import ResolvedFile
-from repair.io.resolved import MAX_SMALL_FILE_BYTES, is_remote, scratch_directory, write_resolved
+from repair.io.resolved import MAX_SMALL_FILE_BYTES, is_remote, scratch_directory, scratch_write_errors, write_resolved
 from repair.io.snapshot import LoadedSnapshot
 
 #: Flink's merge operator on every column family (RocksDB knows it by this name) and its delimiter,
@@ -156,7 +156,7 @@ def _link_whole_local_file(resolved: ResolvedFile, target: str) -> bool:
 
 
 def _copy(storage: st.Storage, resolved: ResolvedFile, target: str) -> None:
-    with open(target, "xb") as out:  # "x": never through a link or over another file
+    with scratch_write_errors(target), open(target, "xb") as out:  # "x": never through a link or over another file
         write_resolved(storage, resolved, out)
     copied = os.path.getsize(target)
     if copied != resolved.size:

@@ -26,7 +26,9 @@ class ByteReader:
     def __init__(self, data: bytes | bytearray | memoryview, offset: int = 0, end: int | None = None, base: int = 0):
         self.data = memoryview(data).cast("B") if not isinstance(data, bytes) else data
         self.pos = offset
-        self.end = len(data) if end is None else end
+        # An end past the data (a corrupt length or offset computed by the caller) is the data's end:
+        # reads stop with a TruncatedError there, never with struct's or IndexError.
+        self.end = len(self.data) if end is None else min(end, len(self.data))
         #: Added to positions in error messages, for readers over a slice of a larger file.
         self.base = base
 

@@ -271,7 +271,7 @@ def export(
     layout = discover(checkpoint, storage)
     ref = layout.snapshots[-1]
     st.refuse_output_inside(out, [layout.root or ref.directory, ref.directory])
-    if storage.exists(out) and storage.list_dir(out):
+    if not storage.is_new_output(out):
         raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(

@@ -478,7 +478,7 @@ def rescale(
     layout = discover(checkpoint, storage)
     ref = layout.snapshots[-1]
     st.refuse_output_inside(out, {layout.root or ref.directory, ref.directory})
-    if storage.exists(out) and storage.list_dir(out):
+    if not storage.is_new_output(out):
         raise UsageError(f"{out} already exists and is not empty; the savepoint goes to a new directory")
     with scratch_directory("rescale") as scratch:
         exported = st.join(scratch, "export")

@@ -1,0 +1,35 @@
+"""Makes one Spark task die in the middle of writing its Parquet part (tests/test_spark_task_faults.py).
+
+Put this directory on ``PYTHONPATH`` with ``REPAIR_TEST_FAIL_ONCE`` naming a directory: Python imports
+this module at start-up in the driver, the PySpark daemon and the workers it forks. The first call of
+:meth:`repair.io.storage.Storage.write_atomic` in any of them (decided by creating
+``$REPAIR_TEST_FAIL_ONCE/failed`` exclusively) writes part of the file and ends the process with
+``os._exit(1)``, as a worker killed by the OOM killer would: no clean-up, a temporary file left in the
+staging directory. Every later call writes normally.
+"""
+
+import os
+
+_marker_dir = os.environ.get("REPAIR_TEST_FAIL_ONCE")
+
+if _marker_dir:
+    from repair.io import storage as _storage
+
+    _write_atomic = _storage.Storage.write_atomic
+
+    def _dies_once(self, uri, data, *, overwrite=False):
+        try:
+            fd = os.open(os.path.join(_marker_dir, "failed"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
+        except FileExistsError:
+            return _write_atomic(self, uri, data, overwrite=overwrite)
+        os.write(fd, uri.encode())
+        os.close(fd)
+
+        def first_chunk_then_die():
+            chunks = iter((data,) if isinstance(data, (bytes, bytearray)) else data)
+            yield next(chunks, b"")
+            os._exit(1)
+
+        return _write_atomic(self, uri, first_chunk_then_die(), overwrite=overwrite)
+
+    _storage.Storage.write_atomic = _dies_once

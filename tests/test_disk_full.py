@@ -1,0 +1,139 @@
+"""Every write command on a full disk: a typed error (exit 2, "No space left on device"), nothing left
+behind (no target, no staging directory, no scratch directory), and a rerun succeeds once there is room.
+
+Two ways to fill the disk:
+
+* a real one: a small tmpfs mounted for the test (needs the right to mount, as root in a container
+  has; skipped otherwise), holding the output and the temporary directory (``TMPDIR``), so that both
+  the output and the scratch space (rescale's export, write-savepoint's spill files) run out, at several
+  amounts of free space;
+* everywhere: the local write path of :mod:`repair.io.storage` given an ``open`` whose files raise
+  ``ENOSPC`` after a byte budget, at several budgets (first byte, middle, near the end).
+"""
+
+from __future__ import annotations
+
+import builtins
+import errno
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from repair.cli.app import main
+from repair.io import storage as st
+from tests._flink_state_files import REPO
+from tests.write_commands import COMMANDS, files_below
+
+
+# -- a real full disk ---------------------------------------------------------------------------
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    mount_point = tmp_path / "disk"
+    mount_point.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount_point)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        yield mount_point
+    finally:
+        subprocess.run(["umount", "-l", str(mount_point)], check=False)
+
+
+def _fill(disk: Path, leave: int) -> Path:
+    """A file taking all of ``disk`` but ``leave`` bytes."""
+    filler = disk / "filler"
+    free = shutil.disk_usage(disk).free
+    with open(filler, "wb") as out:
+        out.truncate(0)
+        out.write(b"\0" * max(0, free - leave))
+    return filler
+
+
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, write_references, small_disk):
+    expected, _ = write_references[command.name]
+    for leave in (0, 48 * 1024, 400 * 1024):
+        filler = _fill(small_disk, leave)
+        scratch = small_disk / "tmp"
+        scratch.mkdir(exist_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)}
+        target = small_disk / "out"
+        done = subprocess.run([sys.executable, "-m", "repair.cli", *command.args(write_inputs, target)], cwd=REPO, env=env,
+                              capture_output=True, text=True, timeout=300)
+        if done.returncode == 0:  # it fitted: complete
+            assert files_below(target) == expected
+            shutil.rmtree(target)
+        else:
+            output = done.stdout + done.stderr
+            assert done.returncode == 2 and "No space left on device" in output and "Traceback" not in output, output
+            assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "tmp"], f"{leave} bytes free: left behind"
+            assert not list(scratch.iterdir()), f"{leave} bytes free: scratch left behind"
+        filler.unlink()
+        rerun = subprocess.run([sys.executable, "-m", "repair.cli", *command.args(write_inputs, target)], cwd=REPO, env=env,
+                               capture_output=True, text=True, timeout=300)
+        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        assert files_below(target) == expected
+        shutil.rmtree(target)
+
+
+# -- ENOSPC injected into the write path ----------------------------------------------------------
+
+
+class _FullDisk:
+    """``open`` for the storage module: files opened for writing fail with ENOSPC once ``budget`` bytes
+    were written in all."""
+
+    def __init__(self, budget: int):
+        self.budget = budget
+        self.failed = False
+
+    def __call__(self, path, mode="r", *args, **kwargs):
+        file = builtins.open(path, mode, *args, **kwargs)
+        if "w" not in mode and "x" not in mode and "a" not in mode:
+            return file
+        disk = self
+
+        class Limited:
+            def __getattr__(self, name):
+                return getattr(file, name)
+
+            def __enter__(self):
+                return self
+
+            def __exit__(self, *exc_info):
+                file.close()
+
+            def write(self, data):
+                if len(data) > disk.budget:
+                    disk.failed = True
+                    raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC), str(path))
+                disk.budget -= len(data)
+                return file.write(data)
+
+        return Limited()
+
+
+@pytest.mark.parametrize("budget", [0, 64 * 1024, 500 * 1024])
+@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
+def test_enospc_in_the_write_path_leaves_nothing_and_a_rerun_succeeds(command, budget, write_inputs, write_references, tmp_path,
+                                                                       monkeypatch, capsys):
+    expected, _ = write_references[command.name]
+    target = tmp_path / "out"
+    disk = _FullDisk(budget)
+    monkeypatch.setattr(st, "open", disk, raising=False)
+    code = main(command.args(write_inputs, target))
+    monkeypatch.delattr(st, "open")
+    output = capsys.readouterr()
+    if not disk.failed:
+        assert code == 0 and files_below(target) == expected
+        return
+    assert code == 2 and "No space left on device" in output.err, output
+    assert [p.name for p in tmp_path.iterdir()] == [], "partial output or staging left behind"
+    assert main(command.args(write_inputs, target)) == 0
+    assert files_below(target) == expected

@@ -1,0 +1,132 @@
+"""Write commands against an S3 server that fails writes (tests/fault_proxy.py in front of moto).
+
+Object stores have no rename: a :class:`~repair.io.storage.DirectoryPublisher` writes the files to
+their final keys, the commit file (``_metadata``, ``_export.json``) last, and a marker
+(``_REPAIR_IN_PROGRESS``) first, deleted after the commit file. So on S3 "absent or complete" means:
+no key under the target, or the commit file and every file of an undisturbed run. Checked for
+
+* storage errors on writes (503s, resets, a store that stops accepting writes after N requests):
+  the command fails with exit 2 naming the storage error, deletes what it wrote, and a rerun succeeds;
+* a run killed (SIGKILL) while writing: no commit file, the marker names the dead writer, and a
+  rerun deletes that output and succeeds; a marker of a writer that may still run is refused.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from repair.cli.app import main
+from repair.io.storage import IN_PROGRESS_FILE
+from tests import s3_server
+from tests._flink_state_files import REPO
+from tests.fault_proxy import FaultProxy, Faults
+from tests.write_commands import CHECKPOINT
+
+JOB = CHECKPOINT.parent
+
+#: (name, arguments for source root and target, commit file)
+COMMANDS = [
+    ("relocate", lambda src, out: ["relocate", f"{src}/chk-5", "--out", out, "--copy"], "chk-5/_metadata"),
+    ("export", lambda src, out: ["export", f"{src}/chk-5", "--out", out, "--workers", "1"], "_export.json"),
+    ("edit", lambda src, out: ["edit", f"{src}/chk-5", "--out", out, "--rename-uid", "per-type=x", "--copy"], "chk-5/_metadata"),
+]
+
+
+@pytest.fixture(scope="module")
+def job_bucket(s3):
+    """The job root of :data:`CHECKPOINT` in a new bucket of the session's S3 server: ``(server, bucket)``."""
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    files = {f"job/{p.relative_to(JOB)}": p.read_bytes() for p in sorted(JOB.rglob("*")) if p.is_file()}
+    return s3, s3.new_bucket(files)
+
+
+def _environment(endpoint: str, budget: float = 2) -> dict[str, str]:
+    return {"AWS_ENDPOINT_URL": endpoint, "AWS_REGION": s3_server.REGION, "AWS_ACCESS_KEY_ID": s3_server.ACCESS_KEY,
+            "AWS_SECRET_ACCESS_KEY": s3_server.SECRET_KEY, "AWS_EC2_METADATA_DISABLED": "true",
+            "REPAIR_RETRY_BUDGET": str(budget)}
+
+
+def _below(server, bucket: str, prefix: str) -> set[str]:
+    return {key[len(prefix) + 1 :] for key in server.keys(bucket) if key.startswith(prefix + "/")}
+
+
+@pytest.fixture(scope="module")
+def references(job_bucket):
+    """Per command: the keys an undisturbed run writes below its target."""
+    server, bucket = job_bucket
+    out = {}
+    with pytest.MonkeyPatch.context() as patch:
+        for name, value in _environment(server.endpoint).items():
+            patch.setenv(name, value)
+        for name, args, _ in COMMANDS:
+            assert main(args(f"s3://{bucket}/job", f"s3://{bucket}/reference-{name}")) == 0
+            out[name] = _below(server, bucket, f"reference-{name}")
+    return out
+
+
+@pytest.mark.parametrize(
+    "faults",
+    [Faults(write_error_rate=0.3, seed=1), Faults(write_reset_rate=0.3, seed=2), Faults(writes_fail_after=0),
+     Faults(writes_fail_after=4), Faults(writes_fail_after=9)],
+    ids=["30% 503", "30% resets", "no write accepted", "writes fail after 4", "writes fail after 9"],
+)
+@pytest.mark.parametrize(("name", "args", "commit_file"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_failed_writes_leave_no_partial_output_and_a_rerun_succeeds(job_bucket, references, monkeypatch, capsys, name, args, commit_file, faults):
+    server, bucket = job_bucket
+    target = f"failed-{name}-{faults.seed}-{faults.writes_fail_after}"
+    with FaultProxy(server.endpoint, faults) as proxy:
+        for variable, value in _environment(proxy.endpoint).items():
+            monkeypatch.setenv(variable, value)
+        code = main(args(f"s3://{bucket}/job", f"s3://{bucket}/{target}"))
+    output = capsys.readouterr()
+    written = _below(server, bucket, target)
+    if code == 0:  # every injected fault was retried away
+        assert written == references[name]
+    else:
+        assert code == 2 and "Traceback" not in output.err, output
+        assert written == set(), f"partial output left: {sorted(written)[:5]}"
+    for variable, value in _environment(server.endpoint).items():
+        monkeypatch.setenv(variable, value)
+    if code != 0:
+        assert main(args(f"s3://{bucket}/job", f"s3://{bucket}/{target}")) == 0
+    assert _below(server, bucket, target) == references[name]
+
+
+@pytest.mark.parametrize(("name", "args", "commit_file"), COMMANDS, ids=[c[0] for c in COMMANDS])
+def test_killed_while_writing_to_s3_a_rerun_takes_over_the_dead_runs_output(job_bucket, references, monkeypatch, name, args, commit_file, tmp_path):
+    server, bucket = job_bucket
+    target = f"killed-{name}"
+    env = {**os.environ, **_environment(server.endpoint), "PYTHONPATH": str(REPO), "TMPDIR": str(tmp_path),
+           "REPAIR_TEST_WRITE_DELAY": "0.1"}
+    process = subprocess.Popen([sys.executable, "-m", "tests.slow_writes_cli", *args(f"s3://{bucket}/job", f"s3://{bucket}/{target}")],
+                               cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + 120
+    while len(_below(server, bucket, target)) < 3:  # the marker and two files
+        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it wrote"
+        time.sleep(0.05)
+    os.killpg(process.pid, signal.SIGKILL)
+    process.wait(timeout=60)
+    left = _below(server, bucket, target)
+    assert IN_PROGRESS_FILE in left and commit_file not in left, "incomplete, and marked as such"
+    for variable, value in _environment(server.endpoint).items():
+        monkeypatch.setenv(variable, value)
+    assert main(args(f"s3://{bucket}/job", f"s3://{bucket}/{target}")) == 0
+    assert _below(server, bucket, target) == references[name]
+
+
+def test_an_incomplete_output_whose_writer_may_still_run_is_refused(job_bucket, monkeypatch, capsys):
+    server, bucket = job_bucket
+    server.client().put_object(Bucket=bucket, Key=f"busy/{IN_PROGRESS_FILE}", Body=b"0123abcd-1")  # another host's
+    server.client().put_object(Bucket=bucket, Key="busy/chk-5/shared/x", Body=b"partial")
+    for variable, value in _environment(server.endpoint).items():
+        monkeypatch.setenv(variable, value)
+    assert main(COMMANDS[0][1](f"s3://{bucket}/job", f"s3://{bucket}/busy")) == 2
+    assert "incomplete output of another run" in capsys.readouterr().err
+    assert _below(server, bucket, "busy") == {IN_PROGRESS_FILE, "chk-5/shared/x"}

@@ -1,0 +1,96 @@
+"""The write commands of the toolkit, as the fault tests run them: arguments, commit files, and
+session fixtures with their inputs (an export, a RocksDB directory without CURRENT) and reference runs.
+
+Used by tests/test_write_faults.py (kills and signals) and tests/test_disk_full.py (ENOSPC).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from tests._flink_state_files import FIXTURES, REPO
+
+CHECKPOINT = next((FIXTURES / "flink-1.20-default" / "checkpoints").glob("*/chk-5"))
+WRITE_DELAY = "0.05"
+
+
+@dataclass(frozen=True)
+class Command:
+    name: str
+    args: Callable[[Path, Path], list[str]]  # (inputs directory, target) -> CLI arguments
+    commit_file: str  # relative to the target: present only when the output is complete
+    needs: str | None = None  # an input made first: "export" or "rocksdb"
+
+
+COMMANDS = [
+    Command("relocate", lambda i, out: ["relocate", str(CHECKPOINT), "--out", str(out), "--copy"], "chk-5/_metadata"),
+    Command("rebuild-manifest", lambda i, out: ["rebuild-manifest", str(CHECKPOINT), "--out", str(out), "--copy"], "chk-5/_metadata"),
+    Command("rebuild-db", lambda i, out: ["rebuild-manifest", str(i / "db"), "--out", str(out)], "CURRENT", needs="rocksdb"),
+    Command("export", lambda i, out: ["export", str(CHECKPOINT), "--out", str(out), "--workers", "1"], "_export.json"),
+    Command("write-savepoint", lambda i, out: ["write-savepoint", str(i / "export"), "--out", str(out)], "_metadata", needs="export"),
+    Command("rescale", lambda i, out: ["rescale", str(CHECKPOINT), "--out", str(out), "--max-parallelism", "256", "--workers", "1"], "_metadata"),
+    Command("edit", lambda i, out: ["edit", str(CHECKPOINT), "--out", str(out), "--rename-uid", "per-type=x", "--copy"], "chk-5/_metadata"),
+]
+
+
+def cli_env(scratch: Path, delay: str = WRITE_DELAY) -> dict[str, str]:
+    scratch.mkdir(parents=True, exist_ok=True)
+    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch), "REPAIR_TEST_WRITE_DELAY": delay}
+
+
+def start_cli(args: list[str], scratch: Path, delay: str = WRITE_DELAY) -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-m", "tests.slow_writes_cli", *args], cwd=REPO, env=cli_env(scratch, delay),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+
+
+def run_cli(args: list[str], scratch: Path) -> tuple[int, str, float]:
+    started = time.monotonic()
+    process = start_cli(args, scratch, delay="0")
+    output, _ = process.communicate(timeout=300)
+    return process.returncode, output, time.monotonic() - started
+
+
+def files_below(directory: Path) -> set[str]:
+    return {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()}
+
+
+def beside_target(parent: Path, target: Path) -> set[str]:
+    """Names beside the target other than the target itself and its staging directories."""
+    return {p.name for p in parent.iterdir() if p.name != target.name and not p.name.startswith(target.name + ".tmp-")}
+
+
+@pytest.fixture(scope="session")
+def write_inputs(tmp_path_factory) -> Path:
+    directory = tmp_path_factory.mktemp("inputs")
+    code, output, _ = run_cli(["export", str(CHECKPOINT), "--out", str(directory / "export"), "--workers", "1"], directory / "tmp")
+    assert code == 0, output
+    from tests.rocksdb_testlib import make_rocksdict_db
+
+    make_rocksdict_db(directory / "db", keys=300)
+    (directory / "db" / "CURRENT").unlink()  # what rebuild-manifest of a bare RocksDB directory is for
+    return directory
+
+
+@pytest.fixture(scope="session")
+def write_references(write_inputs, tmp_path_factory) -> dict[str, tuple[set[str], float]]:
+    """Per command: the files of an undisturbed run, and how long a slowed-down run takes."""
+    out = {}
+    for command in COMMANDS:
+        base = tmp_path_factory.mktemp(f"ref-{command.name}")
+        code, output, _ = run_cli(command.args(write_inputs, base / "out"), base / "tmp")
+        assert code == 0, output
+        started = time.monotonic()
+        slow = start_cli(command.args(write_inputs, base / "slow"), base / "tmp")
+        assert slow.wait(timeout=300) == 0, slow.stdout.read()
+        out[command.name] = (files_below(base / "out"), time.monotonic() - started)
+        assert files_below(base / "slow") == out[command.name][0], "an undisturbed run writes the same files every time"
+    return out
+
