@@ -170,6 +170,50 @@ def test_export_of_the_written_savepoint_equals_the_export(name, tmp_path, read_
     assert _rows(tmp_path / "second") == _rows(first)
 
 
+HEAP_TIMERS = "flink-1.20-rocksdb-heap-timers"
+
+
+def test_heap_timers_are_written_as_keyed_state_as_in_flinks_canonical_savepoint(tmp_path):
+    """RocksDB with timers on the heap: the checkpoint holds them in raw keyed state, Flink's canonical
+    savepoint of the same state as keyed state. Written from the checkpoint's export, every keyed stream
+    has Flink's meta data byte for byte (the timer states' meta info built from the raw keyed state's
+    serializer snapshots), its key-group offsets and its entries (the heap queue's order within a key
+    group aside), and no raw keyed state is left."""
+    from repair.formats.flink.backend_meta import decode_keyed_backend_meta as meta_of
+
+    export(str(_root(HEAP_TIMERS)), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"))
+    written = decode_metadata((tmp_path / "sp" / "_metadata").read_bytes())
+    flink_dir = _canonical_of(HEAP_TIMERS)
+    flink = decode_metadata((flink_dir / "_metadata").read_bytes())
+    timer_states = 0
+    for op in written.operators:
+        for sub in op.subtasks:
+            assert sub.raw_keyed_state is None
+            if sub.managed_keyed_state is None:
+                continue
+            mine, theirs = sub.managed_keyed_state, flink.operator(op.operator_id).subtasks[sub.index].managed_keyed_state
+            data, flinks = _stream_bytes(tmp_path / "sp", mine), _stream_bytes(flink_dir, theirs)
+            meta = meta_of(data)
+            assert data[: meta.end_offset] == flinks[: meta_of(flinks).end_offset]
+            assert mine.offsets == theirs.offsets and len(data) == len(flinks)
+            entries = [sorted((e.key_group, e.kv_state_id, e.key, e.value) for e in iter_key_group_entries(
+                stream, handle.key_groups, handle.offsets, compressed=False)) for stream, handle in ((data, mine), (flinks, theirs))]
+            assert entries[0] == entries[1]
+            timer_states += sum(s.is_timer_state for s in meta.states)
+    assert timer_states == 20  # 5 keyed operators, 2 subtasks, processing and event queues
+
+
+def test_heap_timers_rescaled_up_and_down_come_back_as_they_were(tmp_path):
+    """128 -> 256 -> 300 -> 128 at parallelism 3, 2, 2: every row, timers included, where Flink put it."""
+    first = tmp_path / "first"
+    export(str(_root(HEAP_TIMERS)), str(first))
+    last = _rescale_chain(first, tmp_path, CHAIN)
+    assert decode_metadata((last / "_metadata").read_bytes()).operator(PER_USER).max_parallelism == 128
+    assert _rows(tmp_path / f"export-{len(CHAIN) - 1}") == _rows(first)
+    assert any(state.startswith("_timer_state/") for _, state in _rows(first))
+
+
 def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_computes(default_export, tmp_path):
     """128 -> 300 key groups at parallelism 3: the same rows, each in the key group of its key (checked
     again when the rescaled export is written back at 300, which compares every row's key group with
@@ -590,7 +634,7 @@ def test_real_flink_restores_the_written_savepoint(default_export, tmp_path, max
     ("flink-2.3-default", 300, 3),  # RocksDB, the newest release, rescaled
     ("flink-2.0-p3-mp300", 128, 2),  # max parallelism 300 -> 128
     ("flink-2.1-heap-p3-snappy", 256, 2),  # the heap backend (compressed snapshots) restoring the canonical savepoint
-    ("flink-1.20-rocksdb-heap-timers", None, None),  # timers in raw keyed state, copied
+    ("flink-1.20-rocksdb-heap-timers", 256, 3),  # timers in raw keyed state, re-assigned (restored timers fire)
     ("flink-1.20-changelog", 256, 3),  # the changelog state backend: materialized state with the changes applied
     ("flink-2.3-heap-changelog", None, None),
     ("flink-1.15-default", 256, 3),  # metadata version 3 (no trailer)

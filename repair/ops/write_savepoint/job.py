@@ -25,9 +25,13 @@ What is written, per operator of the source's ``_metadata`` (same operator ids, 
   handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). A list
   or broadcast state whose Parquet part no longer holds the source's rows is written from the part
   (:func:`~repair.formats.flink.operator_state.replace_states`: the rest of the file kept); a part
-  added or removed is refused. Raw keyed state (RocksDB with
-  timers on the heap) is copied likewise when key groups and parallelism do not change, and refused
-  otherwise.
+  added or removed is refused. Raw keyed state the operator wrote itself is copied likewise when key
+  groups and parallelism do not change, and refused otherwise.
+* **Timers on the heap** (RocksDB with ``timer-service.factory: HEAP``, whose checkpoints write them into
+  raw keyed state): written as keyed state, as Flink's canonical savepoint of such a job has them
+  (``_timer_state/processing_<service>`` and ``_timer_state/event_<service>`` appended to the meta data,
+  :func:`~repair.formats.flink.full_snapshot.raw_timers.timer_state_meta_bytes`), so they are
+  re-assigned to key groups and subtasks like every other keyed state.
 
 Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (a part whose schema does
 not match, a key group outside the max parallelism or a key in the wrong key group, duplicate keys of a
@@ -47,7 +51,13 @@ from typing import Iterable, Iterator
 
 from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
-from repair.formats.flink.full_snapshot.canonical_writer import iter_key_group_stream, meta_without_states, uncompressed_meta
+from repair.formats.flink.full_snapshot.canonical_writer import (
+    iter_key_group_stream,
+    meta_with_states,
+    meta_without_states,
+    uncompressed_meta,
+)
+from repair.formats.flink.full_snapshot.raw_timers import REGISTRATION_ORDER, TimerService, timer_state_meta_bytes
 from repair.formats.flink.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -71,6 +81,7 @@ from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_ele
 from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.operator_state import iter_operator_handle
+from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
 
 __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
 
@@ -79,9 +90,9 @@ METADATA_FILE = "_metadata"
 #: ``_export.json`` format versions this command reads.
 EXPORT_FORMAT_VERSIONS = (3,)
 #: Export sources whose rows are keyed state written into the key-group streams.
-KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed")
-#: Export sources carried by copying the source's handles (their Parquet is not read).
-COPIED_SOURCES = ("operator", "raw-keyed-timers")
+KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed", "raw-keyed-timers")
+#: Export sources not written as keyed state (operator state: copied, or rewritten where changed).
+COPIED_SOURCES = ("operator",)
 #: Metadata versions written (those Flink 1.11 to 2.x restore).
 METADATA_VERSIONS = (3, 4, 5, 6)
 # -- results -------------------------------------------------------------------------------------
@@ -266,6 +277,8 @@ class _Writer:
                 handle = getattr(sub, slot)
                 if handle is None:
                     continue
+                if slot == "raw_keyed_state" and keyed and self._holds_timers(handle):
+                    continue  # written as keyed state (_write_keyed)
                 if slot == "raw_keyed_state" and rescaled:
                     raise UsageError(f"operator {label}: raw keyed state (timers on the heap, or an operator's own) "
                                      f"cannot be re-assigned to new key groups or subtasks")
@@ -321,6 +334,16 @@ class _Writer:
         """The operator's keyed state from the export: one key-group stream per new subtask."""
         new_max, new_parallelism = written.max_parallelism, written.parallelism
         meta = self._keyed_meta(op, keyed)
+        services = self._timer_services(op, keyed)
+        if services:
+            known = {state.name for state in meta[1].states}
+            infos = [timer_state_meta_bytes(service, kind) for service in services for kind in REGISTRATION_ORDER]
+            extended = meta_with_states(meta[0], infos)
+            meta = (extended, decode_keyed_backend_meta(extended))
+            clash = sorted(known & {s.name for s in meta[1].states[len(known):]})
+            if clash:
+                raise UsageError(f"operator {op.operator_uid or op.operator_id}: timers {', '.join(clash)} are both in "
+                                 f"keyed state and in raw keyed state")
         dropped = self.drops.get(op.operator_id, set())
         missing = sorted(dropped - {state.name for state in meta[1].states})
         if missing:
@@ -388,6 +411,20 @@ class _Writer:
         raise UsageError(f"{name}: a {type(handle).__name__} cannot be copied into a savepoint")
 
     # -- keyed state -------------------------------------------------------------------------------
+    def _holds_timers(self, handle) -> bool:
+        """Whether a raw keyed state handle holds timers (heap timers of RocksDB), not the operator's own bytes."""
+        return isinstance(handle, KeyGroupsHandle) and timers_or_reason(self.snapshot, self.storage, handle) is None
+
+    def _timer_services(self, op: OperatorState, subtasks: list[SubtaskState]) -> list[TimerService]:
+        """The timer services whose timers the subtasks' raw keyed state holds (none without); every
+        subtask must have the same."""
+        found = [read_raw_timer_services(self.snapshot, self.storage, sub.raw_keyed_state) for sub in subtasks
+                 if sub.raw_keyed_state is not None and self._holds_timers(sub.raw_keyed_state)]
+        if any(services != found[0] for services in found):
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: its subtasks hold timers of different timer "
+                             f"services; not written")
+        return found[0] if found else []
+
     def _keyed_meta(self, op: OperatorState, subtasks: list[SubtaskState]) -> tuple[bytes, KeyedBackendMeta]:
         """The source's keyed backend meta data (of its first keyed subtask), bytes and decoded; every
         subtask must register the same states."""

@@ -72,6 +72,21 @@ def meta_without_states(meta: bytes, names: Collection[str]) -> bytes:
     return meta[: starts[0] - 2] + struct.pack(">h", len(kept)) + b"".join(kept)
 
 
+def meta_with_states(meta: bytes, infos: Collection[bytes]) -> bytes:
+    """Keyed backend meta data with the state meta infos ``infos`` (their bytes) appended after its
+    states, as a canonical savepoint lists heap timers after the key/value states; every other byte kept."""
+    decoded = decode_keyed_backend_meta(meta)
+    if not decoded.complete or decoded.end_offset != len(meta):
+        raise FormatError("keyed backend meta data", decoded.end_offset or 0, "complete meta data filling its bytes",
+                          "; ".join(decoded.problems) or "bytes left over")
+    if not infos:
+        return meta
+    if not decoded.states:
+        raise FormatError("keyed backend meta data", len(meta), "at least one state to append after", "no state")
+    count_at = decoded.states[0].offset - 2
+    return meta[:count_at] + struct.pack(">h", len(decoded.states) + len(infos)) + meta[count_at + 2:] + b"".join(infos)
+
+
 def key_group_prefix(key_group: int, prefix_bytes: int) -> bytes:
     """The key-group prefix of a RocksDB key (``CompositeKeySerializationUtils.writeKeyGroup``)."""
     return key_group.to_bytes(prefix_bytes, "big")
