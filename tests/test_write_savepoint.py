@@ -615,6 +615,50 @@ def test_real_flink_restores_values_changed_in_the_parquet(default_export, tmp_p
     assert restored["operator"] == expected["operator"]
 
 
+SNAPPY = "flink-2.1-heap-p3-snappy"
+
+
+def _snappy_seen_changed(tmp_path: Path) -> Path:
+    """The Snappy fixture's export with the operator list state ``records-seen`` changed to [12345, 7]."""
+    export(str(_root(SNAPPY)), str(tmp_path / "export"))
+
+    def seen(rows, subtask):
+        rows[0]["value"] = 12345  # value_raw left stale
+        rows.append({**rows[0], "list_index": 1, "value": 7, "value_raw": None})
+
+    _edit(tmp_path / "export", "records-seen", "records-seen", seen)  # metadata v5+: directories named by uid
+    return tmp_path / "export"
+
+
+def test_a_changed_list_state_of_a_snappy_compressed_file_is_written_compressed(tmp_path):
+    from repair.formats.flink.operator_state import OperatorStateFile
+
+    write_savepoint(str(_snappy_seen_changed(tmp_path)), str(tmp_path / "sp"))
+    written = decode_metadata((tmp_path / "sp" / "_metadata").read_bytes())
+    handle = written.operator(operator_id_for_uid("records-seen")).subtasks[0].managed_operator_state
+    assert OperatorStateFile(_stream_bytes(tmp_path / "sp", handle), handle.states).compressed
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    rows = pq.read_table(tmp_path / "again" / "operator=records-seen" / "state=records-seen").to_pylist()
+    assert sorted((row["list_index"], row["value"]) for row in rows) == [(0, 12345), (1, 7)]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_a_changed_snappy_compressed_operator_state(tmp_path):
+    """Flink 2.1, heap backend, snapshot compression: the rewritten compressed list state restores, at a
+    new max parallelism and parallelism."""
+    write_savepoint(str(_snappy_seen_changed(tmp_path)), str(tmp_path / "sp"), max_parallelism=256, parallelism=2)
+    from fixtures import state_model
+    from fixtures.restore import restore_state
+
+    info = fixture_info(FIXTURES / SNAPPY)
+    restored = restore_state(info["flink_version"], tmp_path / "sp", state_model.read_records(FIXTURES / SNAPPY / "records.tsv"),
+                             parallelism=2, max_parallelism=256, state_backend=info["spec"]["state_backend"],
+                             extra_conf=info["spec"]["extra"])
+    expected = json.loads((FIXTURES / SNAPPY / "expected.json").read_text())
+    assert restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == {"records-seen": {"records-seen": [12345, 7]}}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("max_parallelism, parallelism", [(None, None), (256, 3), (300, 3), (128, 1)])
 def test_real_flink_restores_the_written_savepoint(default_export, tmp_path, max_parallelism, parallelism):
