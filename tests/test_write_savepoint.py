@@ -615,6 +615,64 @@ def test_real_flink_restores_values_changed_in_the_parquet(default_export, tmp_p
     assert restored["operator"] == expected["operator"]
 
 
+CHANGELOG = "flink-1.20-changelog"
+
+
+def _changelog_only_checkpoint() -> Path:
+    """flink-1.20-changelog's chk-2 (real Flink 1.20): per-user has nothing materialized in either
+    subtask, every one of its states is registered only in the changelog."""
+    return _root(CHANGELOG) / "chk-2"
+
+
+def test_states_only_in_the_changelog_are_written_with_the_changelogs_meta_info(tmp_path):
+    """The meta data of an operator whose states only the changelog registers is built from the
+    METADATA changes: the head (key serializer from a timer state's serializer) and every logged state's
+    meta info byte for byte those Flink materializes later (chk-5) for the same job. Exported again, the rows
+    are the checkpoint's (rescaled 128 -> 256 at parallelism 3)."""
+    from repair.formats.flink.backend_meta import decode_keyed_backend_meta as meta_of
+    from repair.formats.flink.handles import ChangelogBackendHandle
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.resolved import read_resolved
+    from repair.io.snapshot import load_snapshot
+
+    source = _changelog_only_checkpoint()
+    storage = st.default_storage()
+    chk2 = decode_metadata((source / "_metadata").read_bytes())
+    assert all(isinstance(sub.managed_keyed_state, ChangelogBackendHandle) and not any(sub.managed_keyed_state.materialized)
+               for sub in chk2.operator(PER_USER).subtasks)
+    export(str(source), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
+    written = decode_metadata((tmp_path / "sp" / "_metadata").read_bytes()).operator(PER_USER)
+    data = _stream_bytes(tmp_path / "sp", written.subtasks[0].managed_keyed_state)
+    mine = meta_of(data)
+    layout = discover(str(_root(CHANGELOG)), storage)
+    later = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    materialized = later.metadata.operator(PER_USER).subtasks[0].managed_keyed_state.materialized[0]
+    flinks_bytes = read_resolved(storage, later.resolver.resolve(materialized.meta))
+    flinks = meta_of(flinks_bytes)
+
+    def infos(meta, raw):
+        ends = [s.offset for s in meta.states[1:]] + [meta.end_offset]
+        return {s.name: raw[s.offset : end] for s, end in zip(meta.states, ends)}
+
+    assert data[: mine.states[0].offset - 2] == flinks_bytes[: flinks.states[0].offset - 2]  # version, flag, key serializer
+    ours, theirs = infos(mine, data), infos(flinks, flinks_bytes)
+    assert ours == {name: theirs[name] for name in ours} and len(ours) == 7
+    # the processing-time queue, never used, is never logged (Flink registers it anew on restore)
+    assert set(theirs) - set(ours) == {"_timer_state/processing_user-timers"}
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    assert _rows(tmp_path / "again", drop=("key_group",)) == _rows(tmp_path / "export", drop=("key_group",))
+
+
+def test_an_operator_whose_key_serializer_nothing_records_is_refused_with_the_exports_reason(tmp_path):
+    """Flink 2.1's chk-1: the count window has nothing materialized and no timers, so no key serializer
+    is recorded anywhere; export skips its states and write-savepoint says why."""
+    export(str(_root("flink-2.1-heap-changelog") / "chk-1"), str(tmp_path / "export"))
+    error = _fails(tmp_path / "export", tmp_path, "per-user-count-window")
+    assert "no key serializer recorded" in str(error)
+
+
 SNAPPY = "flink-2.1-heap-p3-snappy"
 
 
@@ -640,6 +698,24 @@ def test_a_changed_list_state_of_a_snappy_compressed_file_is_written_compressed(
     export(str(tmp_path / "sp"), str(tmp_path / "again"))
     rows = pq.read_table(tmp_path / "again" / "operator=records-seen" / "state=records-seen").to_pylist()
     assert sorted((row["list_index"], row["value"]) for row in rows) == [(0, 12345), (1, 7)]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_states_registered_only_in_the_changelog(tmp_path):
+    """Real Flink 1.20 (RocksDB) restores the savepoint of chk-2 of flink-1.20-changelog rescaled 128 ->
+    256 at parallelism 3 with exactly the state of the records it covers (the job's semantics in Python),
+    per-user's states included, registered only in the changelog."""
+    from fixtures import state_model
+    from fixtures.restore import restore_state
+
+    export(str(_changelog_only_checkpoint()), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
+    info = fixture_info(FIXTURES / CHANGELOG)
+    records = state_model.read_records(FIXTURES / CHANGELOG / "records.tsv")[: info["records_per_checkpoint"]["2"]]
+    restored = restore_state(info["flink_version"], tmp_path / "sp", records, parallelism=3, max_parallelism=256)
+    expected = state_model.expected_state(records)
+    assert restored["keyed"]["per-user"] and restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == expected["operator"]
 
 
 @pytest.mark.slow

@@ -53,6 +53,7 @@ from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
 from repair.formats.flink.full_snapshot.canonical_writer import (
     iter_key_group_stream,
+    keyed_meta,
     meta_with_states,
     meta_without_states,
     uncompressed_meta,
@@ -79,6 +80,8 @@ from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
 from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
+from repair.formats.flink.changelog.dstl import MetadataChange
+from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.operator_state import iter_operator_handle
 from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
@@ -207,6 +210,7 @@ def write_savepoint(
         drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
         writer = _Writer(storage, export_dir, snapshot, publisher, result, drops)
+        writer.skipped = [entry for entry in manifest.get("skipped", []) if isinstance(entry, dict)]
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
         savepoint = CheckpointMetadata(metadata.version, metadata.checkpoint_id, list(metadata.master_states), operators,
@@ -257,6 +261,8 @@ class _Writer:
         self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
         #: Keyed states to leave out, by operator id.
         self.drops = drops
+        #: The export's ``skipped`` entries (what it could not export, and why).
+        self.skipped: list[dict] = []
 
     def operator(self, op: OperatorState, exported: dict | None, max_parallelism: int | None, parallelism: int | None) -> OperatorState:
         keyed = [sub for sub in op.subtasks if sub.managed_keyed_state is not None]
@@ -294,7 +300,10 @@ class _Writer:
                 written.copied.append(f"{sub.index}/{slot}")
         if keyed:
             if exported is None:
-                raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
+                skipped = sorted({entry.get("reason", "") for entry in self.skipped if entry.get("operator_id") == op.operator_id
+                                  and entry.get("what") == "keyed-state"})
+                why = f"export skipped it: {'; '.join(skipped)}" if skipped else "exported with a filter?"
+                raise UsageError(f"operator {label} has keyed state, but the export does not hold it ({why})")
             self._write_keyed(op, keyed, exported, written, subtasks)
         coordinator = op.coordinator_state
         if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):  # pragma: no cover - always inline
@@ -427,13 +436,19 @@ class _Writer:
 
     def _keyed_meta(self, op: OperatorState, subtasks: list[SubtaskState]) -> tuple[bytes, KeyedBackendMeta]:
         """The source's keyed backend meta data (of its first keyed subtask), bytes and decoded; every
-        subtask must register the same states."""
+        subtask must register the same states. Changelog subtasks add the states their changelog
+        registers (METADATA changes) that no materialized meta data holds: registered after the last
+        materialization, or before the first (then the meta data is built from the changelog's alone)."""
+        label = op.operator_uid or op.operator_id
         found: list[tuple[bytes, KeyedBackendMeta]] = []
+        registered: dict[str, MetadataChange] = {}
         for sub in subtasks:
             handle = sub.managed_keyed_state
-            if isinstance(handle, ChangelogBackendHandle):  # the meta data of its materialized part
+            if isinstance(handle, ChangelogBackendHandle):
+                for change in metadata_changes(self.snapshot, self.storage, handle):
+                    registered[change.state.name] = change  # the newest registration, at its first place
                 handle = next((h for h in handle.materialized if h is not None), None)
-                if handle is None:  # nothing materialized yet: the other subtasks tell
+                if handle is None:  # nothing materialized yet
                     continue
             if isinstance(handle, IncrementalKeyedHandle):
                 resolved = self.snapshot.resolver.resolve(handle.meta)
@@ -441,21 +456,28 @@ class _Writer:
             elif isinstance(handle, KeyGroupsHandle):
                 data = read_key_groups_meta_bytes(self.snapshot, self.storage, handle)
             else:
-                raise UsageError(f"operator {op.operator_uid or op.operator_id}: keyed state in a {type(handle).__name__} "
-                                 f"cannot be written back")
+                raise UsageError(f"operator {label}: keyed state in a {type(handle).__name__} cannot be written back")
             meta = decode_keyed_backend_meta(data)
             if not meta.complete:
                 raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems)).in_source(
                     f"operator {op.operator_id}, subtask {sub.index}")
             found.append((data[: meta.end_offset], meta))
-        if not found:
-            raise UsageError(f"operator {op.operator_uid or op.operator_id}: no subtask has materialized keyed state, whose "
-                             f"meta data a savepoint needs (a changelog checkpoint taken before the first materialization)")
         names = [[s.name for s in meta.states] for _, meta in found]
         if any(n != names[0] for n in names):
-            raise UsageError(f"operator {op.operator_uid or op.operator_id}: its subtasks register different states "
+            raise UsageError(f"operator {label}: its subtasks register different states "
                              f"({'; '.join(sorted({', '.join(n) for n in names}))}); not written")
-        return found[0]
+        if found:
+            data = found[0][0]
+            extra = [change.info_bytes for name, change in registered.items() if name not in names[0]]
+            if not extra:
+                return found[0]
+            data = meta_with_states(data, extra)
+        elif registered:
+            data = keyed_meta(_key_serializer_bytes(label, registered.values()), [c.info_bytes for c in registered.values()])
+        else:
+            raise UsageError(f"operator {label}: no subtask has keyed state meta data (materialized, or registered in "
+                             f"its changelog)")
+        return data, decode_keyed_backend_meta(data)
 
     def _keyed_pieces(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta], written: WrittenOperator,
                       old_max: int, new_max: int, spill: Spill) -> None:
@@ -492,6 +514,18 @@ class _Writer:
         if self.storage.stat(directory) is None:
             return []
         return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
+
+
+def _key_serializer_bytes(label: str, changes: Iterable[MetadataChange]) -> bytes:
+    """The key serializer snapshot's bytes a changelog records without materialized meta data: nested in
+    a timer state's ``TimerSerializerSnapshot`` (key, then namespace serializer)."""
+    for change in changes:
+        timer = change.state.serializer("VALUE_SERIALIZER") if change.state.is_timer_state else None
+        if timer is not None and len(timer.nested) == 2 and 0 <= timer.nested[0].offset < timer.nested[1].offset:
+            start, end = (nested.offset - change.info_offset for nested in timer.nested)
+            return change.info_bytes[start:end]
+    raise UsageError(f"operator {label}: nothing is materialized and its changelog registers no timers, so the key "
+                     f"serializer (which its meta data needs) is recorded nowhere")
 
 
 def rescale(
