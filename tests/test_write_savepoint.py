@@ -764,3 +764,13 @@ def test_real_flink_restores_the_written_savepoint_of_other_fixtures(name, max_p
     export(str(_root(name)), str(tmp_path / "export"))
     write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"), max_parallelism=max_parallelism, parallelism=parallelism)
     _restore(tmp_path / "sp", name, parallelism or fixture_info(FIXTURES / name)["parallelism"], max_parallelism)
+
+
+@pytest.mark.slow
+def test_real_flink_2_restores_rocksdb_rescaled_up_and_down_at_another_parallelism(tmp_path):
+    """Flink 2.3, RocksDB: 128 -> 256 (p3) -> 300 (p1) -> 128 (p3), each step exported and written back,
+    restored at parallelism 3 (the checkpoint's is 2) with exactly expected.json."""
+    name = "flink-2.3-default"
+    export(str(_root(name)), str(tmp_path / "first"))
+    last = _rescale_chain(tmp_path / "first", tmp_path, [(256, 3), (300, 1), (128, 3)])
+    _restore(last, name, 3, 128)
