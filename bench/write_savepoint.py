@@ -6,7 +6,12 @@ Measures, each in its own process (best of ``--runs``; wall seconds, CPU seconds
 * ``export``: ``repair export`` of the checkpoint (``--workers 1``), for reference;
 * ``write-savepoint``: the export written back unchanged (one process: one core);
 * ``write-savepoint --max-parallelism 256 --parallelism 3``: key groups recomputed from every key;
-* ``rescale``: export and write-back in one (``--workers 1``, and ``--workers 2`` for the export part).
+* ``rescale``: export and write-back in one (``--workers 1``, and ``--workers 2`` for the export part);
+* ``rescale --master local[2]``: the same with the export's tasks on Spark (two local executor threads;
+  the Spark JVM's CPU is not in the CPU seconds, which count this process and its reaped children).
+
+``--variants`` picks some of them (by the short names of :data:`VARIANTS`), e.g. only the rescales of
+the 1 GB checkpoint on a shared machine.
 
 Entries/s are RocksDB entries of the checkpoint (live keys: a list is one entry) per second. That real
 Flink restores what these commands write is shown by the slow tests (tests/test_write_savepoint.py).
@@ -14,7 +19,7 @@ Flink restores what these commands write is shown by the slow tests (tests/test_
 Usage::
 
     python bench/make_checkpoint.py --records 23000 --dir /tmp/bench-small --min-mb 50
-    python bench/write_savepoint.py --checkpoint /tmp/bench-small [--runs 2]
+    python bench/write_savepoint.py --checkpoint /tmp/bench-small [--runs 2] [--variants rescale,rescale-spark]
 """
 
 from __future__ import annotations
@@ -37,7 +42,10 @@ VARIANTS = {
     "write-savepoint --max-parallelism 256 --parallelism 3": "write-256",
     "rescale --max-parallelism 256 --parallelism 3": "rescale",
     "rescale --max-parallelism 256 --parallelism 3 --workers 2": "rescale-2",
+    "rescale --max-parallelism 256 --parallelism 3 --master local[2]": "rescale-spark",
 }
+#: Variants that read the export made once beforehand.
+NEEDS_EXPORT = ("write", "write-256")
 
 
 def one(kind: str, checkpoint: str, export_dir: str, out: str) -> dict:
@@ -55,8 +63,10 @@ def one(kind: str, checkpoint: str, export_dir: str, out: str) -> dict:
         counts = result.to_json()["entries"], sum(s.rows for op in result.operators for s in op.states)
         counts = {"entries": counts[0], "rows": counts[1]}
     else:
-        result = rescale(checkpoint, out, max_parallelism=256, parallelism=3, workers=2 if kind == "rescale-2" else 1)
-        counts = {"entries": result.to_json()["entries"]}
+        options = {"master": "local[2]"} if kind == "rescale-spark" else {"workers": 2 if kind == "rescale-2" else 1}
+        result = rescale(checkpoint, out, max_parallelism=256, parallelism=3, **options)
+        document = result.to_json()
+        counts = {"entries": document["entries"], "rows": sum(s["rows"] for op in document["operators"] for s in op["states"])}
     seconds = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return {"seconds": seconds, "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime,
@@ -75,6 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", required=True, help="a directory from bench/make_checkpoint.py, or a chk-N directory")
     parser.add_argument("--runs", type=int, default=2)
+    parser.add_argument("--variants", help=f"comma-separated, of {', '.join(VARIANTS.values())} (default: all)")
     parser.add_argument("--one", help=argparse.SUPPRESS)
     parser.add_argument("--export", help=argparse.SUPPRESS)
     parser.add_argument("--out", help=argparse.SUPPRESS)
@@ -88,18 +99,25 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     from repair.ops.export.job import export
 
+    wanted = set(args.variants.split(",")) if args.variants else set(VARIANTS.values())
+    unknown = wanted - set(VARIANTS.values())
+    if unknown:
+        parser.error(f"unknown variants {', '.join(sorted(unknown))}")
+    variants = {name: kind for name, kind in VARIANTS.items() if kind in wanted}
     with tempfile.TemporaryDirectory(prefix="bench-write-savepoint-") as work:
         scratch = Path(work)
         export_dir = str(scratch / "export")
-        export(checkpoint, export_dir)
+        if wanted & set(NEEDS_EXPORT):
+            export(checkpoint, export_dir)
         best: dict[str, dict] = {}
         for _ in range(args.runs):  # round robin, so that a burst of other load hits every variant alike
-            for name, kind in VARIANTS.items():
+            for name, kind in variants.items():
                 measured = run(kind, checkpoint, export_dir, scratch)
                 if name not in best or measured["seconds"] < best[name]["seconds"]:
                     best[name] = measured
-        entries = best["write-savepoint"]["entries"]
-        print(f"checkpoint: {checkpoint}; {entries} entries ({best['write-savepoint']['rows']} rows)")
+        counted = next(m for m in best.values() if "entries" in m)
+        entries = counted["entries"]
+        print(f"checkpoint: {checkpoint}; {entries} entries ({counted['rows']} rows)")
         print(f"{'variant':58} {'wall s':>7} {'cpu s':>7} {'entries/s':>10} {'per cpu s':>10} {'RSS MB':>7}")
         for name, m in best.items():
             print(f"{name:58} {m['seconds']:7.2f} {m['cpu']:7.2f} {entries / m['seconds']:10.0f} {entries / m['cpu']:10.0f} "

@@ -126,3 +126,36 @@ def test_real_flink_restores_renamed_and_dropped_operators(tmp_path):
         {k: v for k, v in expected["keyed"].items() if k != "per-type"}
     assert not any(restored["keyed"].get("per-type", {}).values())
     assert restored["operator"] == expected["operator"]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_in_jobs_whose_uids_changed_and_without_the_dropped_operator(tmp_path):
+    """The acceptance with the job changed, not the snapshot changed back: the fixture job's restore run
+    with per-type's uid changed to ``per-type-v2`` (``fixture.uids``) restores the edited checkpoint
+    exactly; run without per-type (``fixture.without``) it refuses the unedited checkpoint (Flink cannot
+    map its state; no --allowNonRestoredState is set) and restores the one with per-type dropped."""
+    from fixtures import state_model
+    from fixtures.flink_harness import FlinkRunError
+    from fixtures.restore import restore_state
+
+    info = fixture_info(FIXTURES / DEFAULT)
+    records = state_model.read_records(FIXTURES / DEFAULT / "records.tsv")
+    expected = json.loads((FIXTURES / DEFAULT / "expected.json").read_text())
+
+    def restore(path: Path, **variation: str):
+        return restore_state(info["flink_version"], path, records, parallelism=info["parallelism"],
+                             extra_conf={f"fixture.{key}": value for key, value in variation.items()})
+
+    renamed = edit(str(_newest(DEFAULT)), str(tmp_path / "renamed"), rename_uids={"per-type": "per-type-v2"})
+    restored = restore(Path(renamed.new_metadata).parent, uids="per-type=per-type-v2")
+    assert restored["keyed"] == expected["keyed"] and restored["operator"] == expected["operator"]
+
+    with pytest.raises(FlinkRunError) as refused:
+        restore(_newest(DEFAULT), without="per-type")
+    assert operator_id_for_uid("per-type") in refused.value.output
+    dropped = edit(str(_newest(DEFAULT)), str(tmp_path / "dropped"), drop_operators=["per-type"])
+    restored = restore(Path(dropped.new_metadata).parent, without="per-type")
+    assert restored["keyed"]["per-type"] == {}  # no such operator in the job: nothing of it emitted
+    assert {k: v for k, v in restored["keyed"].items() if k != "per-type"} == \
+        {k: v for k, v in expected["keyed"].items() if k != "per-type"}
+    assert restored["operator"] == expected["operator"]

@@ -276,7 +276,7 @@ def test_empty_handles_have_no_states():
 # -- list states replaced (write-savepoint) ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", [n for n in SAMPLE_NAMES if not n.endswith("-snappy")])
+@pytest.mark.parametrize("name", [n for n in SAMPLE_NAMES if n != "flink-1.18.1-snappy"])
 def test_replaced_states_hold_the_new_elements_and_every_other_state_its_bytes(name):
     from repair.formats.flink.operator_state import replace_states
 
@@ -298,9 +298,25 @@ def test_replaced_states_hold_the_new_elements_and_every_other_state_its_bytes(n
         replace_states(data, entries, {"nope": []})
 
 
-def test_compressed_files_are_not_rewritten():
+def test_a_compressed_file_keeps_its_stream_and_every_new_element_starts_a_chunk():
+    """Snappy (Flink 2.1.1): the new elements are chunks of their own, each offset its first chunk (where
+    Flink's restore seeks), an element larger than a chunk and a broadcast state included; the head and
+    the stream identifier are kept; Flink 1.18's layout (elements sharing chunks) is refused."""
+    from repair.formats.flink.full_snapshot.canonical import iter_snappy_chunks
     from repair.formats.flink.operator_state import replace_states
 
-    data, entries, _ = _sample("flink-2.1.1-snappy")
-    with pytest.raises(FormatError, match="uncompressed"):
-        replace_states(data, entries, {"offsets": []})
+    data, entries, expected = _sample("flink-2.1.1-snappy")
+    blobs = [row["value_raw"] for row in OperatorStateFile(data, entries).rows("blobs")]
+    assert len(blobs[0]) > 65536  # two chunks
+    rule = b"\x02y" + struct.pack(">q", 5)
+    new_data, new_entries = replace_states(data, entries, {"offsets": [struct.pack(">q", 7), struct.pack(">q", 123456789)],
+                                                           "blobs": blobs[::-1], "rules": [rule]})
+    after = _logical(OperatorStateFile(new_data, new_entries))
+    assert after == {**expected, "offsets": [7, 123456789], "blobs": expected["blobs"][::-1], "rules": {"y": 5}}
+    first = min(e.offsets[0] for e in entries if e.offsets)
+    assert new_data[:first] == data[:first]
+    chunks = {at for at, _ in iter_snappy_chunks(new_data, first, len(new_data))}
+    assert all(offset in chunks for e in new_entries for offset in e.offsets)
+    old_data, old_entries, _ = _sample("flink-1.18.1-snappy")
+    with pytest.raises(FormatError, match="1.18"):
+        replace_states(old_data, old_entries, {"offsets": []})

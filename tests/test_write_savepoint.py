@@ -170,6 +170,50 @@ def test_export_of_the_written_savepoint_equals_the_export(name, tmp_path, read_
     assert _rows(tmp_path / "second") == _rows(first)
 
 
+HEAP_TIMERS = "flink-1.20-rocksdb-heap-timers"
+
+
+def test_heap_timers_are_written_as_keyed_state_as_in_flinks_canonical_savepoint(tmp_path):
+    """RocksDB with timers on the heap: the checkpoint holds them in raw keyed state, Flink's canonical
+    savepoint of the same state as keyed state. Written from the checkpoint's export, every keyed stream
+    has Flink's meta data byte for byte (the timer states' meta info built from the raw keyed state's
+    serializer snapshots), its key-group offsets and its entries (the heap queue's order within a key
+    group aside), and no raw keyed state is left."""
+    from repair.formats.flink.backend_meta import decode_keyed_backend_meta as meta_of
+
+    export(str(_root(HEAP_TIMERS)), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"))
+    written = decode_metadata((tmp_path / "sp" / "_metadata").read_bytes())
+    flink_dir = _canonical_of(HEAP_TIMERS)
+    flink = decode_metadata((flink_dir / "_metadata").read_bytes())
+    timer_states = 0
+    for op in written.operators:
+        for sub in op.subtasks:
+            assert sub.raw_keyed_state is None
+            if sub.managed_keyed_state is None:
+                continue
+            mine, theirs = sub.managed_keyed_state, flink.operator(op.operator_id).subtasks[sub.index].managed_keyed_state
+            data, flinks = _stream_bytes(tmp_path / "sp", mine), _stream_bytes(flink_dir, theirs)
+            meta = meta_of(data)
+            assert data[: meta.end_offset] == flinks[: meta_of(flinks).end_offset]
+            assert mine.offsets == theirs.offsets and len(data) == len(flinks)
+            entries = [sorted((e.key_group, e.kv_state_id, e.key, e.value) for e in iter_key_group_entries(
+                stream, handle.key_groups, handle.offsets, compressed=False)) for stream, handle in ((data, mine), (flinks, theirs))]
+            assert entries[0] == entries[1]
+            timer_states += sum(s.is_timer_state for s in meta.states)
+    assert timer_states == 20  # 5 keyed operators, 2 subtasks, processing and event queues
+
+
+def test_heap_timers_rescaled_up_and_down_come_back_as_they_were(tmp_path):
+    """128 -> 256 -> 300 -> 128 at parallelism 3, 2, 2: every row, timers included, where Flink put it."""
+    first = tmp_path / "first"
+    export(str(_root(HEAP_TIMERS)), str(first))
+    last = _rescale_chain(first, tmp_path, CHAIN)
+    assert decode_metadata((last / "_metadata").read_bytes()).operator(PER_USER).max_parallelism == 128
+    assert _rows(tmp_path / f"export-{len(CHAIN) - 1}") == _rows(first)
+    assert any(state.startswith("_timer_state/") for _, state in _rows(first))
+
+
 def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_computes(default_export, tmp_path):
     """128 -> 300 key groups at parallelism 3: the same rows, each in the key group of its key (checked
     again when the rescaled export is written back at 300, which compares every row's key group with
@@ -571,6 +615,126 @@ def test_real_flink_restores_values_changed_in_the_parquet(default_export, tmp_p
     assert restored["operator"] == expected["operator"]
 
 
+CHANGELOG = "flink-1.20-changelog"
+
+
+def _changelog_only_checkpoint() -> Path:
+    """flink-1.20-changelog's chk-2 (real Flink 1.20): per-user has nothing materialized in either
+    subtask, every one of its states is registered only in the changelog."""
+    return _root(CHANGELOG) / "chk-2"
+
+
+def test_states_only_in_the_changelog_are_written_with_the_changelogs_meta_info(tmp_path):
+    """The meta data of an operator whose states only the changelog registers is built from the
+    METADATA changes: the head (key serializer from a timer state's serializer) and every logged state's
+    meta info byte for byte those Flink materializes later (chk-5) for the same job. Exported again, the rows
+    are the checkpoint's (rescaled 128 -> 256 at parallelism 3)."""
+    from repair.formats.flink.backend_meta import decode_keyed_backend_meta as meta_of
+    from repair.formats.flink.handles import ChangelogBackendHandle
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.resolved import read_resolved
+    from repair.io.snapshot import load_snapshot
+
+    source = _changelog_only_checkpoint()
+    storage = st.default_storage()
+    chk2 = decode_metadata((source / "_metadata").read_bytes())
+    assert all(isinstance(sub.managed_keyed_state, ChangelogBackendHandle) and not any(sub.managed_keyed_state.materialized)
+               for sub in chk2.operator(PER_USER).subtasks)
+    export(str(source), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
+    written = decode_metadata((tmp_path / "sp" / "_metadata").read_bytes()).operator(PER_USER)
+    data = _stream_bytes(tmp_path / "sp", written.subtasks[0].managed_keyed_state)
+    mine = meta_of(data)
+    layout = discover(str(_root(CHANGELOG)), storage)
+    later = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    materialized = later.metadata.operator(PER_USER).subtasks[0].managed_keyed_state.materialized[0]
+    flinks_bytes = read_resolved(storage, later.resolver.resolve(materialized.meta))
+    flinks = meta_of(flinks_bytes)
+
+    def infos(meta, raw):
+        ends = [s.offset for s in meta.states[1:]] + [meta.end_offset]
+        return {s.name: raw[s.offset : end] for s, end in zip(meta.states, ends)}
+
+    assert data[: mine.states[0].offset - 2] == flinks_bytes[: flinks.states[0].offset - 2]  # version, flag, key serializer
+    ours, theirs = infos(mine, data), infos(flinks, flinks_bytes)
+    assert ours == {name: theirs[name] for name in ours} and len(ours) == 7
+    # the processing-time queue, never used, is never logged (Flink registers it anew on restore)
+    assert set(theirs) - set(ours) == {"_timer_state/processing_user-timers"}
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    assert _rows(tmp_path / "again", drop=("key_group",)) == _rows(tmp_path / "export", drop=("key_group",))
+
+
+def test_an_operator_whose_key_serializer_nothing_records_is_refused_with_the_exports_reason(tmp_path):
+    """Flink 2.1's chk-1: the count window has nothing materialized and no timers, so no key serializer
+    is recorded anywhere; export skips its states and write-savepoint says why."""
+    export(str(_root("flink-2.1-heap-changelog") / "chk-1"), str(tmp_path / "export"))
+    error = _fails(tmp_path / "export", tmp_path, "per-user-count-window")
+    assert "no key serializer recorded" in str(error)
+
+
+SNAPPY = "flink-2.1-heap-p3-snappy"
+
+
+def _snappy_seen_changed(tmp_path: Path) -> Path:
+    """The Snappy fixture's export with the operator list state ``records-seen`` changed to [12345, 7]."""
+    export(str(_root(SNAPPY)), str(tmp_path / "export"))
+
+    def seen(rows, subtask):
+        rows[0]["value"] = 12345  # value_raw left stale
+        rows.append({**rows[0], "list_index": 1, "value": 7, "value_raw": None})
+
+    _edit(tmp_path / "export", "records-seen", "records-seen", seen)  # metadata v5+: directories named by uid
+    return tmp_path / "export"
+
+
+def test_a_changed_list_state_of_a_snappy_compressed_file_is_written_compressed(tmp_path):
+    from repair.formats.flink.operator_state import OperatorStateFile
+
+    write_savepoint(str(_snappy_seen_changed(tmp_path)), str(tmp_path / "sp"))
+    written = decode_metadata((tmp_path / "sp" / "_metadata").read_bytes())
+    handle = written.operator(operator_id_for_uid("records-seen")).subtasks[0].managed_operator_state
+    assert OperatorStateFile(_stream_bytes(tmp_path / "sp", handle), handle.states).compressed
+    export(str(tmp_path / "sp"), str(tmp_path / "again"))
+    rows = pq.read_table(tmp_path / "again" / "operator=records-seen" / "state=records-seen").to_pylist()
+    assert sorted((row["list_index"], row["value"]) for row in rows) == [(0, 12345), (1, 7)]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_states_registered_only_in_the_changelog(tmp_path):
+    """Real Flink 1.20 (RocksDB) restores the savepoint of chk-2 of flink-1.20-changelog rescaled 128 ->
+    256 at parallelism 3 with exactly the state of the records it covers (the job's semantics in Python),
+    per-user's states included, registered only in the changelog."""
+    from fixtures import state_model
+    from fixtures.restore import restore_state
+
+    export(str(_changelog_only_checkpoint()), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
+    info = fixture_info(FIXTURES / CHANGELOG)
+    records = state_model.read_records(FIXTURES / CHANGELOG / "records.tsv")[: info["records_per_checkpoint"]["2"]]
+    restored = restore_state(info["flink_version"], tmp_path / "sp", records, parallelism=3, max_parallelism=256)
+    expected = state_model.expected_state(records)
+    assert restored["keyed"]["per-user"] and restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == expected["operator"]
+
+
+@pytest.mark.slow
+def test_real_flink_restores_a_changed_snappy_compressed_operator_state(tmp_path):
+    """Flink 2.1, heap backend, snapshot compression: the rewritten compressed list state restores, at a
+    new max parallelism and parallelism."""
+    write_savepoint(str(_snappy_seen_changed(tmp_path)), str(tmp_path / "sp"), max_parallelism=256, parallelism=2)
+    from fixtures import state_model
+    from fixtures.restore import restore_state
+
+    info = fixture_info(FIXTURES / SNAPPY)
+    restored = restore_state(info["flink_version"], tmp_path / "sp", state_model.read_records(FIXTURES / SNAPPY / "records.tsv"),
+                             parallelism=2, max_parallelism=256, state_backend=info["spec"]["state_backend"],
+                             extra_conf=info["spec"]["extra"])
+    expected = json.loads((FIXTURES / SNAPPY / "expected.json").read_text())
+    assert restored["keyed"] == expected["keyed"]
+    assert restored["operator"] == {"records-seen": {"records-seen": [12345, 7]}}
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("max_parallelism, parallelism", [(None, None), (256, 3), (300, 3), (128, 1)])
 def test_real_flink_restores_the_written_savepoint(default_export, tmp_path, max_parallelism, parallelism):
@@ -590,7 +754,7 @@ def test_real_flink_restores_the_written_savepoint(default_export, tmp_path, max
     ("flink-2.3-default", 300, 3),  # RocksDB, the newest release, rescaled
     ("flink-2.0-p3-mp300", 128, 2),  # max parallelism 300 -> 128
     ("flink-2.1-heap-p3-snappy", 256, 2),  # the heap backend (compressed snapshots) restoring the canonical savepoint
-    ("flink-1.20-rocksdb-heap-timers", None, None),  # timers in raw keyed state, copied
+    ("flink-1.20-rocksdb-heap-timers", 256, 3),  # timers in raw keyed state, re-assigned (restored timers fire)
     ("flink-1.20-changelog", 256, 3),  # the changelog state backend: materialized state with the changes applied
     ("flink-2.3-heap-changelog", None, None),
     ("flink-1.15-default", 256, 3),  # metadata version 3 (no trailer)
@@ -600,3 +764,13 @@ def test_real_flink_restores_the_written_savepoint_of_other_fixtures(name, max_p
     export(str(_root(name)), str(tmp_path / "export"))
     write_savepoint(str(tmp_path / "export"), str(tmp_path / "sp"), max_parallelism=max_parallelism, parallelism=parallelism)
     _restore(tmp_path / "sp", name, parallelism or fixture_info(FIXTURES / name)["parallelism"], max_parallelism)
+
+
+@pytest.mark.slow
+def test_real_flink_2_restores_rocksdb_rescaled_up_and_down_at_another_parallelism(tmp_path):
+    """Flink 2.3, RocksDB: 128 -> 256 (p3) -> 300 (p1) -> 128 (p3), each step exported and written back,
+    restored at parallelism 3 (the checkpoint's is 2) with exactly expected.json."""
+    name = "flink-2.3-default"
+    export(str(_root(name)), str(tmp_path / "first"))
+    last = _rescale_chain(tmp_path / "first", tmp_path, [(256, 3), (300, 1), (128, 3)])
+    _restore(last, name, 3, 128)

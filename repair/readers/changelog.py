@@ -108,6 +108,13 @@ def changelog_states(snapshot: LoadedSnapshot, storage: st.Storage, keyed: Chang
     return list(states.values())
 
 
+def metadata_changes(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle) -> list[MetadataChange]:
+    """The METADATA changes of the subtask's changelog, in order (state registrations, with the bytes of
+    their meta info)."""
+    return [decoded for change in iter_subtask_changes(snapshot, storage, keyed) if change.data[:1] == _METADATA_CODE
+            for decoded in (decode_change(change),) if isinstance(decoded, MetadataChange)]
+
+
 def materialized_handles(keyed: ChangelogBackendHandle) -> list[IncrementalKeyedHandle | KeyGroupsHandle]:
     """The handles of the subtask's materialized state that this toolkit reads (Flink skips null ones)."""
     return [h for h in keyed.materialized if isinstance(h, (IncrementalKeyedHandle, KeyGroupsHandle))]

@@ -44,7 +44,7 @@ from repair.formats.flink.backend_meta import (
     StateMetaInfo,
     decode_operator_backend_meta,
 )
-from repair.formats.flink.full_snapshot.canonical import iter_snappy_chunks
+from repair.formats.flink.full_snapshot.canonical import SNAPPY_STREAM_IDENTIFIER, encode_snappy_framed_chunks, iter_snappy_chunks
 from repair.formats.flink.handles import OperatorStateEntry
 from repair.formats.flink.in_rocksdb.keyed_rows import ROW_FIELDS
 from repair.formats.flink.values import decoder_for
@@ -260,27 +260,32 @@ def replace_states(data: bytes, entries: Sequence[OperatorStateEntry],
     ``BackendWritableBroadcastState.write`` does (one offset).
 
     The head (meta data) and every other state's bytes are kept byte for byte (moved, their offsets
-    shifted); each state's data stays where it was in the order of the file. Uncompressed files only.
+    shifted); each state's data stays where it was in the order of the file.
+
+    A Snappy-compressed file (1.19+: one framed stream after the head, every element starting a chunk)
+    keeps its stream identifier and every other state's chunks; the new elements are written as chunks
+    of their own (:func:`encode_snappy_framed_chunks`), each offset the raw offset of its first chunk, as
+    Flink's restore seeks there. Flink 1.18's layout (a stream per state, elements sharing chunks) is
+    refused.
     """
     file = OperatorStateFile(data, entries)
-    if file.compressed:
-        raise FormatError("operator state compression flag", 4, "an uncompressed file (its list states can be rewritten)", "Snappy")
     by_name = {entry.name: entry for entry in entries}
     for name in elements:
         if name not in by_name:
             raise FormatError("operator state", 0, "a state the handle names", repr(name))
     starts = sorted({entry.offsets[0] for entry in entries if entry.offsets} | {len(data)})
+    pack = _check_one_snappy_stream(data, entries, starts[0]) if file.compressed and elements else (lambda payload: payload)
     out = bytearray(data[: starts[0]])
     offsets: dict[str, list[int]] = {}
     for entry in sorted(entries, key=lambda e: e.offsets[0] if e.offsets else len(data)):
         if entry.name in elements and entry.mode_name == "BROADCAST":
             offsets[entry.name] = [len(out)]
-            out += len(elements[entry.name]).to_bytes(4, "big", signed=True) + b"".join(elements[entry.name])
+            out += pack(len(elements[entry.name]).to_bytes(4, "big", signed=True) + b"".join(elements[entry.name]))
         elif entry.name in elements:
             offsets[entry.name] = []
             for element in elements[entry.name]:
                 offsets[entry.name].append(len(out))
-                out += element
+                out += pack(element)
         elif entry.offsets:
             start = entry.offsets[0]
             end = starts[bisect.bisect_right(starts, start)]
@@ -289,3 +294,17 @@ def replace_states(data: bytes, entries: Sequence[OperatorStateEntry],
         else:
             offsets[entry.name] = []
     return bytes(out), [replace(entry, offsets=offsets[entry.name]) for entry in entries]
+
+
+def _check_one_snappy_stream(data: bytes, entries: Sequence[OperatorStateEntry], first: int):
+    """The chunk writer for a compressed file whose states are one Snappy stream (its identifier right
+    before the first state's data, every element's offset its own); a :class:`FormatError` otherwise."""
+    identifier_at = first - len(SNAPPY_STREAM_IDENTIFIER)
+    if identifier_at < 0 or data[identifier_at:first] != SNAPPY_STREAM_IDENTIFIER:
+        raise FormatError("Snappy stream identifier", max(identifier_at, 0), SNAPPY_STREAM_IDENTIFIER.hex(),
+                          data[max(identifier_at, 0):first].hex(), detail="one compressed stream before the first state (Flink 1.19+)")
+    for entry in entries:
+        if len(set(entry.offsets)) != len(entry.offsets):
+            raise FormatError(f"offsets of state {entry.name!r}", entry.offsets[0], "one chunk per element (Flink 1.19+)",
+                              "elements sharing a chunk (Flink 1.18's layout, not rewritten)")
+    return encode_snappy_framed_chunks

@@ -25,9 +25,13 @@ What is written, per operator of the source's ``_metadata`` (same operator ids, 
   handles, their bytes copied (inline bytes stay inline, files are copied into the savepoint). A list
   or broadcast state whose Parquet part no longer holds the source's rows is written from the part
   (:func:`~repair.formats.flink.operator_state.replace_states`: the rest of the file kept); a part
-  added or removed is refused. Raw keyed state (RocksDB with
-  timers on the heap) is copied likewise when key groups and parallelism do not change, and refused
-  otherwise.
+  added or removed is refused. Raw keyed state the operator wrote itself is copied likewise when key
+  groups and parallelism do not change, and refused otherwise.
+* **Timers on the heap** (RocksDB with ``timer-service.factory: HEAP``, whose checkpoints write them into
+  raw keyed state): written as keyed state, as Flink's canonical savepoint of such a job has them
+  (``_timer_state/processing_<service>`` and ``_timer_state/event_<service>`` appended to the meta data,
+  :func:`~repair.formats.flink.full_snapshot.raw_timers.timer_state_meta_bytes`), so they are
+  re-assigned to key groups and subtasks like every other keyed state.
 
 Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (a part whose schema does
 not match, a key group outside the max parallelism or a key in the wrong key group, duplicate keys of a
@@ -47,7 +51,14 @@ from typing import Iterable, Iterator
 
 from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
-from repair.formats.flink.full_snapshot.canonical_writer import iter_key_group_stream, meta_without_states, uncompressed_meta
+from repair.formats.flink.full_snapshot.canonical_writer import (
+    iter_key_group_stream,
+    keyed_meta,
+    meta_with_states,
+    meta_without_states,
+    uncompressed_meta,
+)
+from repair.formats.flink.full_snapshot.raw_timers import REGISTRATION_ORDER, TimerService, timer_state_meta_bytes
 from repair.formats.flink.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
@@ -69,8 +80,11 @@ from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
 from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
+from repair.formats.flink.changelog.dstl import MetadataChange
+from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.operator_state import iter_operator_handle
+from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
 
 __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
 
@@ -79,9 +93,9 @@ METADATA_FILE = "_metadata"
 #: ``_export.json`` format versions this command reads.
 EXPORT_FORMAT_VERSIONS = (3,)
 #: Export sources whose rows are keyed state written into the key-group streams.
-KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed")
-#: Export sources carried by copying the source's handles (their Parquet is not read).
-COPIED_SOURCES = ("operator", "raw-keyed-timers")
+KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed", "raw-keyed-timers")
+#: Export sources not written as keyed state (operator state: copied, or rewritten where changed).
+COPIED_SOURCES = ("operator",)
 #: Metadata versions written (those Flink 1.11 to 2.x restore).
 METADATA_VERSIONS = (3, 4, 5, 6)
 # -- results -------------------------------------------------------------------------------------
@@ -196,6 +210,7 @@ def write_savepoint(
         drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
         writer = _Writer(storage, export_dir, snapshot, publisher, result, drops)
+        writer.skipped = [entry for entry in manifest.get("skipped", []) if isinstance(entry, dict)]
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
         savepoint = CheckpointMetadata(metadata.version, metadata.checkpoint_id, list(metadata.master_states), operators,
@@ -246,6 +261,8 @@ class _Writer:
         self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
         #: Keyed states to leave out, by operator id.
         self.drops = drops
+        #: The export's ``skipped`` entries (what it could not export, and why).
+        self.skipped: list[dict] = []
 
     def operator(self, op: OperatorState, exported: dict | None, max_parallelism: int | None, parallelism: int | None) -> OperatorState:
         keyed = [sub for sub in op.subtasks if sub.managed_keyed_state is not None]
@@ -266,6 +283,8 @@ class _Writer:
                 handle = getattr(sub, slot)
                 if handle is None:
                     continue
+                if slot == "raw_keyed_state" and keyed and self._holds_timers(handle):
+                    continue  # written as keyed state (_write_keyed)
                 if slot == "raw_keyed_state" and rescaled:
                     raise UsageError(f"operator {label}: raw keyed state (timers on the heap, or an operator's own) "
                                      f"cannot be re-assigned to new key groups or subtasks")
@@ -281,7 +300,10 @@ class _Writer:
                 written.copied.append(f"{sub.index}/{slot}")
         if keyed:
             if exported is None:
-                raise UsageError(f"operator {label} has keyed state, but the export does not hold it (exported with a filter?)")
+                skipped = sorted({entry.get("reason", "") for entry in self.skipped if entry.get("operator_id") == op.operator_id
+                                  and entry.get("what") == "keyed-state"})
+                why = f"export skipped it: {'; '.join(skipped)}" if skipped else "exported with a filter?"
+                raise UsageError(f"operator {label} has keyed state, but the export does not hold it ({why})")
             self._write_keyed(op, keyed, exported, written, subtasks)
         coordinator = op.coordinator_state
         if coordinator is not None and not isinstance(coordinator, ByteStreamHandle):  # pragma: no cover - always inline
@@ -321,6 +343,16 @@ class _Writer:
         """The operator's keyed state from the export: one key-group stream per new subtask."""
         new_max, new_parallelism = written.max_parallelism, written.parallelism
         meta = self._keyed_meta(op, keyed)
+        services = self._timer_services(op, keyed)
+        if services:
+            known = {state.name for state in meta[1].states}
+            infos = [timer_state_meta_bytes(service, kind) for service in services for kind in REGISTRATION_ORDER]
+            extended = meta_with_states(meta[0], infos)
+            meta = (extended, decode_keyed_backend_meta(extended))
+            clash = sorted(known & {s.name for s in meta[1].states[len(known):]})
+            if clash:
+                raise UsageError(f"operator {op.operator_uid or op.operator_id}: timers {', '.join(clash)} are both in "
+                                 f"keyed state and in raw keyed state")
         dropped = self.drops.get(op.operator_id, set())
         missing = sorted(dropped - {state.name for state in meta[1].states})
         if missing:
@@ -388,15 +420,35 @@ class _Writer:
         raise UsageError(f"{name}: a {type(handle).__name__} cannot be copied into a savepoint")
 
     # -- keyed state -------------------------------------------------------------------------------
+    def _holds_timers(self, handle) -> bool:
+        """Whether a raw keyed state handle holds timers (heap timers of RocksDB), not the operator's own bytes."""
+        return isinstance(handle, KeyGroupsHandle) and timers_or_reason(self.snapshot, self.storage, handle) is None
+
+    def _timer_services(self, op: OperatorState, subtasks: list[SubtaskState]) -> list[TimerService]:
+        """The timer services whose timers the subtasks' raw keyed state holds (none without); every
+        subtask must have the same."""
+        found = [read_raw_timer_services(self.snapshot, self.storage, sub.raw_keyed_state) for sub in subtasks
+                 if sub.raw_keyed_state is not None and self._holds_timers(sub.raw_keyed_state)]
+        if any(services != found[0] for services in found):
+            raise UsageError(f"operator {op.operator_uid or op.operator_id}: its subtasks hold timers of different timer "
+                             f"services; not written")
+        return found[0] if found else []
+
     def _keyed_meta(self, op: OperatorState, subtasks: list[SubtaskState]) -> tuple[bytes, KeyedBackendMeta]:
         """The source's keyed backend meta data (of its first keyed subtask), bytes and decoded; every
-        subtask must register the same states."""
+        subtask must register the same states. Changelog subtasks add the states their changelog
+        registers (METADATA changes) that no materialized meta data holds: registered after the last
+        materialization, or before the first (then the meta data is built from the changelog's alone)."""
+        label = op.operator_uid or op.operator_id
         found: list[tuple[bytes, KeyedBackendMeta]] = []
+        registered: dict[str, MetadataChange] = {}
         for sub in subtasks:
             handle = sub.managed_keyed_state
-            if isinstance(handle, ChangelogBackendHandle):  # the meta data of its materialized part
+            if isinstance(handle, ChangelogBackendHandle):
+                for change in metadata_changes(self.snapshot, self.storage, handle):
+                    registered[change.state.name] = change  # the newest registration, at its first place
                 handle = next((h for h in handle.materialized if h is not None), None)
-                if handle is None:  # nothing materialized yet: the other subtasks tell
+                if handle is None:  # nothing materialized yet
                     continue
             if isinstance(handle, IncrementalKeyedHandle):
                 resolved = self.snapshot.resolver.resolve(handle.meta)
@@ -404,21 +456,28 @@ class _Writer:
             elif isinstance(handle, KeyGroupsHandle):
                 data = read_key_groups_meta_bytes(self.snapshot, self.storage, handle)
             else:
-                raise UsageError(f"operator {op.operator_uid or op.operator_id}: keyed state in a {type(handle).__name__} "
-                                 f"cannot be written back")
+                raise UsageError(f"operator {label}: keyed state in a {type(handle).__name__} cannot be written back")
             meta = decode_keyed_backend_meta(data)
             if not meta.complete:
                 raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems)).in_source(
                     f"operator {op.operator_id}, subtask {sub.index}")
             found.append((data[: meta.end_offset], meta))
-        if not found:
-            raise UsageError(f"operator {op.operator_uid or op.operator_id}: no subtask has materialized keyed state, whose "
-                             f"meta data a savepoint needs (a changelog checkpoint taken before the first materialization)")
         names = [[s.name for s in meta.states] for _, meta in found]
         if any(n != names[0] for n in names):
-            raise UsageError(f"operator {op.operator_uid or op.operator_id}: its subtasks register different states "
+            raise UsageError(f"operator {label}: its subtasks register different states "
                              f"({'; '.join(sorted({', '.join(n) for n in names}))}); not written")
-        return found[0]
+        if found:
+            data = found[0][0]
+            extra = [change.info_bytes for name, change in registered.items() if name not in names[0]]
+            if not extra:
+                return found[0]
+            data = meta_with_states(data, extra)
+        elif registered:
+            data = keyed_meta(_key_serializer_bytes(label, registered.values()), [c.info_bytes for c in registered.values()])
+        else:
+            raise UsageError(f"operator {label}: no subtask has keyed state meta data (materialized, or registered in "
+                             f"its changelog)")
+        return data, decode_keyed_backend_meta(data)
 
     def _keyed_pieces(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta], written: WrittenOperator,
                       old_max: int, new_max: int, spill: Spill) -> None:
@@ -455,6 +514,18 @@ class _Writer:
         if self.storage.stat(directory) is None:
             return []
         return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
+
+
+def _key_serializer_bytes(label: str, changes: Iterable[MetadataChange]) -> bytes:
+    """The key serializer snapshot's bytes a changelog records without materialized meta data: nested in
+    a timer state's ``TimerSerializerSnapshot`` (key, then namespace serializer)."""
+    for change in changes:
+        timer = change.state.serializer("VALUE_SERIALIZER") if change.state.is_timer_state else None
+        if timer is not None and len(timer.nested) == 2 and 0 <= timer.nested[0].offset < timer.nested[1].offset:
+            start, end = (nested.offset - change.info_offset for nested in timer.nested)
+            return change.info_bytes[start:end]
+    raise UsageError(f"operator {label}: nothing is materialized and its changelog registers no timers, so the key "
+                     f"serializer (which its meta data needs) is recorded nowhere")
 
 
 def rescale(

@@ -82,6 +82,10 @@ class MetadataChange:
     ttl_config: Any = None
     #: The default value's bytes (a deprecated ``ValueStateDescriptor`` argument), or None.
     default_value: bytes | None = None
+    #: The state meta info snapshot's bytes (after its version), as a keyed backend's meta data holds
+    #: them, and where they start in the stream.
+    info_bytes: bytes = b""
+    info_offset: int = 0
 
 
 @dataclass(frozen=True)
@@ -162,11 +166,12 @@ def _metadata(r: ByteReader) -> MetadataChange:
     version = r.i32("state meta info version")
     if version not in META_INFO_VERSIONS:
         raise FormatError("state meta info version", at, f"{META_INFO_VERSIONS.start}..{META_INFO_VERSIONS.stop - 1}", version)
+    info_at = r.pos
     state = read_state_meta_info(r)
     if state.problem is not None:
         # The unknown snapshot's bytes cannot be skipped, so the id and type after them are unknown.
         raise FormatError(f"serializers of state {state.name!r}", state.offset, "serializer snapshots this toolkit reads", state.problem)
-    change = MetadataChange(state, -1, -1)
+    change = MetadataChange(state, -1, -1, info_bytes=bytes(r.data[info_at : r.pos]), info_offset=r.base + info_at)
     if BACKEND_STATE_TYPES[state.backend_state_type] != "PRIORITY_QUEUE":
         if r.bool("state has a TTL configuration"):
             change.ttl_config, used = read_java_object(bytes(r.data[r.pos : r.end]), base=r.offset)

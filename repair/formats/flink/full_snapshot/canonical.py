@@ -177,6 +177,23 @@ def _snappy_raw(payload: bytes, chunk_at: int) -> bytes:
         raise FormatError("snappy chunk", chunk_at, "a Snappy-compressed chunk", payload[:16].hex(), detail=str(exc)) from None
 
 
+#: xerial's ``SnappyFramedOutputStream`` keeps a chunk compressed when it shrinks to this share or less.
+SNAPPY_MIN_COMPRESSION_RATIO = 0.85
+
+
+def encode_snappy_framed_chunks(payload: bytes) -> bytes:
+    """``payload`` as data chunks of the Snappy framing format (no stream identifier), at most
+    :data:`SNAPPY_MAX_CHUNK` bytes each: compressed where that saves enough, as xerial's writer (Flink's
+    ``SnappyStreamCompressionDecorator``) does, uncompressed otherwise. Nothing for an empty payload."""
+    out = bytearray()
+    for start in range(0, len(payload), SNAPPY_MAX_CHUNK):
+        piece = payload[start : start + SNAPPY_MAX_CHUNK]
+        compressed = bytes(cramjam.snappy.compress_raw(piece))
+        chunk_type, body = (0x00, compressed) if len(compressed) <= len(piece) * SNAPPY_MIN_COMPRESSION_RATIO else (0x01, piece)
+        out += bytes((chunk_type,)) + (len(body) + 4).to_bytes(3, "little") + _masked_crc32c(piece).to_bytes(4, "little") + body
+    return bytes(out)
+
+
 def _masked_crc32c(data: bytes) -> int:
     crc = crc32c.crc32c(data)
     return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF

@@ -72,6 +72,47 @@ def meta_without_states(meta: bytes, names: Collection[str]) -> bytes:
     return meta[: starts[0] - 2] + struct.pack(">h", len(kept)) + b"".join(kept)
 
 
+def meta_with_states(meta: bytes, infos: Collection[bytes]) -> bytes:
+    """Keyed backend meta data with the state meta infos ``infos`` (their bytes) appended after its
+    states, as a canonical savepoint lists heap timers after the key/value states; every other byte kept."""
+    decoded = decode_keyed_backend_meta(meta)
+    if not decoded.complete or decoded.end_offset != len(meta):
+        raise FormatError("keyed backend meta data", decoded.end_offset or 0, "complete meta data filling its bytes",
+                          "; ".join(decoded.problems) or "bytes left over")
+    if not infos:
+        return meta
+    if not decoded.states:
+        raise FormatError("keyed backend meta data", len(meta), "at least one state to append after", "no state")
+    count_at = decoded.states[0].offset - 2
+    return meta[:count_at] + struct.pack(">h", len(decoded.states) + len(infos)) + meta[count_at + 2:] + b"".join(infos)
+
+
+#: ``KeyedBackendSerializationProxy.VERSION`` (Flink 1.11 to 2.3); ``TypeSerializerSnapshotSerializationProxy``'s.
+KEYED_PROXY_VERSION = 6
+_SNAPSHOT_PROXY_VERSION = 2
+
+
+def keyed_meta(key_serializer: bytes, infos: Collection[bytes]) -> bytes:
+    """Keyed backend meta data (``KeyedBackendSerializationProxy``, key-group compression off) of a key
+    serializer snapshot (``key_serializer``: its bytes as ``writeVersionedSnapshot`` writes them) and
+    state meta infos (their bytes): for a snapshot whose states no meta data records yet (a changelog
+    checkpoint taken before the first materialization)."""
+    w = ByteWriter()
+    w.i32(KEYED_PROXY_VERSION)
+    w.raw(b"\x00")
+    w.i32(_SNAPSHOT_PROXY_VERSION)
+    w.raw(key_serializer)
+    w.raw(struct.pack(">h", len(infos)))
+    for info in infos:
+        w.raw(info)
+    meta = w.getvalue()
+    decoded = decode_keyed_backend_meta(meta)
+    if not decoded.complete or decoded.end_offset != len(meta):
+        raise FormatError("keyed backend meta data", decoded.end_offset or 0, "complete meta data filling its bytes",
+                          "; ".join(decoded.problems) or "bytes left over")
+    return meta
+
+
 def key_group_prefix(key_group: int, prefix_bytes: int) -> bytes:
     """The key-group prefix of a RocksDB key (``CompositeKeySerializationUtils.writeKeyGroup``)."""
     return key_group.to_bytes(prefix_bytes, "big")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.bytes.java_io import read_utf
+from repair.formats.bytes.java_io import ByteWriter, read_utf
 from repair.formats.flink.backend_meta import BACKEND_STATE_TYPES, TIMER_STATE_PREFIX, StateMetaInfo
 from repair.formats.flink.serializers import SerializerSnapshot, SnapshotReader
 from repair.formats.flink.values import Decoder, decoder_for
@@ -67,6 +67,8 @@ class TimerService:
     name: str
     key_serializer: SerializerSnapshot
     namespace_serializer: SerializerSnapshot
+    #: Both serializer snapshots as the stream holds them (``writeVersionedSnapshot`` each, key first).
+    snapshot_bytes: bytes = field(default=b"", compare=False, repr=False)
 
 
 @dataclass
@@ -84,6 +86,46 @@ def timer_states(service: TimerService) -> list[StateMetaInfo]:
     timer = SerializerSnapshot(TIMER_SNAPSHOT_CLASS, 2, nested=[service.key_serializer, service.namespace_serializer], outer_version=2)
     return [StateMetaInfo(timer_state_name(kind, service.name), BACKEND_STATE_TYPES.index("PRIORITY_QUEUE"),
                           serializers=[("VALUE_SERIALIZER", timer)]) for kind in TIMER_KINDS]
+
+
+def timer_state_meta_bytes(service: TimerService, kind: str) -> bytes:
+    """The keyed backend meta info of ``service``'s timers of ``kind`` as a canonical savepoint of the
+    same job holds it (``StateMetaInfoSnapshotReadersWriters``, written by Flink's full snapshot of heap
+    timers): its name, ``PRIORITY_QUEUE``, no options, and a ``VALUE_SERIALIZER``, the
+    ``TimerSerializerSnapshot`` (a composite snapshot) of the service's key and namespace serializer
+    snapshots, their bytes as the raw keyed state holds them."""
+    if not service.snapshot_bytes:
+        raise ValueError(f"timer service {service.name!r} was read without its serializer snapshots' bytes")
+    w = ByteWriter()
+    w.utf(timer_state_name(kind, service.name))
+    w.i32(BACKEND_STATE_TYPES.index("PRIORITY_QUEUE"))
+    w.i32(0)  # options
+    w.i32(1)  # serializer snapshots
+    w.utf("VALUE_SERIALIZER")
+    w.i32(_SNAPSHOT_PROXY_VERSION)
+    w.utf(TIMER_SNAPSHOT_CLASS)
+    w.i32(_COMPOSITE_SNAPSHOT_VERSION)
+    w.i32(_COMPOSITE_MAGIC)
+    w.i32(_TIMER_OUTER_VERSION)
+    w.i32(_NESTED_MAGIC)
+    w.i32(_NESTED_VERSION)
+    w.i32(2)  # key, namespace
+    w.raw(service.snapshot_bytes)
+    return w.getvalue()
+
+
+#: Timer kinds in the order Flink registers a service's queues (``InternalTimerServiceImpl``: processing
+#: time first), the order a canonical savepoint's meta data lists them in.
+REGISTRATION_ORDER = ("processing", "event")
+# ``TypeSerializerSnapshotSerializationProxy`` version; ``CompositeTypeSerializerSnapshot``'s version
+# and magic number; ``TimerSerializerSnapshot``'s outer version; ``NestedSerializersSnapshotDelegate``'s
+# magic number and version.
+_SNAPSHOT_PROXY_VERSION = 2
+_COMPOSITE_SNAPSHOT_VERSION = 3
+_COMPOSITE_MAGIC = 911108
+_TIMER_OUTER_VERSION = 2
+_NESTED_MAGIC = 1333245
+_NESTED_VERSION = 1
 
 
 def read_timer_key_group(data: bytes, key_group: int, *, base: int = 0) -> list[ServiceTimers]:
@@ -105,8 +147,9 @@ def read_timer_key_group(data: bytes, key_group: int, *, base: int = 0) -> list[
     services = []
     for _ in range(count):
         name = read_utf(r, f"{label} timer service name")
-        snapshots = SnapshotReader(r)
-        service = TimerService(name, snapshots.versioned(), snapshots.versioned())
+        snapshots, at = SnapshotReader(r), r.pos
+        key_snapshot, namespace_snapshot = snapshots.versioned(), snapshots.versioned()
+        service = TimerService(name, key_snapshot, namespace_snapshot, bytes(r.data[at : r.pos]))
         if any(s.service.name == name for s in services):
             raise FormatError(f"{label} timer service name", r.offset, "one service per name", f"{name!r} twice")
         key, namespace = decoder_for(service.key_serializer), decoder_for(service.namespace_serializer)
