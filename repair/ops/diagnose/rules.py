@@ -166,6 +166,10 @@ RULES: tuple[Rule, ...] = (
             r"Could not restore operator state backend for \S+",
             r"field serializer snapshots should be present",
             r"Unrecognized version: -?\d+",
+            # a canonical savepoint's key-group stream (FullSnapshotRestoreOperation), whatever it threw
+            r"\bat org\.apache\.flink\.runtime\.state\.restore\.FullSnapshotRestoreOperation\b",
+            # a length read from damaged bytes: a serializer asks for gigabytes (Flink 2.3, heap key groups)
+            r"OutOfMemoryError: Java heap space(?: at \S+){0,4}? at org\.apache\.flink\.api\.common\.typeutils\.\S+?\.deserialize\(",
         ),
         {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
     ),
