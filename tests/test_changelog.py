@@ -289,4 +289,54 @@ def test_damaged_change_sets_are_found_by_file_and_offset(tmp_path, capsys):
     assert all(f["offset"] == position and "key-group count" in f["message"] for f in errors)
     path.write_bytes(bytes(data[: 1 + position]))  # cut just before that change set
     code, errors = _verify(capsys, copy)
-    assert code == 1 and "truncated_file" in {f["kind"] for f in errors}
+    assert code == 1 and {f["kind"] for f in errors} == {"bad_changelog"}
+    assert any(f"offset {position} that _metadata points at" in f["message"] for f in errors)
+
+
+def test_damage_outside_the_change_sets_a_checkpoint_reads_is_a_warning(tmp_path, capsys):
+    """Flink reads only the change sets _metadata points at (real Flink 2.1 and 2.3 restore exact state past
+    a DSTL file cut short or with a byte flipped elsewhere: damage matrix, flink-2.1-heap-changelog/changelog/*):
+    a damaged change set that no retained checkpoint points at is a warning, exit 0."""
+    from repair.cli.app import main
+
+    info = fixture_info(FIXTURES / "flink-2.1-heap-changelog")
+    root = FIXTURES / "flink-2.1-heap-changelog" / "checkpoints" / info["job_id"]
+    copy = tmp_path / "checkpoints" / info["job_id"]
+    shutil.copytree(root, copy)
+    storage = st.default_storage()
+    read = collections.defaultdict(set)  # by the newest checkpoint
+    newest = discover(str(root), storage).snapshots[-1]
+    for ref in [newest]:
+        for _, _, keyed in _changelog_handles(load_snapshot(ref, str(root), storage)):
+            for handle in keyed.non_materialized:
+                for piece in getattr(handle, "handles", ()):
+                    read[piece.handle.path.rsplit("/", 1)[1]].add(piece.position)
+    unread = [(name, offset) for name in sorted(read)
+              for offset, _ in iter_change_sets(changelog_stream((root / "dstl" / name).read_bytes())) if offset not in read[name]]
+    assert unread, "every change set of the DSTL files the newest checkpoint reads is read by it"
+    name, offset = unread[0]
+    path = copy / "dstl" / name
+    data = bytearray(path.read_bytes())
+    data[1 + offset : 1 + offset + 4] = struct.pack(">i", 2**30)  # its key-group count
+    path.write_bytes(bytes(data))
+    assert main(["verify", str(copy / newest.name), "--json"]) == 0
+    findings = json.loads(capsys.readouterr().out)["findings"]
+    damaged = [f for f in findings if f["kind"] == "bad_changelog"]  # one per subtask reading the file
+    assert damaged and all(f["severity"] == "warning" and "Flink reads only the change sets _metadata points at" in f["message"]
+                           for f in damaged)
+    # an older checkpoint that reads that change set is refused
+    assert main(["verify", str(copy), "--json"]) == 1
+    errors = [f for f in json.loads(capsys.readouterr().out)["findings"] if f["severity"] == "error"]
+    assert errors and {f["kind"] for f in errors} == {"bad_changelog"} and newest.name not in {f["snapshot"] for f in errors}
+
+
+def test_a_changelog_handle_that_lists_no_change_set_is_an_error(tmp_path):
+    """Its recorded size says changes were logged; with no change set listed Flink replays none and restores
+    the materialized state alone (real Flink 2.1: other state, damage matrix changelog-handle/missing)."""
+    from fixtures.damage_matrix import Cell, prepare
+    from repair.ops.verify.engine import verify
+
+    prepared = prepare(Cell("flink-2.1-heap-changelog", "changelog-handle", "missing"), tmp_path)
+    findings = [f for f in verify(str(prepared.chk_dir)).findings if f.severity == "error"]
+    assert [f.kind for f in findings] == ["bad_changelog"]
+    assert "points at no change set" in findings[0].message

@@ -56,3 +56,12 @@ def test_diagnose_recognises_every_exception_of_the_matrix(key):
     named = re.findall(r"/(\d{6}\.sst)\b", record["flink"]["root_cause"]["message"])
     if named:  # the trace names the SST: so does the incident
         assert any(named[0] in incident.files for incident in result.incidents), named
+
+
+def test_every_refusal_of_the_matrix_yields_an_incident():
+    """Not only one cell per distinct root cause: the same text under another trace (another role, Flink
+    line or backend) is recognised too."""
+    unrecognised = [record["id"] for record in load_results()["cells"]
+                    if not record["flink"]["restored"] and record["flink"].get("trace")
+                    and not diagnose(_as_logged(record["flink"]["trace"])).incidents]
+    assert not unrecognised

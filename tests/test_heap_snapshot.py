@@ -237,6 +237,31 @@ def test_bytes_after_the_records_of_a_compressed_block(real):
     assert error.field.startswith(f"key group {handle.key_groups.end}, state ") and error.found == "more bytes"
 
 
+def test_only_the_identifier_that_opens_a_key_group_is_compared(real):
+    """Flink reads a compressed key group as one Snappy stream (one xerial SnappyFramedInputStream over the
+    streams its writer started per state): the first identifier must be exact, a later one is a chunk of
+    length 6 whose text xerial skips. Real Flink 2.1 restores exact state past a flipped byte there
+    (damage matrix: flink-2.1-heap-p3-snappy/key-groups/flipped)."""
+    from repair.formats.flink.full_snapshot.canonical import SNAPPY_STREAM_IDENTIFIER
+
+    data, handle, mp = real
+    packed, packed_handle = _compressed_copy(data, handle, 64)
+    rows = _rows(packed, packed_handle, mp)
+    key_group, first = _block(packed_handle)
+    later = packed.index(SNAPPY_STREAM_IDENTIFIER, first + 4 + len(SNAPPY_STREAM_IDENTIFIER))
+    assert later < packed_handle.offsets[2]  # the second stream of the same key group
+    bad = bytearray(packed)
+    bad[later + 6] ^= 0xFF  # its text: skipped, as by Flink
+    assert _rows(bytes(bad), packed_handle, mp) == rows
+    bad = bytearray(packed)
+    bad[later + 1] = 7  # its length: xerial throws 'stream identifier chunk with invalid length'
+    assert "snappy" in _error(bytes(bad), packed_handle, mp).field
+    bad = bytearray(packed)
+    bad[first + 4 + 6] ^= 0xFF  # the text of the identifier that opens the key group: 'invalid stream header'
+    error = _error(bytes(bad), packed_handle, mp)
+    assert (error.field, error.offset) == (f"key group {key_group} snappy stream identifier", first + 4)
+
+
 def _streams(data: bytes, handle, mp: int, meta) -> dict[str, list[dict] | FormatError]:
     """Each state's rows, or the error reading them raised (the other states are still read)."""
     out: dict[str, list[dict] | FormatError] = {}

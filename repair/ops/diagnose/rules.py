@@ -62,7 +62,7 @@ RULES: tuple[Rule, ...] = (
         "is missing from checkpoint storage: deleted by hand, by a lifecycle rule or by another deployment",
         _runbook("manifest-missing"),
         (
-            r"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>\S*/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{36})\b",
+            r"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>\S*/(?:shared|chk-\d+|taskowned|dstl)/\S*[0-9a-f-]{36})\b",
             r"File (?P<file>\S*/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{36}) does not exist",
         ),
         {
@@ -145,6 +145,8 @@ RULES: tuple[Rule, ...] = (
             r"invalid checkpoint ID: -?\d+",
             r"Unexpected magic number\. This can have multiple reasons",
             r"Cannot find meta data file _metadata in directory (?P<file>\S+?)\.? Please",
+            # a directory where _metadata should be (or any file the JobMaster cannot open)
+            r"FileNotFoundException\s*:\s*(?P<file>\S*/_metadata) \((?:Is a directory|Permission denied)\)",
             # what ObjectInputStream or the metadata reader throws, under the JobMaster's start
             r"Could not start the JobMaster\..{0,4000}?Caused by: java\.io\.(?:EOF|UTFDataFormat|StreamCorrupted)Exception",
         ),
@@ -164,6 +166,27 @@ RULES: tuple[Rule, ...] = (
             r"Could not restore operator state backend for \S+",
             r"field serializer snapshots should be present",
             r"Unrecognized version: -?\d+",
+            # a canonical savepoint's key-group stream (FullSnapshotRestoreOperation), whatever it threw
+            r"\bat org\.apache\.flink\.runtime\.state\.restore\.FullSnapshotRestoreOperation\b",
+            # a length read from damaged bytes: a serializer asks for gigabytes (Flink 2.3, heap key groups)
+            r"OutOfMemoryError: Java heap space(?: at \S+){0,4}? at org\.apache\.flink\.api\.common\.typeutils\.\S+?\.deserialize\(",
+        ),
+        {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
+    ),
+    Rule(
+        "changelog-corrupt",
+        "the changelog state backend cannot replay the changes logged since the last materialization: a "
+        "changelog (DSTL) file is damaged, cut short or missing, or _metadata points into it at an offset "
+        "where no change set starts",
+        _runbook("state-file-corrupt"),
+        (
+            # Flink's reader of DSTL files (StateChangeFormat) and its applier, whatever it threw: EOF (an
+            # empty file),
+            # 'Premature EOF from inputStream', an unknown operation code (NullPointerException: -2), a
+            # length read from damaged bytes (OutOfMemoryError: Java heap space)
+            r"\bat org\.apache\.flink\.changelog\.fs\.StateChangeFormat\b",
+            r"\bat org\.apache\.flink\.state\.changelog\.StateChangeOperation\.byCode\b",
+            r"\bat org\.apache\.flink\.state\.changelog\.restore\.ChangelogBackendLogApplier\.apply",
         ),
         {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
     ),

@@ -55,7 +55,13 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
         # A file that cannot be read or framed: the check of that file reports it.
         result.replayed = False
         return result
-    key_serializer = result.key_serializer = recorded_key_serializer(snapshot, storage, keyed, changes) or key_serializer
+    try:
+        recorded = recorded_key_serializer(snapshot, storage, keyed, changes)
+    except RepairError:
+        # The materialized part's meta data does not decode: its own check reports it (bad_backend_meta),
+        # and the changes are decoded with another subtask's key serializer, if any.
+        recorded = None
+    key_serializer = result.key_serializer = recorded or key_serializer
     readers: dict[int, ChangeReader] = {}  # by state id, while the id keeps its registration
     try:
         for change, state in with_states(changes):

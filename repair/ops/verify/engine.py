@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 from repair.errors import RepairError, StorageError
 from repair.findings import Severity
-from repair.formats.flink.changelog.dstl import StateChange, decode_change
+from repair.formats.flink.changelog.dstl import StateChange, decode_change, read_change_set
 from repair.formats.flink.handles import (
     ChangelogBackendHandle,
     ChangelogStreamHandle,
@@ -456,6 +456,15 @@ def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference]
     """The changelog files of one subtask's non-materialized state, and the changes kept inline."""
     for handle in keyed.non_materialized:
         if isinstance(handle, ChangelogStreamHandle):
+            if not handle.handles and handle.state_size > 0:
+                # Flink writes the size of the change sets a handle lists; with none listed it replays nothing
+                # and restores the materialized state alone: real Flink 2.1 restores other state from such a
+                # handle (damage matrix: flink-2.1-heap-changelog/changelog-handle/missing).
+                plan.findings.append(CheckpointFinding(
+                    "error", "bad_changelog",
+                    f"a changelog handle records {handle.state_size} bytes of changes but points at no change set: "
+                    "Flink would restore the materialized state without the changes logged since",
+                    ref(role="changelog"), offset=handle.offset, expected="one change set or more", found="none"))
             for piece in handle.handles:
                 reference = ref(role="changelog")
                 task = add(piece.handle, reference, "changelog")
@@ -493,13 +502,25 @@ def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | No
 
 
 def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[CheckpointFinding]:
-    """Each offset a checkpoint records in a readable changelog file must start a change set there."""
+    """Each change set a checkpoint points at in a readable changelog file, read as Flink reads it (at the
+    offset, one change set): it must decode, and when the whole stream frames, start where a change set
+    starts."""
     findings = []
     for key, position, reference in plan.change_sets:
         result = results.get(key)
-        if result is None or result.change_sets is None or any(p.severity == "error" for p in result.problems):
+        if result is None or result.change_stream is None:
+            continue  # missing or no stream at all: the file's own findings say so
+        try:
+            changes, _ = read_change_set(result.change_stream, position)
+            for change in changes:
+                decode_change(change)
+        except RepairError as error:
+            findings.append(CheckpointFinding(
+                "error", "bad_changelog", f"the change set at offset {position} that _metadata points at does not decode: {error}",
+                reference, path=result.task.uri, offset=getattr(error, "offset", position),
+                expected=getattr(error, "expected", None), found=getattr(error, "found", None)))
             continue
-        if position not in result.change_sets:
+        if result.change_sets_framed and position not in result.change_sets:
             findings.append(CheckpointFinding(
                 "error", "bad_changelog",
                 f"_metadata points at offset {position} of this changelog file, where no change set starts: "

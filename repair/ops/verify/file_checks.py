@@ -74,6 +74,10 @@ class FileResult:
     current_target: str | None = None
     #: Changelog (DSTL) files: where each change set starts in the stream, for the handles' offsets.
     change_sets: tuple[int, ...] | None = None
+    #: ... False when the stream does not frame to its end (``change_sets`` then holds those before).
+    change_sets_framed: bool = True
+    #: ... the change stream (decompressed), to read the change sets each checkpoint points at.
+    change_stream: bytes | None = None
 
 
 def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
@@ -268,31 +272,49 @@ def _check_raw_keyed(source, result: FileResult) -> None:
 
 
 def _check_changelog(source, result: FileResult) -> None:
-    """A changelog (DSTL) file: every change set framed, every change's operation, every state's meta
-    data decoded (TTL configuration and default value included). Which change sets the checkpoint uses
-    is checked against :attr:`FileResult.change_sets` by the caller."""
+    """A changelog (DSTL) file: its change stream, then every change set framed, every change's operation,
+    every state's meta data decoded (TTL configuration and default value included).
+
+    Flink reads only the change sets a checkpoint's handles point at (``StateChangeFormat.read`` at each
+    offset), never the whole file nor its size: real Flink 2.1 and 2.3 restore exact state from a DSTL file
+    cut short, or with a byte flipped or zeroed, outside those change sets (damage matrix). So a file whose
+    stream decodes keeps it (:attr:`FileResult.change_stream`) for the caller to read each checkpoint's
+    change sets as Flink does; a change set or size that is off elsewhere is a warning here."""
     from repair.formats.flink.changelog.dstl import changelog_stream, decode_change, iter_change_sets
 
     data = _whole(source, result)
     starts: list[int] = []
+    compressed = data[:1] == b"\x01"
+    where = " (offsets count bytes of the decompressed stream after the flag byte)" if compressed else " (offsets count bytes after the flag byte)"
     try:
         stream = changelog_stream(data)
-        if len(stream) != result.task.size:
-            # Flink records the stream's length (after the flag byte, uncompressed) as the handle's size.
-            kind = "truncated_file" if len(stream) < result.task.size else "size_mismatch"
-            result.problems.append(Problem(kind, f"the change stream has {len(stream)} bytes, _metadata records {result.task.size}",
-                                           expected=f"{result.task.size} bytes", found=f"{len(stream)} bytes"))
+    except RepairError as error:  # no change set of it can be read
+        result.problems.append(Problem("bad_changelog", str(error) + where, getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        return
+    result.change_stream = stream
+    if len(stream) != result.task.size:
+        # Flink records the stream's length (after the flag byte, uncompressed) as the handle's size.
+        kind = "truncated_file" if len(stream) < result.task.size else "size_mismatch"
+        result.problems.append(Problem(kind, f"the change stream has {len(stream)} bytes, _metadata records {result.task.size}; "
+                                       f"{CHANGE_SETS_READ}", expected=f"{result.task.size} bytes", found=f"{len(stream)} bytes",
+                                       severity="warning"))
+    try:
         for offset, changes in iter_change_sets(stream):
             starts.append(offset)
             for change in changes:
                 decode_change(change)
     except RepairError as error:
-        compressed = data[:1] == b"\x01"
-        where = " (offsets count bytes of the decompressed stream after the flag byte)" if compressed else " (offsets count bytes after the flag byte)"
-        result.problems.append(Problem("bad_changelog", str(error) + where, getattr(error, "offset", None),
-                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        result.problems.append(Problem("bad_changelog", f"{error}{where}; {CHANGE_SETS_READ}", getattr(error, "offset", None),
+                                       getattr(error, "expected", None), getattr(error, "found", None), severity="warning"))
+        result.change_sets_framed = False
     result.change_sets = tuple(starts)
     result.blocks_checked += len(starts)
+
+
+#: Why damage in a DSTL file found by reading it whole is only a warning.
+CHANGE_SETS_READ = ("Flink reads only the change sets _metadata points at; those are checked for each checkpoint "
+                    "(an error if one does not decode)")
 
 
 def _check_operator_state(source, result: FileResult) -> None:

@@ -296,8 +296,11 @@ def _snappy_streams(source: RandomAccess, start: int, end: int, label: str) -> l
         if length > end - pos - 4:
             raise TruncatedError(f"{label} snappy chunk", pos + 4, length, end - pos - 4)
         if header[0] == SNAPPY_STREAM_IDENTIFIER[0]:
+            # Flink reads a key group as one stream (HeapRestoreOperation: one SnappyFramedInputStream per
+            # key group, over the streams the writer started per state): the identifier that opens it must
+            # be exact, a later one only 6 bytes long (xerial skips its text).
             found = header + bytes(read_exactly(source, pos + 4, min(length, 6), "snappy stream identifier"))
-            if found != SNAPPY_STREAM_IDENTIFIER:
+            if found != SNAPPY_STREAM_IDENTIFIER and (not streams or length != 6):
                 raise FormatError(f"{label} snappy stream identifier", pos, SNAPPY_STREAM_IDENTIFIER.hex(), found.hex())
             if streams:
                 streams[-1][1] = pos
