@@ -38,7 +38,10 @@ def pytest_runtest_makereport(item, call):
 
 def _job(fixture_json: Path) -> str:
     spec = json.loads(fixture_json.read_text())["spec"]
-    return "sql" if spec.get("sql") else "kryo" if spec.get("kryo") else "datastream"
+    for job in ("sql", "kryo", "scala", "avro"):
+        if spec.get(job):
+            return job
+    return "datastream"
 
 
 #: Every committed fixture of the DataStream fixture job (a directory with fixture.json), by name.
@@ -47,6 +50,10 @@ FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if
 SQL_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "sql")
 #: The fixtures of the Kryo job (fixtures/extra_jobs, state in kryo_state_model.py).
 KRYO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "kryo")
+#: The fixtures of the Scala job (fixtures/extra_jobs/scala, state in scala_state_model.py).
+SCALA_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "scala")
+#: The fixtures of the Avro job (fixtures/extra_jobs/avro, state in avro_state_model.py).
+AVRO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "avro")
 
 
 def tree_digest(path: Path) -> dict[str, str]:

@@ -16,6 +16,8 @@ List / ArrayList of T                          ``list<T>``
 Set of T (Flink 2.x)                           ``list<T>`` (the elements in the order written)
 Map of K to V                                  ``map<K, V>`` (the decoder's ``[(k, v), ...]``)
 Tuple of T0..Tn                                ``struct<f0: T0, ...>`` (Flink's field names)
+Scala case class, Option of T, collection of T ``struct<f0: T0, ...>`` (by position: the snapshot has no
+                                               field names), T (None is null), ``list<T>``
 POJO                                           ``struct`` with the snapshot's field names, in its order
 Row of T0..Tn                                  ``struct<kind: string, f0: T0, ...>`` (``dict``; ``kind``:
                                                RowKind ``+I``, ``-U``, ``+U`` or ``-D``, null in legacy
@@ -58,6 +60,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from repair.formats.flink import scala_types
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
@@ -187,7 +190,12 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
             return None, "a map whose keys are always null has no Arrow map type"
         value, reason = arrow_type(snapshot.nested[1])
         return (pa.map_(key, value), None) if value is not None else (None, reason)
-    if label == "Tuple":
+    if label == scala_types.TRAVERSABLE and len(snapshot.nested) == 1:  # a Scala collection: a list
+        inner, reason = arrow_type(snapshot.nested[0])
+        return (pa.list_(inner), None) if inner is not None else (None, reason)
+    if label == scala_types.OPTION and len(snapshot.nested) == 1:  # None is null
+        return arrow_type(snapshot.nested[0])
+    if label in ("Tuple", scala_types.CASE_CLASS):  # a case class: its fields by position, as a Tuple
         return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot))
     if label == "Row" and type(snapshot.attributes.get("supports_row_kind")) is bool:
         return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot),

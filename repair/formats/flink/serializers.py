@@ -30,6 +30,7 @@ from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
 from repair.formats.bytes.java_serialization import JavaStreamReader
+from repair.formats.flink import scala_types
 from repair.formats.flink.table_types import SqlType, sql_type_of
 
 
@@ -220,6 +221,7 @@ COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, 
     _F + "table.dataview.ListViewSerializerSnapshot": ("ListView", _no_outer),
     _F + "table.dataview.NullAwareMapSerializerSnapshot": ("NullAwareMap", _no_outer),
 }
+COMPOSITE_SNAPSHOTS.update(scala_types.COMPOSITES)  # flink-scala (Flink 1.x): case classes, Option, collections
 
 POJO_SNAPSHOT = _F + "api.java.typeutils.runtime.PojoSerializerSnapshot"
 KRYO_SNAPSHOT = _F + "api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
@@ -468,6 +470,8 @@ def describe(snapshot: SerializerSnapshot | None) -> str:
         return SIMPLE_SNAPSHOTS[name]
     if name in COMPOSITE_SNAPSHOTS:
         label = COMPOSITE_SNAPSHOTS[name][0]
+        if label in scala_types.LABELS:
+            return scala_types.describe(snapshot, label, describe)
         if label == "TTL" and snapshot.nested:
             # TtlSerializer = (LongSerializer for the last-access timestamp, user serializer).
             return f"TTL<{describe(snapshot.nested[-1])}>"

@@ -34,7 +34,7 @@ from typing import Any, Callable, NamedTuple
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.flink import kryo, row_data
+from repair.formats.flink import kryo, row_data, scala_types
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
@@ -703,7 +703,20 @@ def _raw_value(snapshot: SerializerSnapshot) -> Decoder:
     return Decoder(describe(snapshot), lambda r: row_data.sized(r, "raw value"))
 
 
+def _scala_wrapping(snapshot: SerializerSnapshot, count: int, wrap: Callable[..., Callable[[ByteReader], Any]]) -> Decoder | None:
+    """A Scala Option, collection or Either (:mod:`repair.formats.flink.scala_types`) of nested values
+    this module decodes; None (raw bytes kept) when one of them is unsupported."""
+    nested = _nested(snapshot, count)
+    if nested is None or not all(n.supported for n in nested):
+        return None
+    return Decoder(describe(snapshot), wrap(*(n.read for n in nested)))
+
+
 _COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
+    scala_types.CASE_CLASS: lambda s: Decoder(describe(s), scala_types.case_class_read([decoder_for(n).read for n in s.nested])),
+    scala_types.OPTION: lambda s: _scala_wrapping(s, 1, scala_types.option_read),
+    scala_types.TRAVERSABLE: lambda s: _scala_wrapping(s, 1, scala_types.traversable_read),
+    scala_types.EITHER: lambda s: _scala_wrapping(s, 2, scala_types.either_read),
     "External": _external,
     "RAW": _raw_value,
     "Tuple": _tuple,
