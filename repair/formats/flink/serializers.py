@@ -30,7 +30,7 @@ from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
 from repair.formats.bytes.java_serialization import JavaStreamReader
-from repair.formats.flink import scala_types
+from repair.formats.flink import avro, scala_types
 from repair.formats.flink.table_types import SqlType, sql_type_of
 
 
@@ -296,6 +296,9 @@ class SnapshotReader:
                 snapshot.attributes["type_class"] = read_utf(r, "type class")
             elif class_name in TABLE_SNAPSHOTS:
                 self._table(snapshot, version_at)
+            elif class_name == avro.AVRO_SNAPSHOT:  # flink-avro: the runtime class and the writer schema
+                self._expect_version(snapshot, version_at, (1, 2, 3))
+                snapshot.attributes.update(avro.read_snapshot(r, version))
             elif class_name == TTL_AWARE_SNAPSHOT:
                 self._expect_version(snapshot, version_at, (1,))
                 snapshot.attributes["is_ttl_enabled"] = r.bool("ttl enabled")
@@ -491,6 +494,8 @@ def describe(snapshot: SerializerSnapshot | None) -> str:
         return f"{GENERIC_TYPE_SNAPSHOTS[name]} {snapshot.attributes.get('type_class')}"
     if name == TTL_AWARE_SNAPSHOT:
         return describe(snapshot.nested[0]) if snapshot.nested else "?"
+    if name == avro.AVRO_SNAPSHOT:
+        return avro.describe(snapshot)
     if name in TABLE_SNAPSHOTS:
         return _describe_table(snapshot)
     return snapshot.simple_name

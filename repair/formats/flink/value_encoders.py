@@ -19,7 +19,7 @@ import math
 import struct
 from typing import Any, Callable
 
-from repair.formats.flink import scala_types
+from repair.formats.flink import avro, scala_types
 from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.values import Timer, TtlValue
 
@@ -192,10 +192,18 @@ def _scala(snapshot: SerializerSnapshot, label: str) -> Encode | None:
             return None
         inner = make(*nested)
 
+    return _raising_encode_error(inner, scala_types.ScalaEncodeError)
+
+
+def _raising_encode_error(inner: Encode | None, errors: type[Exception]) -> Encode | None:
+    """``inner`` raising :class:`EncodeError` for its own ``errors``."""
+    if inner is None:
+        return None
+
     def encode(value: Any) -> bytes:
         try:
             return inner(value)
-        except scala_types.ScalaEncodeError as error:
+        except errors as error:
             raise EncodeError(str(error)) from None
 
     return encode
@@ -218,4 +226,6 @@ def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
         return _timer(snapshot)
     if kind in scala_types.LABELS:
         return _scala(snapshot, kind)
+    if name == avro.AVRO_SNAPSHOT:
+        return _raising_encode_error(avro.encoder_for(snapshot), avro.AvroEncodeError)
     return None

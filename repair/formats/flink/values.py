@@ -34,7 +34,7 @@ from typing import Any, Callable, NamedTuple
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.flink import kryo, row_data, scala_types
+from repair.formats.flink import avro, kryo, row_data, scala_types
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
@@ -758,6 +758,9 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
     elif name == KRYO_SNAPSHOT:
         type_class = snapshot.attributes.get("type_class")
         decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
+    elif name == avro.AVRO_SNAPSHOT:
+        read, problem = avro.reader_for(snapshot)
+        decoder = Decoder(describe(snapshot), read) if read is not None else _unsupported(snapshot, problem)
     elif name == _STRING_DATA:
         decoder = Decoder("STRING", row_data.string_data_read)
     elif name == _NULL_SERIALIZER:

@@ -1,0 +1,115 @@
+"""Export of Avro state (``flink-avro``'s ``AvroSerializer``) equals the state computed independently from the input.
+
+``fixtures/flink-1.20-avro`` and ``flink-2.1-avro`` were written by real Flink running
+``fixtures/extra_jobs/avro/fixturejob/AvroJob.java`` (flink-avro and Avro 1.11.4 from Maven Central):
+keyed by user, a ValueState of a ``GenericRecord`` with every Avro type and the logical types
+timestamp-millis, date and decimal, and a specific record (``fixturejob.AccountEvent``) as ValueState
+and ListState; ``expected.json`` is ``fixtures/avro_state_model.py``'s. The values are decoded with the
+writer schema in the serializer snapshot, from the bytes of Flink's own ``DataOutputEncoder`` (not Avro's
+binary encoding).
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from repair.cli.app import main
+from repair.errors import UnsupportedSerializerError
+from repair.formats.flink import avro
+from repair.formats.flink.serializers import SerializerSnapshot
+from repair.formats.flink.value_encoders import EncodeError, encoder_for
+from repair.formats.flink.values import decoder_for
+from repair.ops.inspect import inspect
+from tests.conftest import AVRO_FIXTURE_NAMES, FIXTURES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
+
+
+@pytest.fixture(scope="module", params=newest_and_savepoints(AVRO_FIXTURE_NAMES))
+def exported(request, tmp_path_factory):
+    return export_of(*request.param, tmp_path_factory)
+
+
+def test_avro_values_equal_the_computed_state(exported):
+    _, out, expected = exported
+    summary = json.loads((out / "_export.json").read_text())
+    for state in (s for op in summary["operators"] for s in op["states"]):
+        assert state["rows_with_errors"] == 0 and state["raw_fallback"] == [], state["state"]
+    found: dict[str, dict] = {}
+    for row in exported_rows(out, "stats"):
+        stats = json.loads(row["value"])
+        stats["amountByTag"] = dict(sorted(stats["amountByTag"].items()))
+        found.setdefault(row["key"], {})["stats"] = stats
+    for row in exported_rows(out, "last-event"):
+        found.setdefault(row["key"], {})["last-event"] = json.loads(row["value"])
+    for row in exported_rows(out, "events"):
+        found.setdefault(row["key"], {}).setdefault("events", []).append(json.loads(row["value"]))
+    assert dict(sorted(found.items())) == expected["by-user"]
+    # both branches of the null unions and negative decimals occur
+    assert {e["stats"]["lastTag"] is None for e in found.values()} == {True, False}
+    assert {e["tag"] is None for user in found.values() for e in user["events"]} == {True, False}
+
+
+def test_inspect_describes_the_avro_records(exported):
+    name, _, _ = exported
+    states = {s.name: s for op in inspect(job_root(name)).operators for sub in op.subtasks for s in sub.states}
+    assert states["last-event"].describe() == (
+        "value: String -> Avro SpecificRecord fixturejob.AccountEvent{account: long, amount: long, tag: null|string, wave: int}")
+    assert states["stats"].describe().startswith(
+        "value: String -> Avro GenericRecord fixturejob.avro.UserStats{user: string, count: long, total: long, lastTag: null|string, "
+        "tags: array<string>, amountByTag: map<long>, lastOp: enum fixturejob.avro.Op, wave: int, ... (16 fields)}")
+
+
+@pytest.mark.parametrize("name", AVRO_FIXTURE_NAMES)
+def test_every_avro_value_flink_wrote_encodes_back_to_its_bytes(name, tmp_path):
+    from tests.test_value_encoders import round_trip_raw_columns
+
+    checked, covered = round_trip_raw_columns(name, tmp_path)
+    assert checked > 500 and "AvroSerializerSnapshot" in covered
+
+
+def _snapshot(schema: dict | str) -> SerializerSnapshot:
+    text = schema if isinstance(schema, str) else json.dumps(schema)
+    return SerializerSnapshot(avro.AVRO_SNAPSHOT, 3, attributes={"runtime_class": avro.GENERIC_RECORD, "schema": text})
+
+
+def test_unions_fixed_decimals_and_recursion_round_trip():
+    schema = {"type": "record", "name": "Node", "namespace": "a", "fields": [
+        {"name": "value", "type": ["int", "string", "null"]},
+        {"name": "id", "type": {"type": "fixed", "name": "Id", "size": 3, "logicalType": "decimal", "precision": 6, "scale": 1}},
+        {"name": "amount", "type": {"type": "bytes", "logicalType": "decimal", "precision": 9, "scale": 2}},
+        {"name": "next", "type": ["null", "Node"]},
+        {"name": "names", "type": {"type": "array", "items": "string"}},
+    ]}
+    snapshot = _snapshot(schema)
+    value = {"value": {"string": "x"}, "id": "-12.8", "amount": "-1.28", "next":
+             {"value": None, "id": "0.0", "amount": "1.27", "next": None, "names": []}, "names": ["p", "ü"]}
+    data = encoder_for(snapshot)(value)
+    assert decoder_for(snapshot).decode_all(data) == value
+    # Flink's DataOutputEncoder: int union index, big-endian ints, int-length strings, varint block counts;
+    # a bytes decimal as few bytes as Java's BigInteger.toByteArray (-128: one byte), a fixed one sign-extended
+    assert data.startswith(b"\x00\x00\x00\x01" + b"\x00\x00\x00\x01x" + (-128).to_bytes(3, "big", signed=True)
+                           + b"\x00\x00\x00\x01\x80")
+    assert data.endswith(b"\x02" + b"\x00\x00\x00\x01p" + b"\x00\x00\x00\x02" + "ü".encode() + b"\x00")
+    assert decoder_for(snapshot).decode_all(encoder_for(snapshot)({**value, "value": {"int": 5}}))["value"] == {"int": 5}
+    with pytest.raises(EncodeError):
+        encoder_for(snapshot)({**value, "amount": "1.234"})  # more places than the scale
+    with pytest.raises(EncodeError):
+        encoder_for(snapshot)({**value, "value": 5})  # a union of several types names its branch
+
+
+def test_an_unusable_schema_keeps_the_values_raw_with_its_reason():
+    for schema in ("{not json", {"type": "record", "name": "R", "fields": [{"name": "a", "type": "Missing"}]}):
+        decoder = decoder_for(_snapshot(schema))
+        assert not decoder.supported
+        with pytest.raises(UnsupportedSerializerError, match="cannot decode Avro values"):
+            decoder.decode_all(b"\x00")
+        assert encoder_for(_snapshot(schema)) is None
+
+
+@pytest.mark.parametrize("name", AVRO_FIXTURE_NAMES)
+def test_verify_finds_nothing(name, capsys):
+    savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
+    for path in (job_root(name), str(savepoint)):
+        assert main(["verify", path, "--json", "--workers", "1"]) == 0
+        capsys.readouterr()
