@@ -150,6 +150,14 @@ def export_of(name: str, what: str, tmp_path_factory) -> tuple[str, Path, dict]:
     return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
 
 
+def verify_exit_codes(name: str) -> list[int]:
+    """``repair verify --json`` exit codes of the fixture's checkpoints and of its canonical savepoint."""
+    from repair.cli.app import main
+
+    savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
+    return [main(["verify", path, "--json", "--workers", "1"]) for path in (job_root(name), str(savepoint))]
+
+
 def exported_rows(out: Path, state: str) -> list[dict]:
     """Every row of ``state`` in the export at ``out`` (all operators and parts, in part order)."""
     rows = []

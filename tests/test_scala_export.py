@@ -12,14 +12,13 @@ from __future__ import annotations
 
 import pytest
 
-from repair.cli.app import main
 from repair.errors import UnsupportedSerializerError
 from repair.formats.flink import scala_types
 from repair.formats.flink.serializers import KRYO_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
 from repair.ops.inspect import inspect
-from tests.conftest import FIXTURES, SCALA_FIXTURE_NAMES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
+from tests.conftest import SCALA_FIXTURE_NAMES, export_of, exported_rows, job_root, newest_and_savepoints, verify_exit_codes
 
 _B = "org.apache.flink.api.common.typeutils.base."
 LONG = SerializerSnapshot(_B + "LongSerializer$LongSerializerSnapshot", 3)
@@ -109,15 +108,16 @@ def test_scala_values_round_trip_and_nulls():
 
 
 def test_a_collection_of_an_unknown_element_stays_raw_with_its_reason():
-    kryo = SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "a.Custom"})
     unknown = SerializerSnapshot("com.example.CustomSerializerSnapshot", -1, attributes={"undecoded": "unknown class"})
-    for element in (unknown,):
-        seq = _composite(scala_types.TRAVERSABLE_SNAPSHOT, element, cbf_code="")
-        decoder = decoder_for(seq)
-        assert not decoder.supported
-        with pytest.raises(UnsupportedSerializerError):
-            decoder.decode_all(b"\x00\x00\x00\x00")
-        assert encoder_for(seq) is None
+    seq = _composite(scala_types.TRAVERSABLE_SNAPSHOT, unknown, cbf_code="")
+    decoder = decoder_for(seq)
+    assert not decoder.supported
+    with pytest.raises(UnsupportedSerializerError, match="no decoder for CustomSerializerSnapshot"):
+        decoder.decode_all(b"\x00\x00\x00\x00")
+    assert encoder_for(seq) is None
+    # an Option of a Kryo value decodes what Kryo decodes, but is not written back from the Parquet
+    kryo = SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "a.Custom"})
+    assert decoder_for(_composite(scala_types.OPTION_SNAPSHOT, kryo)).decode_all(b"\x00") is None
     assert encoder_for(_composite(scala_types.OPTION_SNAPSHOT, kryo)) is None
 
 
@@ -133,7 +133,4 @@ def test_every_scala_value_flink_wrote_encodes_back_to_its_bytes(name, tmp_path)
 
 @pytest.mark.parametrize("name", SCALA_FIXTURE_NAMES)
 def test_verify_finds_nothing(name, capsys):
-    savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
-    for path in (job_root(name), str(savepoint)):
-        assert main(["verify", path, "--json", "--workers", "1"]) == 0
-        capsys.readouterr()
+    assert verify_exit_codes(name) == [0, 0]

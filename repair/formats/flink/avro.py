@@ -44,6 +44,7 @@ from typing import Any, Callable
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
+from repair.formats.flink.string_value import read_string_value
 
 AVRO_SNAPSHOT = "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot"
 GENERIC_RECORD = "org.apache.avro.generic.GenericRecord"
@@ -72,8 +73,6 @@ def read_snapshot(reader: ByteReader, version: int) -> dict[str, Any]:
     """The payload of ``AvroSerializerSnapshot`` ``version`` (1 to 3): ``runtime_class`` and ``schema``
     (the JSON text)."""
     if version >= 3:
-        from repair.formats.flink.values import read_string_value  # values imports this module's users
-
         runtime_class, schema = read_string_value(reader), read_string_value(reader)
     elif version == 2:
         runtime_class, schema = read_utf(reader, "avro runtime class"), read_utf(reader, "avro schema")
@@ -265,14 +264,7 @@ class _Compiler:
         if kind == "enum":
             symbols = node.get("symbols") or []
 
-            def read_enum(r: ByteReader) -> str:
-                at = r.offset
-                ordinal = r.i32("avro enum ordinal")
-                if not 0 <= ordinal < len(symbols):
-                    raise FormatError("avro enum ordinal", at, f"0..{len(symbols) - 1}", ordinal)
-                return symbols[ordinal]
-
-            return read_enum
+            return lambda r: symbols[_ordinal(r, len(symbols), "avro enum ordinal")]
         if kind == "fixed":
             size = node.get("size")
             if type(size) is not int or size < 0:
@@ -300,10 +292,7 @@ class _Compiler:
         plain = len(branches) <= 2 and names.count("null") == len(branches) - 1  # [null, T] or [T] or [null]
 
         def read(r: ByteReader) -> Any:
-            at = r.offset
-            index = r.i32("avro union branch")
-            if not 0 <= index < len(readers):
-                raise FormatError("avro union branch", at, f"0..{len(readers) - 1}", index)
+            index = _ordinal(r, len(readers), "avro union branch")
             value = readers[index](r)
             return value if plain or names[index] == "null" else {names[index]: value}
 
@@ -386,6 +375,15 @@ class _Compiler:
             raise AvroEncodeError(f"a value of union {names} is {{'<branch>': value}}, not {value!r}"[:300])
 
         return encode
+
+
+def _ordinal(r: ByteReader, count: int, field: str) -> int:
+    """An ``int`` index into ``count`` choices (an enum's symbols, a union's branches)."""
+    at = r.offset
+    index = r.i32(field)
+    if not 0 <= index < count:
+        raise FormatError(field, at, f"0..{count - 1}", index)
+    return index
 
 
 def _read_bytes(r: ByteReader) -> bytes:

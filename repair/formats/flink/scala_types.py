@@ -32,7 +32,6 @@ import struct
 from typing import Any, Callable
 
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.bytes.java_io import read_utf
 
 _S = "org.apache.flink.api.scala.typeutils."
 CASE_CLASS_SNAPSHOT = _S + "ScalaCaseClassSerializerSnapshot"
@@ -46,24 +45,14 @@ CASE_CLASS, OPTION, TRAVERSABLE, EITHER = "ScalaCaseClass", "ScalaOption", "Scal
 LABELS = (CASE_CLASS, OPTION, TRAVERSABLE, EITHER)
 
 
-def _no_outer(reader: ByteReader, outer_version: int) -> dict[str, Any]:
-    return {}
-
-
-def _utf(key: str) -> Callable[[ByteReader, int], dict[str, Any]]:
-    def read(reader: ByteReader, outer_version: int) -> dict[str, Any]:
-        return {key: read_utf(reader, key.replace("_", " "))}
-
-    return read
-
-
-#: Scala snapshot class -> (label, outer payload reader), merged into ``serializers.COMPOSITE_SNAPSHOTS``.
-COMPOSITES: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, Any]]]] = {
-    CASE_CLASS_SNAPSHOT: (CASE_CLASS, _utf("case_class")),
-    TUPLE2_CASE_CLASS_SNAPSHOT: (CASE_CLASS, _utf("case_class")),
-    OPTION_SNAPSHOT: (OPTION, _no_outer),
-    TRAVERSABLE_SNAPSHOT: (TRAVERSABLE, _utf("cbf_code")),
-    EITHER_SNAPSHOT: (EITHER, _no_outer),
+#: Scala snapshot class -> (label, the key of the UTF its outer payload holds, None: no outer payload),
+#: merged into ``serializers.COMPOSITE_SNAPSHOTS``.
+COMPOSITES: dict[str, tuple[str, str | None]] = {
+    CASE_CLASS_SNAPSHOT: (CASE_CLASS, "case_class"),
+    TUPLE2_CASE_CLASS_SNAPSHOT: (CASE_CLASS, "case_class"),
+    OPTION_SNAPSHOT: (OPTION, None),
+    TRAVERSABLE_SNAPSHOT: (TRAVERSABLE, "cbf_code"),
+    EITHER_SNAPSHOT: (EITHER, None),
 }
 
 # -- descriptions ------------------------------------------------------------------------------------

@@ -221,7 +221,8 @@ COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, 
     _F + "table.dataview.ListViewSerializerSnapshot": ("ListView", _no_outer),
     _F + "table.dataview.NullAwareMapSerializerSnapshot": ("NullAwareMap", _no_outer),
 }
-COMPOSITE_SNAPSHOTS.update(scala_types.COMPOSITES)  # flink-scala (Flink 1.x): case classes, Option, collections
+# flink-scala (Flink 1.x): case classes, Option, collections, Either
+COMPOSITE_SNAPSHOTS.update({name: (label, _utf_outer(key) if key else _no_outer) for name, (label, key) in scala_types.COMPOSITES.items()})
 
 POJO_SNAPSHOT = _F + "api.java.typeutils.runtime.PojoSerializerSnapshot"
 KRYO_SNAPSHOT = _F + "api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"

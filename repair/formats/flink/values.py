@@ -35,6 +35,7 @@ from typing import Any, Callable, NamedTuple
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import avro, kryo, row_data, scala_types
+from repair.formats.flink.string_value import read_string_value
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
@@ -127,49 +128,6 @@ class Decoder:
 
 
 # -- primitives --------------------------------------------------------------------------------------
-
-
-def _varint7(r: ByteReader, field: str) -> int:
-    """``StringValue``'s varint: 7 bits per byte, least significant first, high bit = more."""
-    value = r.u8(field)
-    if value < 0x80:
-        return value
-    value &= 0x7F
-    shift = 7
-    while True:
-        at = r.offset
-        byte = r.u8(field)
-        if shift > 28:
-            raise FormatError(field, at, "a varint of at most 5 bytes", "a longer varint")
-        if byte < 0x80:
-            return value | (byte << shift)
-        value |= (byte & 0x7F) << shift
-        shift += 7
-
-
-def read_string_value(r: ByteReader) -> str | None:
-    """``StringValue.readString``: length+1 (0 = null), then UTF-16 code units as varints."""
-    at = r.offset
-    length = _varint7(r, "string length")
-    if length == 0:
-        return None
-    length -= 1
-    if length > r.remaining:  # every char takes at least one byte
-        raise FormatError("string length", at, f"at most {r.remaining} chars", length)
-    data, pos = r.data, r.pos
-    end = pos + length
-    if end <= r.end:
-        chunk = bytes(data[pos:end])
-        if chunk.isascii():  # every char one byte: the common case, checked in C
-            r.pos = end
-            return chunk.decode("ascii")
-    units = bytearray()
-    for _ in range(length):
-        unit = _varint7(r, "string char")
-        if unit > 0xFFFF:
-            raise FormatError("string char", r.offset, "a UTF-16 code unit", unit)
-        units += unit.to_bytes(2, "big")
-    return units.decode("utf-16-be", errors="surrogatepass")
 
 
 def _char(r: ByteReader) -> str:
@@ -705,10 +663,13 @@ def _raw_value(snapshot: SerializerSnapshot) -> Decoder:
 
 def _scala_wrapping(snapshot: SerializerSnapshot, count: int, wrap: Callable[..., Callable[[ByteReader], Any]]) -> Decoder | None:
     """A Scala Option, collection or Either (:mod:`repair.formats.flink.scala_types`) of nested values
-    this module decodes; None (raw bytes kept) when one of them is unsupported."""
+    this module decodes; unsupported (raw bytes kept, the reason naming the element) otherwise."""
     nested = _nested(snapshot, count)
-    if nested is None or not all(n.supported for n in nested):
+    if nested is None:
         return None
+    unsupported = [n.name for n in nested if not n.supported]
+    if unsupported:  # an element has no length of its own: the whole value stays raw
+        return _unsupported(snapshot, f"cannot decode {describe(snapshot)}: no decoder for {', '.join(unsupported)}")
     return Decoder(describe(snapshot), wrap(*(n.read for n in nested)))
 
 
