@@ -59,6 +59,8 @@ def test_scala_keys_and_values_equal_the_computed_state(exported):
         entry(row)["last-untag"] = row["value"]
     for row in exported_rows(out, "waves"):
         entry(row)["waves"] = row["value"]
+    for row in exported_rows(out, "last-op"):
+        entry(row)["last-op"] = row["value"]
     for row in exported_rows(out, "per-wave"):
         entry(row).setdefault("per-wave", {})[str(row["user_key"]["f0"])] = row["value"]
     ordered = [found[k] for k in sorted(found)]
@@ -79,6 +81,7 @@ def test_inspect_describes_the_scala_types(exported):
     assert states["totals"].describe() == f"value: {who} -> Scala case class fixturejob.Totals(Long, Long, Option<String>)"
     assert states["amount-by-tag"].describe() == f"value: {who} -> Scala Map<String, Long>"
     assert states["waves"].describe() == f"value: {who} -> Scala Seq<Integer>"
+    assert states["last-op"].describe() == f"value: {who} -> Scala Enumeration fixturejob.Op$"
     assert states["per-wave"].describe() == f"map: {who} -> Map<Scala case class fixturejob.WaveKey(Integer), Scala List<Long>>"
 
 
@@ -107,6 +110,18 @@ def test_scala_values_round_trip_and_nulls():
         encoder_for(case)(["y", 5, [], {"left": "l"}])  # fields by name, as the Parquet struct holds them
 
 
+def test_scala_enumeration_values_by_name():
+    from repair.errors import FormatError
+
+    enum = SerializerSnapshot(scala_types.ENUM_SNAPSHOT, 3, attributes={"enum_class": "a.Color$", "enum_names": {0: "red", 5: "blue"}})
+    assert decoder_for(enum).decode_all(b"\x00\x00\x00\x05") == "blue"
+    assert encoder_for(enum)("red") == b"\x00\x00\x00\x00"
+    with pytest.raises(FormatError, match="scala enumeration value id"):
+        decoder_for(enum).decode_all(b"\x00\x00\x00\x01")
+    with pytest.raises(EncodeError):
+        encoder_for(enum)("green")
+
+
 def test_a_collection_of_an_unknown_element_stays_raw_with_its_reason():
     unknown = SerializerSnapshot("com.example.CustomSerializerSnapshot", -1, attributes={"undecoded": "unknown class"})
     seq = _composite(scala_types.TRAVERSABLE_SNAPSHOT, unknown, cbf_code="")
@@ -128,7 +143,8 @@ def test_every_scala_value_flink_wrote_encodes_back_to_its_bytes(name, tmp_path)
     checked, covered = round_trip_raw_columns(name, tmp_path)
     assert checked > 500
     # a Scala Map's elements are case classes of scala.Tuple2 (Flink 1.20 writes no Tuple2CaseClass snapshot here)
-    assert {"ScalaCaseClassSerializerSnapshot", "ScalaOptionSerializerSnapshot", "TraversableSerializerSnapshot"} <= covered
+    assert {"ScalaCaseClassSerializerSnapshot", "ScalaOptionSerializerSnapshot", "TraversableSerializerSnapshot",
+            "ScalaEnumSerializerSnapshot"} <= covered
 
 
 @pytest.mark.parametrize("name", SCALA_FIXTURE_NAMES)

@@ -172,7 +172,7 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
     name = snapshot.class_name
     if name in SIMPLE_TYPES:
         return SIMPLE_TYPES[name], None
-    if name == ENUM_SNAPSHOT:
+    if name == ENUM_SNAPSHOT or name == scala_types.ENUM_SNAPSHOT and "enum_names" in snapshot.attributes:
         return pa.string(), None
     if name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
         return arrow_type(snapshot.nested[0])

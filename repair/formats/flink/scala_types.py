@@ -17,6 +17,10 @@ typeutils.``)
 ``ScalaEitherSerializerSnapshot``           none                           ``bool isRight``, then the Left or Right
 ==========================================  =============================  ==========================================
 
+``ScalaEnumSerializerSnapshot`` (version 3, not a composite): ``UTF`` the ``Enumeration`` object's class,
+``int n``, n times ``UTF name`` and ``int id``; a value (``EnumValueSerializer``) is ``int id``, decoded
+as the value's name.
+
 The case class snapshot names the class but not its fields: values are decoded as ``{"f0": ..., "f1":
 ...}``, the fields by position (as the Arrow struct of a Java ``Tuple``), an Option as its value or None, a collection as a list (a Scala
 ``Map`` is a collection of ``Tuple2``: a list of ``{"f0": key, "f1": value}``), an Either as ``{"left": v}`` or
@@ -31,7 +35,9 @@ import re
 import struct
 from typing import Any, Callable
 
+from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
+from repair.formats.bytes.java_io import read_utf
 
 _S = "org.apache.flink.api.scala.typeutils."
 CASE_CLASS_SNAPSHOT = _S + "ScalaCaseClassSerializerSnapshot"
@@ -39,6 +45,8 @@ TUPLE2_CASE_CLASS_SNAPSHOT = _S + "Tuple2CaseClassSerializerSnapshot"
 OPTION_SNAPSHOT = _S + "ScalaOptionSerializerSnapshot"
 TRAVERSABLE_SNAPSHOT = _S + "TraversableSerializerSnapshot"
 EITHER_SNAPSHOT = _S + "ScalaEitherSerializerSnapshot"
+#: ``Enumeration#Value`` (``EnumValueSerializer``): not a composite; its payload is read by :func:`read_enum_snapshot`.
+ENUM_SNAPSHOT = _S + "ScalaEnumSerializerSnapshot"
 
 #: Labels of the Scala composites in ``serializers.COMPOSITE_SNAPSHOTS``.
 CASE_CLASS, OPTION, TRAVERSABLE, EITHER = "ScalaCaseClass", "ScalaOption", "ScalaTraversable", "ScalaEither"
@@ -97,6 +105,30 @@ def describe(snapshot: Any, label: str, describe_nested: Callable[[Any], str]) -
 
 
 # -- value readers (the decoders are built in repair.formats.flink.values) ----------------------------
+
+
+def read_enum_snapshot(r: ByteReader) -> dict[str, Any]:
+    """``ScalaEnumSerializerSnapshot.writeSnapshot`` (version 3): the Enumeration class, its values' names by id."""
+    enum_class = read_utf(r, "scala enumeration class")
+    count = r.count("scala enumeration size", item_size=6)
+    names: dict[int, str] = {}
+    for _ in range(count):
+        name = read_utf(r, "scala enumeration value name")
+        names[r.i32("scala enumeration value id")] = name
+    return {"enum_class": enum_class, "enum_names": names}
+
+
+def enum_read(names: dict[int, str]) -> Callable[[ByteReader], str]:
+    """``EnumValueSerializer``: ``int id``, decoded as the value's name."""
+
+    def read(r: ByteReader) -> str:
+        at = r.offset
+        value_id = r.i32("scala enumeration value id")
+        if value_id not in names:
+            raise FormatError("scala enumeration value id", at, f"one of {sorted(names)[:20]}", value_id)
+        return names[value_id]
+
+    return read
 
 
 def option_read(element: Callable[[ByteReader], Any]) -> Callable[[ByteReader], Any]:
@@ -171,6 +203,17 @@ def traversable_encode(element: Encode) -> Encode:
         parts = [struct.pack(">i", len(value))]
         parts += [b"\x00" if v is None else b"\x01" + element(v) for v in value]
         return b"".join(parts)
+
+    return encode
+
+
+def enum_encode(names: dict[int, str]) -> Encode:
+    ids = {name: value_id for value_id, name in names.items()}
+
+    def encode(value: Any) -> bytes:
+        if value not in ids:
+            raise ScalaEncodeError(f"one of the enumeration's names {sorted(ids)[:20]} is needed, not {value!r}")
+        return struct.pack(">i", ids[value])
 
     return encode
 

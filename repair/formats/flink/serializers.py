@@ -297,6 +297,9 @@ class SnapshotReader:
                 snapshot.attributes["type_class"] = read_utf(r, "type class")
             elif class_name in TABLE_SNAPSHOTS:
                 self._table(snapshot, version_at)
+            elif class_name == scala_types.ENUM_SNAPSHOT:  # flink-scala's Enumeration#Value
+                self._expect_version(snapshot, version_at, (3,))
+                snapshot.attributes.update(scala_types.read_enum_snapshot(r))
             elif class_name == avro.AVRO_SNAPSHOT:  # flink-avro: the runtime class and the writer schema
                 self._expect_version(snapshot, version_at, (1, 2, 3))
                 snapshot.attributes.update(avro.read_snapshot(r, version))
@@ -497,6 +500,8 @@ def describe(snapshot: SerializerSnapshot | None) -> str:
         return describe(snapshot.nested[0]) if snapshot.nested else "?"
     if name == avro.AVRO_SNAPSHOT:
         return avro.describe(snapshot)
+    if name == scala_types.ENUM_SNAPSHOT:
+        return f"Scala Enumeration {snapshot.attributes.get('enum_class')}"
     if name in TABLE_SNAPSHOTS:
         return _describe_table(snapshot)
     return snapshot.simple_name

@@ -228,4 +228,6 @@ def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
         return _scala(snapshot, kind)
     if name == avro.AVRO_SNAPSHOT:
         return _raising_encode_error(avro.encoder_for(snapshot), avro.AvroEncodeError)
+    if name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
+        return _raising_encode_error(scala_types.enum_encode(snapshot.attributes["enum_names"]), scala_types.ScalaEncodeError)
     return None

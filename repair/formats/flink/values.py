@@ -719,6 +719,8 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
     elif name == KRYO_SNAPSHOT:
         type_class = snapshot.attributes.get("type_class")
         decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
+    elif name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
+        decoder = Decoder(describe(snapshot), scala_types.enum_read(snapshot.attributes["enum_names"]), 4)
     elif name == avro.AVRO_SNAPSHOT:
         read, problem = avro.reader_for(snapshot)
         decoder = Decoder(describe(snapshot), read) if read is not None else _unsupported(snapshot, problem)
