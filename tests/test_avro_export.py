@@ -109,3 +109,46 @@ def test_an_unusable_schema_keeps_the_values_raw_with_its_reason():
 @pytest.mark.parametrize("name", AVRO_FIXTURE_NAMES)
 def test_verify_finds_nothing(name, capsys):
     assert verify_exit_codes(name) == [0, 0]
+
+
+_RICH = {"type": "record", "name": "R", "namespace": "t", "fields": [
+    {"name": "s", "type": "string"}, {"name": "l", "type": "long"}, {"name": "i", "type": "int"},
+    {"name": "d", "type": "double"}, {"name": "b", "type": "boolean"}, {"name": "raw", "type": "bytes"},
+    {"name": "opt", "type": ["null", "long"]}, {"name": "e", "type": {"type": "enum", "name": "E", "symbols": ["A", "B"]}},
+    {"name": "xs", "type": {"type": "array", "items": ["null", "string"]}}, {"name": "m", "type": {"type": "map", "values": "E"}},
+    {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 30, "scale": 3}},
+]}
+
+
+def _rich_values():
+    from hypothesis import strategies as st
+
+    text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=8)
+    return st.fixed_dictionaries({
+        "s": text, "l": st.integers(-(2**63), 2**63 - 1), "i": st.integers(-(2**31), 2**31 - 1),
+        "d": st.floats(allow_nan=False), "b": st.booleans(), "raw": st.binary(max_size=8),
+        "opt": st.none() | st.integers(-(2**63), 2**63 - 1), "e": st.sampled_from(["A", "B"]),
+        "xs": st.lists(st.none() | text, max_size=200), "m": st.dictionaries(text, st.sampled_from(["A", "B"]), max_size=4),
+        "dec": st.integers(-(10**29), 10**29).map(lambda n: str(__import__("decimal").Decimal(n).scaleb(-3))),
+    })
+
+
+def test_generated_avro_values_round_trip_and_every_truncation_is_a_format_error():
+    from hypothesis import given, settings
+
+    from repair.errors import FormatError
+
+    snapshot = _snapshot(_RICH)
+    encode, decoder = encoder_for(snapshot), decoder_for(snapshot)
+
+    @settings(max_examples=150, deadline=None)
+    @given(_rich_values())
+    def check(value):
+        data = encode(value)
+        assert decoder.decode_all(data) == value
+        assert encode(decoder.decode_all(data)) == data
+        for end in range(0, len(data), max(1, len(data) // 16)):
+            with pytest.raises(FormatError):
+                decoder.decode_all(data[:end])
+
+    check()

@@ -188,3 +188,31 @@ def test_written_back_with_changed_scala_values(tmp_path):
     assert len(changed) == 12 and found == edited and all(edited[k] == v for k, v in changed.items())
     drop = ("value", "value_raw")  # the changed rows' values (compared above); keys and key groups are the same
     assert _rows(tmp_path / "second", drop=drop) == _rows(first, drop=drop)
+
+
+def test_generated_scala_values_round_trip_and_every_truncation_is_a_format_error():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from repair.errors import FormatError
+
+    option = _composite(scala_types.OPTION_SNAPSHOT, LONG)
+    seq = _composite(scala_types.TRAVERSABLE_SNAPSHOT, STRING, cbf_code="")
+    either = _composite(scala_types.EITHER_SNAPSHOT, STRING, LONG)
+    case = _composite(scala_types.CASE_CLASS_SNAPSHOT, STRING, option, seq, either, case_class="a.B")
+    encode, decoder = encoder_for(case), decoder_for(case)
+    text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6)
+    long = st.integers(-(2**63), 2**63 - 1)
+    values = st.fixed_dictionaries({"f0": text, "f1": st.none() | long, "f2": st.lists(st.none() | text, max_size=20),
+                                    "f3": st.fixed_dictionaries({"left": text}) | st.fixed_dictionaries({"right": long})})
+
+    @settings(max_examples=150, deadline=None)
+    @given(values)
+    def check(value):
+        data = encode(value)
+        assert decoder.decode_all(data) == value and encode(decoder.decode_all(data)) == data
+        for end in range(len(data)):
+            with pytest.raises(FormatError):
+                decoder.decode_all(data[:end])
+
+    check()

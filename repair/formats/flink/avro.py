@@ -349,9 +349,10 @@ class _Compiler:
             return lambda v: _fixed(v, size)
         fields = [(f["name"], self.encoder(f.get("type"), namespace)) for f in node.get("fields") or []]
         names = [name for name, _ in fields]
+        name_set = set(names)
 
         def encode(value: Any) -> bytes:
-            if not isinstance(value, dict) or list(value) != names:
+            if not isinstance(value, dict) or value.keys() != name_set:
                 raise AvroEncodeError(f"a record of fields {names} is needed, not {value!r}"[:300])
             return b"".join(encode_field(value[name]) for name, encode_field in fields)
 

@@ -180,11 +180,12 @@ def case_class_read(fields: list[Callable[[ByteReader], Any]]) -> Callable[[Byte
 
 def case_class_encode(fields: list[Encode]) -> Encode:
     names = [f"f{i}" for i in range(len(fields))]
+    name_set = set(names)
 
     def encode(value: Any) -> bytes:
-        if not isinstance(value, dict) or list(value) != names:
-            raise ScalaEncodeError(f"a case class of {len(fields)} fields is {{'f0': ..., ...}}, not {value!r}")
-        return b"".join(f(v) for f, v in zip(fields, value.values()))
+        if not isinstance(value, dict) or value.keys() != name_set:
+            raise ScalaEncodeError(f"a case class of {len(fields)} fields is {{'f0': ..., ...}}, not {value!r}"[:300])
+        return b"".join(f(value[name]) for f, name in zip(fields, names))
 
     return encode
 
