@@ -158,6 +158,44 @@ def verify_exit_codes(name: str) -> list[int]:
     return [main(["verify", path, "--json", "--workers", "1"]) for path in (job_root(name), str(savepoint))]
 
 
+def written_back_with_edits(name: str, tmp_path: Path, edits: dict, key=lambda k: k, rows_per_part: int = 2) -> dict:
+    """Export the fixture's newest checkpoint, change the values of the first ``rows_per_part`` rows of
+    each part of every state in ``edits`` (``state -> change(value)``), ``write-savepoint`` the result,
+    check it verifies clean, export it again and check every state of ``edits`` exports exactly as edited
+    (keys, key groups and the other states as before). Returns the changed values by (state, key)."""
+    import pyarrow as pa
+
+    from repair.ops.export.job import export
+    from repair.ops.verify.engine import verify
+    from repair.ops.write_savepoint import write_savepoint
+    from tests.test_write_savepoint import _rows
+
+    first = tmp_path / "first"
+    export(job_root(name), str(first))
+    changed = {}
+    for state, change in edits.items():
+        for part in sorted(first.glob(f"operator=*/state={state}/*.parquet")):
+            table = pq.read_table(part)
+            rows = table.to_pylist()
+            for row in rows[:rows_per_part]:
+                row["value"] = change(row["value"])
+                changed[(state, key(row["key"]))] = row["value"]
+            pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
+    write_savepoint(str(first), str(tmp_path / "savepoint"))
+    report = verify(str(tmp_path / "savepoint"), workers=1)
+    assert report.ok and not report.findings, [f.to_json() for f in report.findings]
+    export(str(tmp_path / "savepoint"), str(tmp_path / "second"))
+
+    def values(out: Path) -> dict:
+        return {(state, key(row["key"])): row["value"] for state in edits for row in exported_rows(out, state)}
+
+    edited = values(first)  # the Parquet as changed above
+    assert values(tmp_path / "second") == edited and all(edited[k] == v for k, v in changed.items())
+    drop = ("value", "value_raw")  # the changed rows' values (compared above); keys and key groups are the same
+    assert _rows(tmp_path / "second", drop=drop) == _rows(first, drop=drop)
+    return changed
+
+
 def exported_rows(out: Path, state: str) -> list[dict]:
     """Every row of ``state`` in the export at ``out`` (all operators and parts, in part order)."""
     rows = []

@@ -18,7 +18,7 @@ from repair.formats.flink.serializers import KRYO_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
 from repair.ops.inspect import inspect
-from tests.conftest import SCALA_FIXTURE_NAMES, export_of, exported_rows, job_root, newest_and_savepoints, verify_exit_codes
+from tests.conftest import SCALA_FIXTURE_NAMES, export_of, exported_rows, job_root, newest_and_savepoints, verify_exit_codes, written_back_with_edits
 
 _B = "org.apache.flink.api.common.typeutils.base."
 LONG = SerializerSnapshot(_B + "LongSerializer$LongSerializerSnapshot", 3)
@@ -153,41 +153,15 @@ def test_verify_finds_nothing(name, capsys):
 
 
 def test_written_back_with_changed_scala_values(tmp_path):
-    """write-savepoint encodes changed case classes, Options and collections from the Parquet; the
-    savepoint verifies clean and exports the changed values, every other row as it was."""
-    import pyarrow as pa
-    import pyarrow.parquet as pq
-
-    from repair.ops.export.job import export
-    from repair.ops.verify.engine import verify
-    from repair.ops.write_savepoint import write_savepoint
-    from tests.test_write_savepoint import _rows
-
-    name = SCALA_FIXTURE_NAMES[0]
-    first = tmp_path / "first"
-    export(job_root(name), str(first))
-    changed = {}
-    for state, change in (("totals", lambda v: {**v, "f0": v["f0"] + 1000, "f2": None}),
-                          ("tags", lambda v: [*v, "new", None]),
-                          ("last-untag", lambda v: 7 if v is None else None)):
-        for part in sorted(first.glob(f"operator=*/state={state}/*.parquet")):
-            table = pq.read_table(part)
-            rows = table.to_pylist()
-            for row in rows[:2]:
-                row["value"] = change(row["value"])
-                changed[(state, row["key"]["f0"], row["key"]["f1"])] = row["value"]
-            pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
-    write_savepoint(str(first), str(tmp_path / "savepoint"))
-    report = verify(str(tmp_path / "savepoint"), workers=1)
-    assert report.ok and not report.findings, [f.to_json() for f in report.findings]
-    export(str(tmp_path / "savepoint"), str(tmp_path / "second"))
-    found = {(state, row["key"]["f0"], row["key"]["f1"]): row["value"]
-             for state in ("totals", "tags", "last-untag") for row in exported_rows(tmp_path / "second", state)}
-    edited = {(state, row["key"]["f0"], row["key"]["f1"]): row["value"]  # the Parquet as changed above
-              for state in ("totals", "tags", "last-untag") for row in exported_rows(first, state)}
-    assert len(changed) == 12 and found == edited and all(edited[k] == v for k, v in changed.items())
-    drop = ("value", "value_raw")  # the changed rows' values (compared above); keys and key groups are the same
-    assert _rows(tmp_path / "second", drop=drop) == _rows(first, drop=drop)
+    """write-savepoint encodes changed case classes, Options and collections (a null element too) from
+    the Parquet; the savepoint verifies clean and exports exactly the edited state."""
+    changed = written_back_with_edits(SCALA_FIXTURE_NAMES[0], tmp_path, {
+        "totals": lambda v: {**v, "f0": v["f0"] + 1000, "f2": None},
+        "tags": lambda v: [*v, "new", None],
+        "last-untag": lambda v: 7 if v is None else None,
+        "last-op": lambda v: "clear" if v != "clear" else "add",
+    }, key=lambda k: (k["f0"], k["f1"]))
+    assert len(changed) == 16
 
 
 def test_generated_scala_values_round_trip_and_every_truncation_is_a_format_error():

@@ -27,7 +27,7 @@ record                 the fields in schema order
 =====================  ===============================================================================
 
 Decoded values: a record is a ``dict`` of its fields, an enum its symbol, bytes and fixed ``bytes``, a
-map a ``dict``; a union of null and one other type is that type's value or None, any other union
+map a list of ``(key, value)`` (as Flink's ``Map`` is decoded; Parquet ``map<string, V>``); a union of null and one other type is that type's value or None, any other union
 ``{"<branch type>": value}`` (as Avro's JSON encoding writes it). Logical types: ``decimal`` (on bytes or
 fixed) is decoded as its decimal text (the schema's scale); ``date``, ``time-*``, ``timestamp-*`` and
 ``local-timestamp-*`` stay the numbers they are stored as, ``uuid`` its string. A schema this module
@@ -40,6 +40,8 @@ import json
 import struct
 from decimal import Decimal, InvalidOperation
 from typing import Any, Callable
+
+import pyarrow as pa
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
@@ -252,7 +254,7 @@ class _Compiler:
             return lambda r: [items(r) for _ in self._blocks(r, "array")]
         if kind == "map":
             values = self.reader(node.get("values"), namespace)
-            return lambda r: {_read_string(r): values(r) for _ in self._blocks(r, "map")}
+            return lambda r: [(_read_string(r), values(r)) for _ in self._blocks(r, "map")]
         if node.get("logicalType") == "decimal" and kind == "bytes":
             scale = node.get("scale", 0)
             return lambda r: _decimal_text(_read_bytes(r), scale)
@@ -329,7 +331,7 @@ class _Compiler:
             return lambda v: _blocks_of([items(x) for x in _expect(v, list, "an array")])
         if kind == "map":
             values = self.encoder(node.get("values"), namespace)
-            return lambda v: _blocks_of([_string(k) + values(x) for k, x in _expect(v, dict, "a map").items()])
+            return lambda v: _blocks_of([_string(k) + values(x) for k, x in _entries(v)])
         if node.get("logicalType") == "decimal" and kind == "bytes":
             scale = node.get("scale", 0)
             return lambda v: _bytes(_unscaled(v, scale, None))
@@ -458,6 +460,15 @@ def _fixed(value: Any, size: int) -> bytes:
     return data
 
 
+def _entries(value: Any) -> list:
+    """A map's ``(key, value)`` entries: as decoded (a list of pairs, the order written) or a dict."""
+    if isinstance(value, dict):
+        return list(value.items())
+    if isinstance(value, list) and all(isinstance(e, (tuple, list)) and len(e) == 2 for e in value):
+        return value
+    raise AvroEncodeError(f"a map is a list of (key, value) pairs, not {value!r}"[:300])
+
+
 def _index(symbols: list, value: Any) -> int:
     if value not in symbols:
         raise AvroEncodeError(f"one of the enum symbols {symbols} is needed, not {value!r}"[:300])
@@ -506,6 +517,56 @@ _PRIMITIVE_ENCODERS: dict[str, Encode] = {
     "bytes": _bytes,
     "string": _string,
 }
+
+
+_ARROW_PRIMITIVES = {
+    "null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+    "double": pa.float64(), "bytes": pa.binary(), "string": pa.string(),
+}
+
+
+def arrow_type(snapshot: Any) -> tuple[pa.DataType | None, str | None]:
+    """``(Arrow type, None)`` of the decoded values, or ``(None, why not)`` (then JSON text): records are
+    structs of their fields, a union of null and one type that type, enums and decimals strings, fixed
+    binary, maps ``map<string, V>``; other unions and recursive records have none."""
+    try:
+        schema = schema_of(snapshot)
+        return _arrow(schema, schema.root, None, set()), None
+    except AvroSchemaError as error:
+        return None, f"no decoded type for Avro: {error}"
+
+
+def _arrow(schema: Schema, node: Any, namespace: str | None, seen: set[str]) -> pa.DataType:
+    if isinstance(node, str) and node in _ARROW_PRIMITIVES:
+        return _ARROW_PRIMITIVES[node]
+    if isinstance(node, list):
+        others = [b for b in node if b != "null"]
+        if len(others) != 1:
+            raise AvroSchemaError(f"a union of {len(others)} non-null types has no single Arrow type")
+        return _arrow(schema, others[0], namespace, seen)
+    node, inner = schema.resolve(node, namespace)
+    kind = node.get("type") if isinstance(node, dict) else None
+    if node.get("logicalType") == "decimal" and kind in ("bytes", "fixed"):
+        return pa.string()
+    if kind == "enum":
+        return pa.string()
+    if kind == "fixed":
+        return pa.binary()
+    if kind == "array":
+        return pa.list_(_arrow(schema, node.get("items"), namespace, seen))
+    if kind == "map":
+        return pa.map_(pa.string(), _arrow(schema, node.get("values"), namespace, seen))
+    if kind in ("record", "error"):
+        name = schema.full_name(node, namespace)
+        fields = node.get("fields") or []
+        if name in seen:
+            raise AvroSchemaError(f"record {name} is recursive")
+        if not fields or len({f["name"] for f in fields}) != len(fields):
+            raise AvroSchemaError(f"record {name} has no fields or duplicate ones")
+        return pa.struct([pa.field(f["name"], _arrow(schema, f.get("type"), inner, seen | {name})) for f in fields])
+    if isinstance(kind, (str, list, dict)):
+        return _arrow(schema, kind, namespace, seen)
+    raise AvroSchemaError(f"not an Avro type: {node!r}")
 
 
 def reader_for(snapshot: Any) -> tuple[Read | None, str | None]:
