@@ -35,6 +35,28 @@ def _key(row) -> tuple[str, int]:
     return key["f0"], key["f1"]
 
 
+def state_of_export(out) -> list[dict]:
+    """The exported state in the shape of ``expected.json``'s entries (``scala_state_model.py``), by key."""
+    found: dict[tuple[str, int], dict] = {}
+
+    def entry(row) -> dict:
+        return found.setdefault(_key(row), {"key": list(_key(row)), "per-wave": {}})
+
+    for row in exported_rows(out, "totals"):
+        totals = row["value"]
+        entry(row)["totals"] = [totals["f0"], totals["f1"], totals["f2"]]
+    for row in exported_rows(out, "amount-by-tag"):
+        entry(row)["amount-by-tag"] = dict(sorted((pair["f0"], pair["f1"]) for pair in row["value"]))
+    for state in ("tags", "last-untag", "waves", "last-op"):
+        for row in exported_rows(out, state):
+            entry(row)[state] = row["value"]
+    for row in exported_rows(out, "per-wave"):
+        entry(row)["per-wave"][str(row["user_key"]["f0"])] = row["value"]
+    for item in found.values():
+        item["per-wave"] = dict(sorted(item["per-wave"].items()))
+    return [found[k] for k in sorted(found)]
+
+
 def test_scala_keys_and_values_equal_the_computed_state(exported):
     import json
 
@@ -43,31 +65,8 @@ def test_scala_keys_and_values_equal_the_computed_state(exported):
     for state in (s for op in summary["operators"] for s in op["states"]):
         assert state["rows_with_errors"] == 0 and state["raw_fallback"] == [], state["state"]
         assert all(c["type"] != "json" for c in state["columns"].values()), state
-    found: dict[tuple[str, int], dict] = {}
-
-    def entry(row) -> dict:
-        return found.setdefault(_key(row), {"key": list(_key(row))})
-
-    for row in exported_rows(out, "totals"):
-        totals = row["value"]
-        entry(row)["totals"] = [totals["f0"], totals["f1"], totals["f2"]]
-    for row in exported_rows(out, "tags"):
-        entry(row)["tags"] = row["value"]
-    for row in exported_rows(out, "amount-by-tag"):
-        entry(row)["amount-by-tag"] = dict(sorted((pair["f0"], pair["f1"]) for pair in row["value"]))
-    for row in exported_rows(out, "last-untag"):
-        entry(row)["last-untag"] = row["value"]
-    for row in exported_rows(out, "waves"):
-        entry(row)["waves"] = row["value"]
-    for row in exported_rows(out, "last-op"):
-        entry(row)["last-op"] = row["value"]
-    for row in exported_rows(out, "per-wave"):
-        entry(row).setdefault("per-wave", {})[str(row["user_key"]["f0"])] = row["value"]
-    ordered = [found[k] for k in sorted(found)]
-    for item in ordered:
-        item["per-wave"] = dict(sorted(item["per-wave"].items()))
+    ordered = state_of_export(out)
     wanted = [{**e, "per-wave": dict(sorted(e["per-wave"].items()))} for e in expected["by-who"]]
-    assert [sorted(e) for e in ordered] == [sorted(e) for e in wanted]
     assert ordered == wanted
     # both sides of the Option occur: Some(tag) and None in the case class, a Long and None at the top
     assert {e["totals"][2] is None for e in ordered} == {True, False}
@@ -162,6 +161,33 @@ def test_written_back_with_changed_scala_values(tmp_path):
         "last-op": lambda v: "clear" if v != "clear" else "add",
     }, key=lambda k: (k["f0"], k["f1"]))
     assert len(changed) == 16
+
+
+@pytest.mark.slow
+def test_real_flink_restores_the_written_savepoint_with_the_changed_scala_values(tmp_path):
+    """The savepoint write-savepoint made of the edited export is restored by real Flink 1.20 running the
+    Scala job (restore mode: each key's state as Flink's own serializers read it): it equals the export."""
+    import json
+
+    from fixtures.flink_harness import JobSettings, ensure_flink, no_restarts, run_fixture_job
+    from fixtures.state_model import Record, write_records
+
+    written_back_with_edits(SCALA_FIXTURE_NAMES[0], tmp_path, {
+        "totals": lambda v: {**v, "f0": v["f0"] + 1000, "f2": None},
+        "tags": lambda v: [*v, "new"],
+        "last-untag": lambda v: 7 if v is None else None,
+        "last-op": lambda v: "clear" if v != "clear" else "add",
+    }, key=lambda k: (k["f0"], k["f1"]))
+    edited = state_of_export(tmp_path / "second")
+    dist = ensure_flink("1.20.3")
+    write_records([Record(e["key"][1], "dump-user", e["key"][0], 0, 0, "", 0) for e in edited], tmp_path / "dumps.tsv")
+    settings = JobSettings(restore_from=(tmp_path / "savepoint").resolve().as_uri(), rocksdb_local_dir=tmp_path / "rocksdb",
+                           extra_conf=no_restarts(dist.version))
+    run_fixture_job(dist, "restore", settings, {"--records": str(tmp_path / "dumps.tsv"), "--out": str(tmp_path / "state.jsonl")},
+                    job="ScalaJob")
+    restored = [json.loads(line) for line in (tmp_path / "state.jsonl").read_text(encoding="utf-8").splitlines()]
+    assert sorted(restored, key=lambda e: (e["key"][0], e["key"][1])) == edited
+    assert any(e["totals"][0] > 1000 for e in restored) and any("new" in e["tags"] for e in restored)
 
 
 def test_generated_scala_values_round_trip_and_every_truncation_is_a_format_error():
