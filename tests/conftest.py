@@ -160,7 +160,8 @@ def verify_exit_codes(name: str) -> list[int]:
 
 def written_back_with_edits(name: str, tmp_path: Path, edits: dict, key=lambda k: k, rows_per_part: int = 2) -> dict:
     """Export the fixture's newest checkpoint, change the values of the first ``rows_per_part`` rows of
-    each part of every state in ``edits`` (``state -> change(value)``), ``write-savepoint`` the result,
+    each part of every state in ``edits`` (``state -> change(value)``; value and map states: one row per
+    key), ``write-savepoint`` the result,
     check it verifies clean, export it again and check every state of ``edits`` exports exactly as edited
     (keys, key groups and the other states as before). Returns the changed values by (state, key)."""
     import pyarrow as pa

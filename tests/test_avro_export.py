@@ -21,7 +21,7 @@ from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
 from repair.ops.inspect import inspect
-from tests.conftest import AVRO_FIXTURE_NAMES, export_of, exported_rows, job_root, newest_and_savepoints, verify_exit_codes, written_back_with_edits
+from tests.conftest import AVRO_FIXTURE_NAMES, FIXTURES, fixture_info, export_of, exported_rows, job_root, newest_and_savepoints, verify_exit_codes, written_back_with_edits
 
 
 @pytest.fixture(scope="module", params=newest_and_savepoints(AVRO_FIXTURE_NAMES))
@@ -81,6 +81,37 @@ def test_written_back_with_changed_avro_values(tmp_path):
         "last-event": lambda v: {**v, "tag": "edited", "wave": -1},
     })
     assert len(changed) == 8
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", AVRO_FIXTURE_NAMES)
+def test_real_flink_restores_the_written_savepoint_with_the_changed_avro_values(name, tmp_path):
+    """The savepoint write-savepoint made of the edited export is restored by real Flink running the Avro
+    job (restore mode: each user's state as Flink's AvroSerializer reads it): it equals the export."""
+    from fixtures.flink_harness import JobSettings, ensure_flink, no_restarts, run_fixture_job
+    from fixtures.state_model import Record, write_records
+
+    written_back_with_edits(name, tmp_path, {
+        "stats": lambda v: {**v, "count": v["count"] + 1000, "lastTag": None, "amountByTag": [*v["amountByTag"], ("new", 1)],
+                            "balance": "-0.05", "lastOp": "untag", "tagBytes": b"\x00\xff"},
+        "last-event": lambda v: {**v, "tag": "edited", "wave": -1},
+    })
+    edited: dict[str, dict] = {}
+    for row in exported_rows(tmp_path / "second", "stats"):
+        edited.setdefault(row["key"], {"user": row["key"]})["stats"] = {**_as_expected(row["value"]), "ratio32": row["value"]["ratio32"]}
+    for row in exported_rows(tmp_path / "second", "last-event"):
+        edited[row["key"]]["last-event"] = row["value"]
+    for row in exported_rows(tmp_path / "second", "events"):
+        edited[row["key"]].setdefault("events", []).append(row["value"])
+    dist = ensure_flink(fixture_info(FIXTURES / name)["flink_version"])
+    write_records([Record(0, "dump-user", user, 0, 0, "", 0) for user in edited], tmp_path / "dumps.tsv")
+    settings = JobSettings(restore_from=(tmp_path / "savepoint").resolve().as_uri(), rocksdb_local_dir=tmp_path / "rocksdb",
+                           extra_conf=no_restarts(dist.version))
+    run_fixture_job(dist, "restore", settings, {"--records": str(tmp_path / "dumps.tsv"), "--out": str(tmp_path / "state.jsonl")},
+                    job="AvroJob")
+    restored = {e["user"]: e for e in map(json.loads, (tmp_path / "state.jsonl").read_text(encoding="utf-8").splitlines())}
+    assert restored == edited
+    assert any(e["stats"]["balance"] == "-0.05" and e["stats"]["count"] > 1000 for e in restored.values())
 
 
 def _snapshot(schema: dict | str) -> SerializerSnapshot:
