@@ -39,7 +39,10 @@ def pytest_runtest_makereport(item, call):
 
 def _job(fixture_json: Path) -> str:
     spec = json.loads(fixture_json.read_text())["spec"]
-    return "sql" if spec.get("sql") else "kryo" if spec.get("kryo") else "datastream"
+    for job in ("sql", "kryo", "scala", "avro"):
+        if spec.get(job):
+            return job
+    return "datastream"
 
 
 #: Every committed fixture of the DataStream fixture job (a directory with fixture.json), by name.
@@ -48,6 +51,10 @@ FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if
 SQL_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "sql")
 #: The fixtures of the Kryo job (fixtures/extra_jobs, state in kryo_state_model.py).
 KRYO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "kryo")
+#: The fixtures of the Scala job (fixtures/extra_jobs/scala, state in scala_state_model.py).
+SCALA_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "scala")
+#: The fixtures of the Avro job (fixtures/extra_jobs/avro, state in avro_state_model.py).
+AVRO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "avro")
 
 
 def tree_digest(path: Path) -> dict[str, str]:
@@ -142,6 +149,53 @@ def export_of(name: str, what: str, tmp_path_factory) -> tuple[str, Path, dict]:
     out = tmp_path_factory.mktemp(name) / "out"
     assert main(["export", path, "--out", str(out), "--workers", "1"]) == 0
     return name, out, json.loads((FIXTURES / name / "expected.json").read_text())
+
+
+def verify_exit_codes(name: str) -> list[int]:
+    """``repair verify --json`` exit codes of the fixture's checkpoints and of its canonical savepoint."""
+    from repair.cli.app import main
+
+    savepoint = FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
+    return [main(["verify", path, "--json", "--workers", "1"]) for path in (job_root(name), str(savepoint))]
+
+
+def written_back_with_edits(name: str, tmp_path: Path, edits: dict, key=lambda k: k, rows_per_part: int = 2) -> dict:
+    """Export the fixture's newest checkpoint, change the values of the first ``rows_per_part`` rows of
+    each part of every state in ``edits`` (``state -> change(value)``; value and map states: one row per
+    key), ``write-savepoint`` the result,
+    check it verifies clean, export it again and check every state of ``edits`` exports exactly as edited
+    (keys, key groups and the other states as before). Returns the changed values by (state, key)."""
+    import pyarrow as pa
+
+    from repair.ops.export.job import export
+    from repair.ops.verify.engine import verify
+    from repair.ops.write_savepoint import write_savepoint
+    from tests.test_write_savepoint import _rows
+
+    first = tmp_path / "first"
+    export(job_root(name), str(first))
+    changed = {}
+    for state, change in edits.items():
+        for part in sorted(first.glob(f"operator=*/state={state}/*.parquet")):
+            table = pq.read_table(part)
+            rows = table.to_pylist()
+            for row in rows[:rows_per_part]:
+                row["value"] = change(row["value"])
+                changed[(state, key(row["key"]))] = row["value"]
+            pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
+    write_savepoint(str(first), str(tmp_path / "savepoint"))
+    report = verify(str(tmp_path / "savepoint"), workers=1)
+    assert report.ok and not report.findings, [f.to_json() for f in report.findings]
+    export(str(tmp_path / "savepoint"), str(tmp_path / "second"))
+
+    def values(out: Path) -> dict:
+        return {(state, key(row["key"])): row["value"] for state in edits for row in exported_rows(out, state)}
+
+    edited = values(first)  # the Parquet as changed above
+    assert values(tmp_path / "second") == edited and all(edited[k] == v for k, v in changed.items())
+    drop = ("value", "value_raw")  # the changed rows' values (compared above); keys and key groups are the same
+    assert _rows(tmp_path / "second", drop=drop) == _rows(first, drop=drop)
+    return changed
 
 
 def exported_rows(out: Path, state: str) -> list[dict]:

@@ -20,11 +20,20 @@ from fixtures import flink_harness, state_model
 from fixtures.generate import MATRIX, SPECS, generate
 from fixtures.restore import restore_state
 from tests import damage
-from tests.conftest import FIXTURE_NAMES, FIXTURES, KRYO_FIXTURE_NAMES, SQL_FIXTURE_NAMES, fixture_info, tree_digest
+from tests.conftest import (
+    AVRO_FIXTURE_NAMES,
+    FIXTURE_NAMES,
+    FIXTURES,
+    KRYO_FIXTURE_NAMES,
+    SCALA_FIXTURE_NAMES,
+    SQL_FIXTURE_NAMES,
+    fixture_info,
+    tree_digest,
+)
 
 
 def test_every_matrix_entry_is_committed():
-    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
+    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
 
 
 def test_matrix_covers_the_required_variants():

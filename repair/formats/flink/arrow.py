@@ -16,6 +16,11 @@ List / ArrayList of T                          ``list<T>``
 Set of T (Flink 2.x)                           ``list<T>`` (the elements in the order written)
 Map of K to V                                  ``map<K, V>`` (the decoder's ``[(k, v), ...]``)
 Tuple of T0..Tn                                ``struct<f0: T0, ...>`` (Flink's field names)
+Scala case class, Option of T, collection of T ``struct<f0: T0, ...>`` (by position: the snapshot has no
+                                               field names), T (None is null), ``list<T>``
+Avro (the writer schema)                       records ``struct`` of their fields, ``[null, T]`` T, enums
+                                               and decimals ``string``, bytes and fixed ``binary``, maps
+                                               ``map<string, V>`` (other unions, recursion: JSON text)
 POJO                                           ``struct`` with the snapshot's field names, in its order
 Row of T0..Tn                                  ``struct<kind: string, f0: T0, ...>`` (``dict``; ``kind``:
                                                RowKind ``+I``, ``-U``, ``+U`` or ``-D``, null in legacy
@@ -31,7 +36,7 @@ Nullable of T                                  T (a null value is null)
 TTL of T, TtlAware of T                        T (the TTL timestamp is a column of its own)
 =============================================  ==================================================
 
-Everything else (Kryo, Avro, custom serializers, a POJO field without a snapshot, a Tuple, POJO or
+Everything else (Kryo, custom serializers, a POJO field without a snapshot, a Tuple, POJO or
 Row field of a type with no decoded type, structs without fields or with duplicate field names, maps
 with a null-typed key) has **no decoded type**: :class:`ColumnType` then says why, and the column
 holds JSON text of whatever the decoder produced (usually nothing: unsupported serializers raise and
@@ -58,6 +63,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
+from repair.formats.flink import avro, scala_types
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
@@ -169,12 +175,14 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
     name = snapshot.class_name
     if name in SIMPLE_TYPES:
         return SIMPLE_TYPES[name], None
-    if name == ENUM_SNAPSHOT:
+    if name == ENUM_SNAPSHOT or name == scala_types.ENUM_SNAPSHOT and "enum_names" in snapshot.attributes:
         return pa.string(), None
     if name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
         return arrow_type(snapshot.nested[0])
     if name == POJO_SNAPSHOT:
         return _pojo_type(snapshot)
+    if name == avro.AVRO_SNAPSHOT:
+        return avro.arrow_type(snapshot)
     label = COMPOSITE_SNAPSHOTS.get(name, (None,))[0]
     if label in ("List", "ArrayList", "Set") and len(snapshot.nested) == 1:
         inner, reason = arrow_type(snapshot.nested[0])
@@ -187,7 +195,12 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
             return None, "a map whose keys are always null has no Arrow map type"
         value, reason = arrow_type(snapshot.nested[1])
         return (pa.map_(key, value), None) if value is not None else (None, reason)
-    if label == "Tuple":
+    if label == scala_types.TRAVERSABLE and len(snapshot.nested) == 1:  # a Scala collection: a list
+        inner, reason = arrow_type(snapshot.nested[0])
+        return (pa.list_(inner), None) if inner is not None else (None, reason)
+    if label == scala_types.OPTION and len(snapshot.nested) == 1:  # None is null
+        return arrow_type(snapshot.nested[0])
+    if label in ("Tuple", scala_types.CASE_CLASS):  # a case class: its fields by position, as a Tuple
         return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot))
     if label == "Row" and type(snapshot.attributes.get("supports_row_kind")) is bool:
         return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot),

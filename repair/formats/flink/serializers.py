@@ -30,6 +30,7 @@ from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
 from repair.formats.bytes.java_serialization import JavaStreamReader
+from repair.formats.flink import avro, scala_types
 from repair.formats.flink.table_types import SqlType, sql_type_of
 
 
@@ -220,6 +221,8 @@ COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, 
     _F + "table.dataview.ListViewSerializerSnapshot": ("ListView", _no_outer),
     _F + "table.dataview.NullAwareMapSerializerSnapshot": ("NullAwareMap", _no_outer),
 }
+# flink-scala (Flink 1.x): case classes, Option, collections, Either
+COMPOSITE_SNAPSHOTS.update({name: (label, _utf_outer(key) if key else _no_outer) for name, (label, key) in scala_types.COMPOSITES.items()})
 
 POJO_SNAPSHOT = _F + "api.java.typeutils.runtime.PojoSerializerSnapshot"
 KRYO_SNAPSHOT = _F + "api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
@@ -294,6 +297,12 @@ class SnapshotReader:
                 snapshot.attributes["type_class"] = read_utf(r, "type class")
             elif class_name in TABLE_SNAPSHOTS:
                 self._table(snapshot, version_at)
+            elif class_name == scala_types.ENUM_SNAPSHOT:  # flink-scala's Enumeration#Value
+                self._expect_version(snapshot, version_at, (3,))
+                snapshot.attributes.update(scala_types.read_enum_snapshot(r))
+            elif class_name == avro.AVRO_SNAPSHOT:  # flink-avro: the runtime class and the writer schema
+                self._expect_version(snapshot, version_at, (1, 2, 3))
+                snapshot.attributes.update(avro.read_snapshot(r, version))
             elif class_name == TTL_AWARE_SNAPSHOT:
                 self._expect_version(snapshot, version_at, (1,))
                 snapshot.attributes["is_ttl_enabled"] = r.bool("ttl enabled")
@@ -468,6 +477,8 @@ def describe(snapshot: SerializerSnapshot | None) -> str:
         return SIMPLE_SNAPSHOTS[name]
     if name in COMPOSITE_SNAPSHOTS:
         label = COMPOSITE_SNAPSHOTS[name][0]
+        if label in scala_types.LABELS:
+            return scala_types.describe(snapshot, label, describe)
         if label == "TTL" and snapshot.nested:
             # TtlSerializer = (LongSerializer for the last-access timestamp, user serializer).
             return f"TTL<{describe(snapshot.nested[-1])}>"
@@ -487,6 +498,10 @@ def describe(snapshot: SerializerSnapshot | None) -> str:
         return f"{GENERIC_TYPE_SNAPSHOTS[name]} {snapshot.attributes.get('type_class')}"
     if name == TTL_AWARE_SNAPSHOT:
         return describe(snapshot.nested[0]) if snapshot.nested else "?"
+    if name == avro.AVRO_SNAPSHOT:
+        return avro.describe(snapshot)
+    if name == scala_types.ENUM_SNAPSHOT:
+        return f"Scala Enumeration {snapshot.attributes.get('enum_class')}"
     if name in TABLE_SNAPSHOTS:
         return _describe_table(snapshot)
     return snapshot.simple_name

@@ -19,6 +19,7 @@ import math
 import struct
 from typing import Any, Callable
 
+from repair.formats.flink import avro, scala_types
 from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.values import Timer, TtlValue
 
@@ -171,6 +172,43 @@ def _timer(snapshot: SerializerSnapshot) -> Encode | None:
     return encode
 
 
+_SCALA_ENCODERS: dict[str, tuple[int, Callable[..., Encode]]] = {
+    scala_types.OPTION: (1, scala_types.option_encode),
+    scala_types.TRAVERSABLE: (1, scala_types.traversable_encode),
+    scala_types.EITHER: (2, scala_types.either_encode),
+}
+
+
+def _scala(snapshot: SerializerSnapshot, label: str) -> Encode | None:
+    """Scala case classes, Options, collections and Eithers (:mod:`repair.formats.flink.scala_types`)."""
+    nested = [encoder_for(n) for n in snapshot.nested]
+    if None in nested:
+        return None
+    if label == scala_types.CASE_CLASS:
+        inner = scala_types.case_class_encode(nested)
+    else:
+        count, make = _SCALA_ENCODERS[label]
+        if len(nested) != count:
+            return None
+        inner = make(*nested)
+
+    return _raising_encode_error(inner, scala_types.ScalaEncodeError)
+
+
+def _raising_encode_error(inner: Encode | None, errors: type[Exception]) -> Encode | None:
+    """``inner`` raising :class:`EncodeError` for its own ``errors``."""
+    if inner is None:
+        return None
+
+    def encode(value: Any) -> bytes:
+        try:
+            return inner(value)
+        except errors as error:
+            raise EncodeError(str(error)) from None
+
+    return encode
+
+
 def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
     """The encoder of values written by the serializer ``snapshot`` describes; None when this module
     cannot write them (their raw bytes must be kept)."""
@@ -186,4 +224,10 @@ def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
         return _ttl(snapshot)
     if kind == "Timer":
         return _timer(snapshot)
+    if kind in scala_types.LABELS:
+        return _scala(snapshot, kind)
+    if name == avro.AVRO_SNAPSHOT:
+        return _raising_encode_error(avro.encoder_for(snapshot), avro.AvroEncodeError)
+    if name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
+        return _raising_encode_error(scala_types.enum_encode(snapshot.attributes["enum_names"]), scala_types.ScalaEncodeError)
     return None

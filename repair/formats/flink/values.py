@@ -34,7 +34,8 @@ from typing import Any, Callable, NamedTuple
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.flink import kryo, row_data
+from repair.formats.flink import avro, kryo, row_data, scala_types
+from repair.formats.flink.string_value import read_string_value
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
@@ -127,49 +128,6 @@ class Decoder:
 
 
 # -- primitives --------------------------------------------------------------------------------------
-
-
-def _varint7(r: ByteReader, field: str) -> int:
-    """``StringValue``'s varint: 7 bits per byte, least significant first, high bit = more."""
-    value = r.u8(field)
-    if value < 0x80:
-        return value
-    value &= 0x7F
-    shift = 7
-    while True:
-        at = r.offset
-        byte = r.u8(field)
-        if shift > 28:
-            raise FormatError(field, at, "a varint of at most 5 bytes", "a longer varint")
-        if byte < 0x80:
-            return value | (byte << shift)
-        value |= (byte & 0x7F) << shift
-        shift += 7
-
-
-def read_string_value(r: ByteReader) -> str | None:
-    """``StringValue.readString``: length+1 (0 = null), then UTF-16 code units as varints."""
-    at = r.offset
-    length = _varint7(r, "string length")
-    if length == 0:
-        return None
-    length -= 1
-    if length > r.remaining:  # every char takes at least one byte
-        raise FormatError("string length", at, f"at most {r.remaining} chars", length)
-    data, pos = r.data, r.pos
-    end = pos + length
-    if end <= r.end:
-        chunk = bytes(data[pos:end])
-        if chunk.isascii():  # every char one byte: the common case, checked in C
-            r.pos = end
-            return chunk.decode("ascii")
-    units = bytearray()
-    for _ in range(length):
-        unit = _varint7(r, "string char")
-        if unit > 0xFFFF:
-            raise FormatError("string char", r.offset, "a UTF-16 code unit", unit)
-        units += unit.to_bytes(2, "big")
-    return units.decode("utf-16-be", errors="surrogatepass")
 
 
 def _char(r: ByteReader) -> str:
@@ -703,7 +661,23 @@ def _raw_value(snapshot: SerializerSnapshot) -> Decoder:
     return Decoder(describe(snapshot), lambda r: row_data.sized(r, "raw value"))
 
 
+def _scala_wrapping(snapshot: SerializerSnapshot, count: int, wrap: Callable[..., Callable[[ByteReader], Any]]) -> Decoder | None:
+    """A Scala Option, collection or Either (:mod:`repair.formats.flink.scala_types`) of nested values
+    this module decodes; unsupported (raw bytes kept, the reason naming the element) otherwise."""
+    nested = _nested(snapshot, count)
+    if nested is None:
+        return None
+    unsupported = [n.name for n in nested if not n.supported]
+    if unsupported:  # an element has no length of its own: the whole value stays raw
+        return _unsupported(snapshot, f"cannot decode {describe(snapshot)}: no decoder for {', '.join(unsupported)}")
+    return Decoder(describe(snapshot), wrap(*(n.read for n in nested)))
+
+
 _COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
+    scala_types.CASE_CLASS: lambda s: Decoder(describe(s), scala_types.case_class_read([decoder_for(n).read for n in s.nested])),
+    scala_types.OPTION: lambda s: _scala_wrapping(s, 1, scala_types.option_read),
+    scala_types.TRAVERSABLE: lambda s: _scala_wrapping(s, 1, scala_types.traversable_read),
+    scala_types.EITHER: lambda s: _scala_wrapping(s, 2, scala_types.either_read),
     "External": _external,
     "RAW": _raw_value,
     "Tuple": _tuple,
@@ -745,6 +719,11 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
     elif name == KRYO_SNAPSHOT:
         type_class = snapshot.attributes.get("type_class")
         decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
+    elif name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
+        decoder = Decoder(describe(snapshot), scala_types.enum_read(snapshot.attributes["enum_names"]), 4)
+    elif name == avro.AVRO_SNAPSHOT:
+        read, problem = avro.reader_for(snapshot)
+        decoder = Decoder(describe(snapshot), read) if read is not None else _unsupported(snapshot, problem)
     elif name == _STRING_DATA:
         decoder = Decoder("STRING", row_data.string_data_read)
     elif name == _NULL_SERIALIZER:
