@@ -744,7 +744,8 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
         decoder = _table(snapshot)
     elif name == KRYO_SNAPSHOT:
         type_class = snapshot.attributes.get("type_class")
-        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
+        registrations = kryo.Registrations(snapshot.attributes.get("kryo_registrations"), snapshot.attributes.get("kryo_registration_serializers"))
+        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class, registrations=registrations))
     elif name == _STRING_DATA:
         decoder = Decoder("STRING", row_data.string_data_read)
     elif name == _NULL_SERIALIZER:
