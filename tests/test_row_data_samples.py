@@ -18,6 +18,7 @@ import subprocess
 import pytest
 
 from repair.formats.flink.serializers import decode_serializer_snapshot, describe
+from repair.formats.flink.value_encoders import encoder_for
 from repair.formats.flink.values import decoder_for
 from tests.java_oracle import FLINK_CACHE, JAVA_SOURCES
 
@@ -67,3 +68,7 @@ def test_row_data_of_every_type_decodes_to_what_flink_serialized(samples):
     full, nulls = (bytes.fromhex(row) for row in samples["rows"])
     assert decoder.decode_all(full) == FULL
     assert decoder.decode_all(nulls) == NULLS
+    # and written back byte for byte as Flink's RowDataSerializer wrote them (value_encoders)
+    encode = encoder_for(snapshot)
+    assert encode(FULL) == full and encode(NULLS) == nulls
+    assert encode({**FULL, "f18": [list(e) for e in FULL["f18"]]}) == full  # map entries as lists (JSON) too

@@ -121,7 +121,7 @@ def _field_reader(t: SqlType) -> Callable[[bytes, int, str], Any] | None:
     return None
 
 
-def _element_size(t: SqlType) -> int:
+def element_size(t: SqlType) -> int:
     """``BinaryArrayData.calculateFixLengthPartSize``: the bytes of one element's slot."""
     if t.root in ("BOOLEAN", "TINYINT"):
         return 1
@@ -135,12 +135,12 @@ def _element_size(t: SqlType) -> int:
 def binary_array_reader(element: SqlType) -> Callable[[bytes, str], list] | None:
     """A ``BinaryArrayData`` of ``element``s (little-endian, as ``BinaryRowData``): ``int n``, a null bit
     per element (bit ``i % 8`` of byte ``4 + i // 8``) in ``(n + 31) // 32`` ints, then one slot of
-    :func:`_element_size` bytes per element; variable-length elements as in a row, their offsets from
+    :func:`element_size` bytes per element; variable-length elements as in a row, their offsets from
     the array's start. None when the element type is unknown."""
     read = _field_reader(element)
     if read is None:
         return None
-    size = _element_size(element)
+    size = element_size(element)
 
     def array(data: bytes, field: str) -> list:
         count = int.from_bytes(data[:4], "little", signed=True) if len(data) >= 4 else -1
@@ -153,16 +153,22 @@ def binary_array_reader(element: SqlType) -> Callable[[bytes, str], list] | None
     return array
 
 
+def map_entry_types(t: SqlType) -> tuple[SqlType, SqlType] | None:
+    """The key and value types of a MAP's ``BinaryMapData``; a MULTISET's are its element and INT (its count)."""
+    if t.root == "MULTISET" and len(t.children) == 1:
+        return t.children[0], SqlType("INTEGER", False)
+    if t.root == "MAP" and len(t.children) == 2:
+        return t.children[0], t.children[1]
+    return None
+
+
 def binary_map_reader(t: SqlType) -> Callable[[bytes, str], list[tuple[Any, Any]]] | None:
     """A ``BinaryMapData`` (MAP, or MULTISET: its elements to INT counts): ``int`` size of the key array,
     the keys' ``BinaryArrayData``, then the values'; entries as ``[(key, value), ...]``."""
-    if t.root == "MULTISET" and len(t.children) == 1:
-        key_type, value_type = t.children[0], SqlType("INTEGER", False)
-    elif t.root == "MAP" and len(t.children) == 2:
-        key_type, value_type = t.children
-    else:
+    types = map_entry_types(t)
+    if types is None:
         return None
-    keys, values = binary_array_reader(key_type), binary_array_reader(value_type)
+    keys, values = binary_array_reader(types[0]), binary_array_reader(types[1])
     if keys is None or values is None:
         return None
 
