@@ -21,7 +21,17 @@ from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
 from repair.ops.inspect import inspect
-from tests.conftest import AVRO_FIXTURE_NAMES, FIXTURES, fixture_info, export_of, exported_rows, job_root, newest_and_savepoints, verify_exit_codes, written_back_with_edits
+from tests.conftest import (
+    AVRO_FIXTURE_NAMES,
+    FIXTURES,
+    export_of,
+    exported_rows,
+    fixture_info,
+    job_root,
+    newest_and_savepoints,
+    verify_exit_codes,
+    written_back_with_edits,
+)
 
 
 @pytest.fixture(scope="module", params=newest_and_savepoints(AVRO_FIXTURE_NAMES))

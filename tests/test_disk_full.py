@@ -28,7 +28,6 @@ from repair.io import storage as st
 from tests._flink_state_files import REPO
 from tests.write_commands import COMMANDS, files_below
 
-
 # -- a real full disk ---------------------------------------------------------------------------
 
 

@@ -4,7 +4,11 @@
 running ``fixtures/extra_jobs/src/fixturejob/KryoJob.java``: a ``keyBy`` returning ``Object`` (Long
 accounts and String users), ``ValueState<Object>`` of a Long or String, of a ``java.util.ArrayList`` and of
 a ``java.util.HashMap`` (written by class name; Kryo 5 writes collection headers of its own and
-back-references to a String met before), Long and map states and event-time timers under the Kryo key; ``expected.json`` is ``fixtures/kryo_state_model.py``'s.
+back-references to a String met before), boxed Float/Double/Short/Character/Byte/Boolean (whose byte
+order differs between the generations) and arrays of primitives, Strings and Objects, Long and map states
+and event-time timers under the Kryo key; ``expected.json`` is ``fixtures/kryo_state_model.py``'s. The
+states of an enum, of classes registered with Kryo (its FieldSerializer, a serializer of their own) and of
+an unregistered class stay raw, each row's error naming the class.
 """
 
 from __future__ import annotations
@@ -37,8 +41,15 @@ def exported(request, tmp_path_factory):
 def test_kryo_keys_and_values_equal_the_computed_state(exported):
     _, out, expected = exported
     summary = json.loads((out / "_export.json").read_text())
+    raw_states = expected["raw_states"]
     for state in (s for op in summary["operators"] for s in op["states"]):
+        if state["state"] in raw_states:
+            assert state["raw_fallback"] == ["value"] and state["rows_with_errors"] == state["rows"] > 0, state
+            continue
         assert state["rows_with_errors"] == 0 and state["raw_fallback"] == [], state["state"]
+    for name, cls in raw_states.items():
+        rows = exported_rows(out, name)
+        assert rows and all(r["value"] is None and r["value_raw"] and cls in r["error"] and r["key"] is not None for r in rows), name
     found: dict[tuple[str, str], dict] = {}
 
     def entry(row) -> dict:
@@ -56,6 +67,9 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
         entry(row)["history"] = _value(row["value"])
     for row in exported_rows(out, "totals"):
         entry(row)["totals"] = dict(sorted((op, total) for op, total in _value(row["value"])))
+    for state in ("scalars", "arrays"):
+        for row in exported_rows(out, state):
+            entry(row)[state] = _value(row["value"])
     for row in exported_rows(out, "_timer_state/event_user-timers"):
         entry(row)["timers"].append(row["timestamp"])
     for item in found.values():
@@ -111,3 +125,32 @@ def test_verify_finds_nothing(name, capsys):
     for path in (job_root(name), str(savepoint)):
         assert main(["verify", path, "--json", "--workers", "1"]) == 0
         capsys.readouterr()
+
+
+def test_kryo_fixed_width_values_follow_each_generations_byte_order():
+    from repair.errors import UnsupportedSerializerError
+
+    # a Float 1.25 alone: 4 bytes either way, big-endian in Kryo 2.24, little-endian in Kryo 5
+    assert kryo.read_class_and_object(ByteReader(b"\x04\x3f\xa0\x00\x00"), generation=2) == 1.25
+    assert kryo.read_class_and_object(ByteReader(b"\x04\x00\x00\xa0\x3f"), generation=5) == 1.25
+    # without the generation both readings end at the end and differ: not guessed, kept raw
+    with pytest.raises(UnsupportedSerializerError, match="read differently as Kryo 2.24 and Kryo 5"):
+        kryo.read_class_and_object(ByteReader(b"\x04\x3f\xa0\x00\x00"))
+    # a char[] "hé" and a null short[] by name, then a Character in Kryo 5
+    chars = b"\x01\x00[" + bytes([ord("C") | 0x80]) + b"\x01\x03\x68\x00\xe9\x00"
+    assert kryo.read_class_and_object(ByteReader(chars), generation=5) == "hé"
+    assert kryo.read_class_and_object(ByteReader(b"\x01\x00[" + bytes([ord("S") | 0x80]) + b"\x01\x00"), generation=5) is None
+    assert kryo.read_class_and_object(ByteReader(b"\x07\xe9\x00"), generation=5) == "é"
+
+
+def test_kryo_registrations_name_the_class_that_stays_raw():
+    from repair.errors import UnsupportedSerializerError
+
+    registrations = kryo.Registrations(["java.lang.Object", "a.Tally", "a.Marked"], [None, None, "a.MarkedSerializer"])
+    first = kryo.FIRST_USER_REGISTRATION
+    with pytest.raises(UnsupportedSerializerError, match="a.Tally, written by the serializer Kryo chooses"):
+        kryo.read_class_and_object(ByteReader(bytes([first + 1 + 2, 1, 0x82])), registrations=registrations)
+    with pytest.raises(UnsupportedSerializerError, match="a.Marked, written by its own serializer a.MarkedSerializer"):
+        kryo.read_class_and_object(ByteReader(bytes([first + 2 + 2, 1, 0x82])), registrations=registrations)
+    with pytest.raises(UnsupportedSerializerError, match="not one of the snapshot's registrations"):
+        kryo.read_class_and_object(ByteReader(bytes([first + 9 + 2, 1])), registrations=registrations)

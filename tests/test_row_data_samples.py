@@ -4,7 +4,8 @@
 (``fixtures/flink_harness.ensure_flink_table``), writes a ``RowDataSerializer`` snapshot (read by
 serializers.py: the logical types from their Java serialization) and rows of BOOLEAN to DOUBLE, compact
 and wide DECIMAL, inline and variable STRING and VARBINARY, DATE, TIME, compact and wide TIMESTAMP,
-TIMESTAMP_LTZ(6), a nested ROW and null fields; each must decode to the value Java wrote.
+TIMESTAMP_LTZ(6), a nested ROW, ARRAY (with a null element, and of arrays), MAP and MULTISET
+(``BinaryArrayData``, ``BinaryMapData``) and null fields; each must decode to the value Java wrote.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import subprocess
 import pytest
 
 from repair.formats.flink.serializers import decode_serializer_snapshot, describe
+from repair.formats.flink.value_encoders import encoder_for
 from repair.formats.flink.values import decoder_for
 from tests.java_oracle import FLINK_CACHE, JAVA_SOURCES
 
@@ -47,8 +49,10 @@ FULL = {
     "f7": "-12345678.91", "f8": "1234567890123456789012345.67891", "f9": "short", "f10": bytes(range(1, 10)),
     "f11": 20454, "f12": 45296789, "f13": 1767225600123, "f14": 1767225600123 * 1_000_000 + 456789,
     "f15": -1000 * 1_000_000 + 1000, "f16": {"kind": "+I", "f0": 42, "f1": "zoë and a longer text"},
+    "f17": [1, None, -3], "f18": [(7, "seven"), (-1, "a value longer than seven bytes")], "f19": [("x", 2), ("ünï", 1)],
+    "f20": [[1, 2], [], None],
 }
-NULLS = {"kind": "-D", **{f"f{i}": None for i in range(17)}, "f9": "ünïcode, more than seven bytes", "f10": b"\xff"}
+NULLS = {"kind": "-D", **{f"f{i}": None for i in range(21)}, "f9": "ünïcode, more than seven bytes", "f10": b"\xff"}
 
 
 @pytest.mark.slow  # a JVM per Flink release
@@ -57,9 +61,14 @@ def test_row_data_of_every_type_decodes_to_what_flink_serialized(samples):
     assert end == len(bytes.fromhex(samples["snapshot"]))
     assert describe(snapshot) == (
         "ROW<BOOLEAN, TINYINT, SMALLINT, INTEGER, BIGINT, FLOAT, DOUBLE, DECIMAL(10, 2), DECIMAL(30, 5), STRING, BYTES, "
-        "DATE, TIME(3), TIMESTAMP(3), TIMESTAMP(9), TIMESTAMP_LTZ(6), ROW<a INT, b STRING>>"
+        "DATE, TIME(3), TIMESTAMP(3), TIMESTAMP(9), TIMESTAMP_LTZ(6), ROW<a INT, b STRING>, ARRAY<SMALLINT>, "
+        "MAP<INTEGER, STRING>, MULTISET<STRING>, ARRAY<ARRAY<INTEGER>>>"
     ).replace("INT, b", "INTEGER, b")
     decoder = decoder_for(snapshot)
     full, nulls = (bytes.fromhex(row) for row in samples["rows"])
     assert decoder.decode_all(full) == FULL
     assert decoder.decode_all(nulls) == NULLS
+    # and written back byte for byte as Flink's RowDataSerializer wrote them (value_encoders)
+    encode = encoder_for(snapshot)
+    assert encode(FULL) == full and encode(NULLS) == nulls
+    assert encode({**FULL, "f18": [list(e) for e in FULL["f18"]]}) == full  # map entries as lists (JSON) too

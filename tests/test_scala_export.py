@@ -18,7 +18,15 @@ from repair.formats.flink.serializers import KRYO_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
 from repair.ops.inspect import inspect
-from tests.conftest import SCALA_FIXTURE_NAMES, export_of, exported_rows, job_root, newest_and_savepoints, verify_exit_codes, written_back_with_edits
+from tests.conftest import (
+    SCALA_FIXTURE_NAMES,
+    export_of,
+    exported_rows,
+    job_root,
+    newest_and_savepoints,
+    verify_exit_codes,
+    written_back_with_edits,
+)
 
 _B = "org.apache.flink.api.common.typeutils.base."
 LONG = SerializerSnapshot(_B + "LongSerializer$LongSerializerSnapshot", 3)

@@ -27,7 +27,7 @@ Row of T0..Tn                                  ``struct<kind: string, f0: T0, ..
                                                mode; the snapshot has no field names)
 RowData (Flink SQL)                            ``struct<kind: string, f0: T0, ...>`` from the logical types:
                                                BOOLEAN..DOUBLE as above, CHAR/VARCHAR ``string``,
-                                               BINARY/VARBINARY/ARRAY/MAP/MULTISET/RAW ``binary``,
+                                               BINARY/VARBINARY/RAW ``binary``, ARRAY ``list``, MAP/MULTISET ``map``,
                                                DECIMAL ``string``, DATE/TIME ``int32``, TIMESTAMP(_LTZ)
                                                ``int64`` (epoch ms, or ns above precision 3), ROW a struct
 StringData, TimestampData, DecimalData         ``string``, ``int64``, ``string``
@@ -230,18 +230,32 @@ SQL_TYPES: dict[str, pa.DataType] = {
     "INTERVAL_DAY_TIME": pa.int64(), "FLOAT": pa.float32(), "DOUBLE": pa.float64(), "CHAR": pa.string(),
     "VARCHAR": pa.string(), "BINARY": pa.binary(), "VARBINARY": pa.binary(), "DECIMAL": pa.string(),
     "TIMESTAMP_WITHOUT_TIME_ZONE": pa.int64(), "TIMESTAMP_WITH_LOCAL_TIME_ZONE": pa.int64(),
-    "ARRAY": pa.binary(), "MAP": pa.binary(), "MULTISET": pa.binary(), "RAW": pa.binary(),
+    "RAW": pa.binary(),
 }
+
+
+def _sql_arrow(t: SqlType) -> tuple[pa.DataType | None, str | None]:
+    """The Arrow type of one SQL type: a nested ROW a struct, an ARRAY a list, a MAP a map, a MULTISET
+    a map of its elements to their int32 counts."""
+    if t.root == "ROW" and t.names is not None:
+        return _row_data_type(t.children, t.sql())
+    if t.root in ("ARRAY", "MULTISET", "MAP") and len(t.children) == (2 if t.root == "MAP" else 1):
+        parts = [_sql_arrow(c) for c in t.children]
+        for child, reason in parts:
+            if child is None:
+                return None, f"{t.sql()}: {reason}"
+        if t.root == "ARRAY":
+            return pa.list_(parts[0][0]), None
+        return pa.map_(parts[0][0], parts[1][0] if t.root == "MAP" else pa.int32()), None
+    found = SQL_TYPES.get(t.root)
+    return (found, None) if found is not None else (None, f"no decoded type for SQL type {t.sql()}")
 
 
 def _row_data_type(types: list[SqlType], what: str) -> tuple[pa.DataType | None, str | None]:
     """``struct<kind: string, f0: T0, ...>`` of a ``RowDataSerializer`` (or a nested ROW)."""
     children = [pa.field("kind", pa.string())]
     for i, t in enumerate(types):
-        if t.root == "ROW" and t.names is not None:
-            child, reason = _row_data_type(t.children, t.sql())
-        else:
-            child, reason = SQL_TYPES.get(t.root), f"no decoded type for SQL type {t.sql()}"
+        child, reason = _sql_arrow(t)
         if child is None:
             return None, f"{what}: field f{i}: {reason}"
         children.append(pa.field(f"f{i}", child))

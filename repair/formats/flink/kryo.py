@@ -32,6 +32,7 @@ are kept.
 
 from __future__ import annotations
 
+import struct
 from typing import Any, Callable
 
 from repair.errors import FormatError, UnsupportedSerializerError
@@ -110,12 +111,30 @@ def read_string(r: ByteReader) -> str | None:
 
 #: Kryo's own registrations whose objects are not tracked by reference (``Util.isWrapperClass``).
 _WRAPPERS = {INT, FLOAT, BOOLEAN, BYTE, CHAR, SHORT, LONG, DOUBLE}
-_READERS: dict[int, Callable[[ByteReader], Any]] = {
+#: Fixed-width values: Kryo 2.24's ``Output`` writes them big-endian, Kryo 5's little-endian.
+_FIXED = {FLOAT: ("f", 4), DOUBLE: ("d", 8), SHORT: ("h", 2), CHAR: ("H", 2)}
+_VARIABLE: dict[int, Callable[[ByteReader], Any]] = {
     INT: lambda r: _unzigzag(read_varint(r, "kryo int"), 32),
     LONG: lambda r: read_varlong(r, "kryo long"),
     BOOLEAN: lambda r: r.bool("kryo boolean"),
     BYTE: lambda r: r.i8("kryo byte"),
 }
+#: The array classes Kryo's ``DefaultArraySerializers`` write (by name: arrays are not registered), by
+#: element: a length + 1 varint (0 null), then the elements (``int[]`` zig-zag varints, ``long[]`` zig-zag
+#: varlongs, ``boolean[]`` a byte each, ``byte[]`` the bytes, the others fixed-width); a ``char[]`` is read
+#: as a string, a ``byte[]`` as bytes.
+PRIMITIVE_ARRAYS = {"[I": INT, "[J": LONG, "[S": SHORT, "[C": CHAR, "[F": FLOAT, "[D": DOUBLE, "[Z": BOOLEAN, "[B": BYTE}
+#: Object arrays (``ObjectArraySerializer``) whose elements are read here: ``Object[]`` has each element
+#: with its class, the final classes' arrays each element as ``writeObjectOrNull`` (no class).
+OBJECT_ARRAYS = {
+    "[Ljava.lang.Object;": None, "[Ljava.lang.String;": STRING, "[Ljava.lang.Integer;": INT, "[Ljava.lang.Long;": LONG,
+    "[Ljava.lang.Short;": SHORT, "[Ljava.lang.Byte;": BYTE, "[Ljava.lang.Boolean;": BOOLEAN,
+    "[Ljava.lang.Character;": CHAR, "[Ljava.lang.Float;": FLOAT, "[Ljava.lang.Double;": DOUBLE,
+}
+#: The id of the first class of the snapshot's ``kryo registrations`` (the type class, then the user's
+#: registrations in order): Kryo's ten own registrations and the 75 of Flink's chill registrar come first
+#: (the same in Flink 1.20 and 2.1: fixtures ``flink-*-kryo``).
+FIRST_USER_REGISTRATION = 85
 #: Classes Kryo writes by name (not registered) whose default serializers are read here.
 COLLECTIONS = ("java.util.ArrayList", "java.util.LinkedList", "java.util.HashSet", "java.util.LinkedHashSet")
 MAPS = ("java.util.HashMap", "java.util.LinkedHashMap")
@@ -141,15 +160,42 @@ def read_varint_flag(r: ByteReader, field: str) -> tuple[bool, int]:
     return bool(first & 0x80), value
 
 
+class Registrations:
+    """The user's Kryo registrations from the ``KryoSerializerSnapshot``: class names and serializer
+    classes (None: Kryo's default serializer for the class) by registration id."""
+
+    def __init__(self, classes: list[str] | None = None, serializers: list[str | None] | None = None):
+        self.classes = list(classes or [])
+        self.serializers = list(serializers or [None] * len(self.classes))
+
+    def describe(self, registration_id: int) -> str:
+        index = registration_id - FIRST_USER_REGISTRATION
+        if not 0 <= index < len(self.classes):
+            return f"registration id {registration_id} (not one of the snapshot's registrations)"
+        name, serializer = self.classes[index], self.serializers[index] if index < len(self.serializers) else "?"
+        if serializer is None:
+            return (f"registration id {registration_id}, {name}, written by the serializer Kryo chooses for it "
+                    "(its FieldSerializer's fields, an enum's ordinal): the layout is in the job's classes, not in the snapshot")
+        return f"registration id {registration_id}, {name}, written by its own serializer {serializer}, whose format is the job's"
+
+
+def _by_name(name: str) -> str:
+    return (f"class {name} (written by name, with the serializer Kryo chooses for it: its FieldSerializer's "
+            "fields, an enum's ordinal): the layout is in the job's classes, not in the snapshot")
+
+
 class _Graph:
     """One ``readClassAndObject`` graph: its class-name table (Kryo numbers the classes written by name
-    per graph) and the Kryo generation whose collection headers to read."""
+    per graph) and the Kryo generation whose collection headers and byte order to read."""
 
-    def __init__(self, r: ByteReader, generation: int, type_class: str | None):
+    def __init__(self, r: ByteReader, generation: int, type_class: str | None, registrations: Registrations | None = None):
         self.r, self.generation, self.type_class = r, generation, type_class
+        self.registrations = registrations or Registrations()
         self.names: dict[int, str] = {}
         #: The tracked objects read so far, by reference id (Kryo numbers them in the order it meets them).
         self.objects: list[Any] = []
+        order = ">" if generation == 2 else "<"
+        self.fixed = {cls: (struct.Struct(order + code), size) for cls, (code, size) in _FIXED.items()}
 
     def read_class(self) -> int | str | None:
         """A registration id, a class name, or None (null)."""
@@ -174,6 +220,14 @@ class _Graph:
             return None
         return self.read_object(cls, nullable=False)
 
+    def wrapper(self, cls: int) -> Any:
+        """A primitive or its wrapper (no reference marker, no null marker)."""
+        if cls in self.fixed:
+            unpack, size = self.fixed[cls]
+            value = unpack.unpack(self.r.raw(size, "kryo " + _NAMES[cls]))[0]
+            return chr(value) if cls == CHAR else value
+        return _VARIABLE[cls](self.r)
+
     def read_object(self, cls: int | str, *, nullable: bool) -> Any:
         """An object of ``cls``: its reference marker first if Kryo tracks it; a wrapper that may be null
         (``readObjectOrNull``) has a null byte instead."""
@@ -182,10 +236,11 @@ class _Graph:
         if cls in _WRAPPERS:
             if nullable and not r.bool("kryo not null"):
                 return None
-            read = _READERS.get(cls)  # type: ignore[arg-type]
-            if read is None:
-                raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {_NAMES[cls]} (not decoded yet)")  # type: ignore[index]
-            return read(r)
+            return self.wrapper(cls)  # type: ignore[arg-type]
+        if isinstance(cls, int) and cls != STRING:
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {self.registrations.describe(cls)}")
+        if isinstance(cls, str) and not (cls in COLLECTIONS or cls in MAPS or cls in PRIMITIVE_ARRAYS or cls in OBJECT_ARRAYS):
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {_by_name(cls)}")
         marker = read_varint(r, "kryo reference marker")
         if marker == 0:
             return None
@@ -201,11 +256,41 @@ class _Graph:
             value = self._collection(slot)
         elif cls in MAPS:
             value = self._map(slot)
+        elif cls in PRIMITIVE_ARRAYS:
+            value = self._primitive_array(PRIMITIVE_ARRAYS[cls])  # type: ignore[index]
         else:
-            what = f"class {cls}" if isinstance(cls, str) else f"registration id {cls}"
-            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {what} (not decoded yet)")
+            value = self._object_array(slot, OBJECT_ARRAYS[cls])  # type: ignore[index]
         self.objects[slot] = value
         return value
+
+    def _array_length(self) -> int | None:
+        r = self.r
+        length = read_varint(r, "kryo array length")
+        if length == 0:
+            return None
+        if length - 1 > r.remaining:
+            raise FormatError("kryo array length", r.offset, f"at most {r.remaining} elements", length - 1)
+        return length - 1
+
+    def _primitive_array(self, element: int) -> Any:
+        length = self._array_length()
+        if length is None:
+            return None
+        if element == BYTE:
+            return self.r.raw(length, "kryo byte[]")
+        values = [self.wrapper(element) for _ in range(length)]
+        return "".join(values) if element == CHAR else values
+
+    def _object_array(self, slot: int, element: int | None) -> list | None:
+        """``ObjectArraySerializer``: the array is referenced before its elements are read."""
+        length = self._array_length()
+        if length is None:
+            return None
+        out: list = []
+        self.objects[slot] = out
+        for _ in range(length):
+            out.append(self.read_class_and_object() if element is None else self.read_object(element, nullable=True))
+        return out
 
     def _collection(self, slot: int) -> list | None:
         """``CollectionSerializer`` without a known element class (the list is referenced before its
@@ -255,19 +340,21 @@ class _Graph:
         return out
 
 
-def read_class_and_object(r: ByteReader, type_class: str | None = None, generation: int | None = None) -> Any:
+def read_class_and_object(
+    r: ByteReader, type_class: str | None = None, generation: int | None = None, registrations: Registrations | None = None
+) -> Any:
     """``Kryo.readClassAndObject`` of one graph (see the module docstring). Without ``generation``, both
     Kryo generations are tried: a reading that ends where ``r``'s data ends wins; readings that differ
     are ambiguous and raise as unsupported (raw bytes kept)."""
     if generation is not None:
-        return _Graph(r, generation, type_class).read_class_and_object()
+        return _Graph(r, generation, type_class, registrations).read_class_and_object()
     start = r.pos
     found: list[tuple[int, Any]] = []
     first_error: FormatError | None = None
     for candidate in GENERATIONS:
         r.pos = start
         try:
-            value = _Graph(r, candidate, type_class).read_class_and_object()
+            value = _Graph(r, candidate, type_class, registrations).read_class_and_object()
         except FormatError as error:
             first_error = first_error or error
             continue

@@ -112,11 +112,25 @@ def row_columns(state: StateMetaInfo, key_serializer: SerializerSnapshot | None)
     return columns
 
 
+def _tuple_fields(value: dict) -> list | None:
+    """A Tuple's Parquet struct ``{"f0": ..., "f1": ...}`` as the list the decoder gives, else None."""
+    if list(value) != [f"f{i}" for i in range(len(value))]:
+        return None
+    return list(value.values())
+
+
 def same_value(a: Any, b: Any) -> bool:
-    """``a == b``, NaN equal to NaN (also inside TTL values and timers)."""
+    """``a == b``, NaN equal to NaN (also inside TTL values, timers, lists and dicts), and a Tuple as its
+    Parquet struct (``{"f0": ..., ...}``) equal to the list of its fields."""
     if isinstance(a, float) and isinstance(b, float) and math.isnan(a) and math.isnan(b):
         return True
-    if isinstance(a, tuple) and isinstance(b, tuple) and type(a) is type(b) and len(a) == len(b):
+    if type(a) is dict and type(b) is list:
+        a = _tuple_fields(a)
+    elif type(a) is list and type(b) is dict:
+        b = _tuple_fields(b)
+    if isinstance(a, (tuple, list)) and isinstance(b, (tuple, list)) and type(a) is type(b) and len(a) == len(b):
         return all(same_value(x, y) for x, y in zip(a, b))
+    if type(a) is dict and type(b) is dict and a.keys() == b.keys():
+        return all(same_value(a[k], b[k]) for k in a)
     return type(a) is type(b) and a == b or (isinstance(a, (int, float)) and isinstance(b, (int, float))
                                               and not isinstance(a, bool) and not isinstance(b, bool) and a == b)

@@ -12,8 +12,8 @@
     and BINARY/VARBINARY (up to 7 bytes inline instead: the slot's top byte is ``0x80 | size`` and the
     bytes fill the slot from its first byte), a non-compact DECIMAL (unscaled two's complement,
     big-endian), a non-compact TIMESTAMP (the slot holds ``offset << 32 | nanoOfMillisecond``, the
-    offset a long of epoch milliseconds), a nested ROW (a ``BinaryRowData``), ARRAY, MAP, MULTISET and RAW
-    (kept as their bytes).
+    offset a long of epoch milliseconds), a nested ROW (a ``BinaryRowData``), ARRAY (a ``BinaryArrayData``),
+    MAP and MULTISET (a ``BinaryMapData``) and RAW (kept as its bytes).
 * ``StringDataSerializer``: ``int size`` + UTF-8. ``TimestampDataSerializer``: ``long millis`` and, when
   its precision is above 3, ``int nanoOfMillisecond``. ``DecimalDataSerializer``: compact precision:
   ``long unscaled``, else ``int n`` + n bytes. ``RawValueDataSerializer``: ``int size`` + bytes.
@@ -21,7 +21,8 @@
 
 Decoded rows are ``{"kind": "+I", "f0": ..., ...}`` (the serializer snapshot has types, not names);
 timestamps are epoch milliseconds (precision <= 3) or epoch nanoseconds (above), decimals their
-``str``, ARRAY/MAP/MULTISET/RAW fields their bytes.
+``str``, ARRAY fields lists, MAP fields ``[(key, value), ...]``, MULTISET fields ``[(element, count), ...]``,
+RAW fields their bytes.
 """
 
 from __future__ import annotations
@@ -105,9 +106,82 @@ def _field_reader(t: SqlType) -> Callable[[bytes, int, str], Any] | None:
     if root == "ROW" and t.names is not None:
         nested = binary_row_reader(t.children)
         return lambda row, at, field: nested(_var_part(row, int.from_bytes(row[at : at + 8], "little"), field))
-    if root in ("ARRAY", "MAP", "MULTISET", "RAW"):
+    if root == "ARRAY" and len(t.children) == 1:
+        array = binary_array_reader(t.children[0])
+        if array is None:
+            return None
+        return lambda row, at, field: array(_var_part(row, int.from_bytes(row[at : at + 8], "little"), field), field)
+    if root in ("MAP", "MULTISET"):
+        entries = binary_map_reader(t)
+        if entries is None:
+            return None
+        return lambda row, at, field: entries(_var_part(row, int.from_bytes(row[at : at + 8], "little"), field), field)
+    if root == "RAW":
         return lambda row, at, field: bytes(_var_part(row, int.from_bytes(row[at : at + 8], "little"), field))
     return None
+
+
+def element_size(t: SqlType) -> int:
+    """``BinaryArrayData.calculateFixLengthPartSize``: the bytes of one element's slot."""
+    if t.root in ("BOOLEAN", "TINYINT"):
+        return 1
+    if t.root == "SMALLINT":
+        return 2
+    if t.root in ("INTEGER", "FLOAT", "DATE", "TIME_WITHOUT_TIME_ZONE", "INTERVAL_YEAR_MONTH"):
+        return 4
+    return 8
+
+
+def binary_array_reader(element: SqlType) -> Callable[[bytes, str], list] | None:
+    """A ``BinaryArrayData`` of ``element``s (little-endian, as ``BinaryRowData``): ``int n``, a null bit
+    per element (bit ``i % 8`` of byte ``4 + i // 8``) in ``(n + 31) // 32`` ints, then one slot of
+    :func:`element_size` bytes per element; variable-length elements as in a row, their offsets from
+    the array's start. None when the element type is unknown."""
+    read = _field_reader(element)
+    if read is None:
+        return None
+    size = element_size(element)
+
+    def array(data: bytes, field: str) -> list:
+        count = int.from_bytes(data[:4], "little", signed=True) if len(data) >= 4 else -1
+        header = 4 + (count + 31) // 32 * 4
+        if count < 0 or header + count * size > len(data):
+            raise FormatError(field, 0, f"an array whose {max(count, 0)} elements fit in {len(data)} bytes", count)
+        return [None if data[4 + (i >> 3)] >> (i & 7) & 1 else read(data, header + i * size, f"{field}[{i}]")  # type: ignore[misc]
+                for i in range(count)]
+
+    return array
+
+
+def map_entry_types(t: SqlType) -> tuple[SqlType, SqlType] | None:
+    """The key and value types of a MAP's ``BinaryMapData``; a MULTISET's are its element and INT (its count)."""
+    if t.root == "MULTISET" and len(t.children) == 1:
+        return t.children[0], SqlType("INTEGER", False)
+    if t.root == "MAP" and len(t.children) == 2:
+        return t.children[0], t.children[1]
+    return None
+
+
+def binary_map_reader(t: SqlType) -> Callable[[bytes, str], list[tuple[Any, Any]]] | None:
+    """A ``BinaryMapData`` (MAP, or MULTISET: its elements to INT counts): ``int`` size of the key array,
+    the keys' ``BinaryArrayData``, then the values'; entries as ``[(key, value), ...]``."""
+    types = map_entry_types(t)
+    if types is None:
+        return None
+    keys, values = binary_array_reader(types[0]), binary_array_reader(types[1])
+    if keys is None or values is None:
+        return None
+
+    def entries(data: bytes, field: str) -> list[tuple[Any, Any]]:
+        size = int.from_bytes(data[:4], "little", signed=True) if len(data) >= 4 else -1
+        if not 0 <= size <= len(data) - 4:
+            raise FormatError(field, 0, f"a key array within the map's {len(data)} bytes", size)
+        found_keys, found_values = keys(data[4 : 4 + size], field + " keys"), values(data[4 + size :], field + " values")
+        if len(found_keys) != len(found_values):
+            raise FormatError(field, 0, f"{len(found_keys)} values, one per key", len(found_values))
+        return list(zip(found_keys, found_values))
+
+    return entries
 
 
 def binary_row_reader(types: list[SqlType]) -> Callable[[bytes], dict[str, Any]] | None:

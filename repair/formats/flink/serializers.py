@@ -409,6 +409,8 @@ class SnapshotReader:
         for key in ("kryo_registrations", "default_kryo_serializers", "default_kryo_serializer_classes"):
             entries = self.linked_optional_map(key.replace("_", " "))
             snapshot.attributes[key] = [name for name, *_ in entries]
+            if key == "kryo_registrations":
+                snapshot.attributes["kryo_registration_serializers"] = [_kryo_registration_serializer(value) for _, _, value, _ in entries]
 
     def _table(self, snapshot: SerializerSnapshot, version_at: int) -> None:
         """The flink-table-runtime snapshots with payloads of their own (checked against the 1.20 jars):
@@ -450,6 +452,23 @@ class SnapshotReader:
         snapshot.attributes["enum_class"] = read_utf(r, "enum class")
         count = r.count("enum constant count", item_size=2)
         snapshot.attributes["enum_constants"] = [read_utf(r, "enum constant") for _ in range(count)]
+
+
+def _kryo_registration_serializer(frame: bytes | None) -> str | None:
+    """The serializer class of one ``KryoRegistration`` frame (``UTF registered class``, ``int`` kind: 0
+    Kryo's default serializer for the class, 1 a serializer class (``UTF`` name), 2 a serializer instance),
+    None for Kryo's default; ``"?"`` where the frame does not say."""
+    if frame is None:
+        return "?"
+    r = ByteReader(frame, base=0)
+    try:
+        read_utf(r, "kryo registered class")
+        kind = r.i32("kryo registration kind")
+        if kind == 0:
+            return None
+        return read_utf(r, "kryo registration serializer class") if kind == 1 else "?"
+    except FormatError:
+        return "?"
 
 
 def opaque_snapshot(error: UnknownSerializerSnapshotError) -> SerializerSnapshot:

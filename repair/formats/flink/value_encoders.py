@@ -4,7 +4,9 @@
 bytes follow from the value alone: ``String`` (``StringValue.writeString``), ``Long``, ``Integer``,
 ``Short``, ``Byte``, ``Boolean``, ``Double``, ``Float``, ``Character``, ``byte[]``, ``VoidNamespace``,
 ``GlobalWindow``, ``TimeWindow``, the TTL wrapper (``TtlSerializer``: last access, then the value) and
-timers (``TimerSerializer``: the timestamp with its sign bit flipped, key, namespace). Values are the
+timers (``TimerSerializer``: the timestamp with its sign bit flipped, key, namespace), and of Flink SQL
+``RowDataSerializer`` (:mod:`repair.formats.flink.row_data_encoder`), ``StringDataSerializer`` and
+``ExternalSerializer`` (its internal serializer's bytes). Values are the
 Python values the decoders give (a TTL value a :class:`~repair.formats.flink.values.TtlValue`, a timer a
 :class:`~repair.formats.flink.values.Timer`, a TimeWindow ``{"start", "end"}``). For any other
 serializer it returns None: such values can only be written from their raw bytes.
@@ -20,7 +22,8 @@ import struct
 from typing import Any, Callable
 
 from repair.formats.flink import avro, scala_types
-from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink.row_data_encoder import RowEncodeError, row_data_encoder
+from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, ROW_DATA_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.values import Timer, TtlValue
 
 _B = "org.apache.flink.api.common.typeutils.base."
@@ -126,6 +129,7 @@ _SIMPLE: dict[str, Encode] = {
     "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": _time_window,
 }
 #: Serializers that write null (the others refuse it: Flink's would throw).
+_STRING_DATA = "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
 _NULLABLE = {_B + "StringSerializer$StringSerializerSnapshot", *(k for k, v in _SIMPLE.items() if v is _zero_byte)}
 
 
@@ -230,4 +234,61 @@ def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
         return _raising_encode_error(avro.encoder_for(snapshot), avro.AvroEncodeError)
     if name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
         return _raising_encode_error(scala_types.enum_encode(snapshot.attributes["enum_names"]), scala_types.ScalaEncodeError)
+    if kind in ("List", "ArrayList") and len(snapshot.nested) == 1:
+        return _list(snapshot)
+    if kind == "Tuple" and snapshot.nested:
+        return _tuple(snapshot)
+    if kind == "External" and len(snapshot.nested) == 1:  # the bytes are its internal serializer's
+        return encoder_for(snapshot.nested[0])
+    if name == _STRING_DATA:
+        return _checked(str, "string", lambda v: struct.pack(">i", len(v.encode("utf-8"))) + v.encode("utf-8"))
+    if name == ROW_DATA_SNAPSHOT:
+        return _row_data(snapshot)
     return None
+
+
+def _list(snapshot: SerializerSnapshot) -> Encode | None:
+    """``ListSerializer`` / ``ArrayListSerializer``: ``int size``, then the elements (never null)."""
+    element = encoder_for(snapshot.nested[0])
+    if element is None:
+        return None
+    element = _not_null("", element)
+
+    def encode(value: Any) -> bytes:
+        if not isinstance(value, list):
+            raise EncodeError(f"a list is needed, not {value!r}")
+        return struct.pack(">i", len(value)) + b"".join(element(v) for v in value)
+
+    return encode
+
+
+def _tuple(snapshot: SerializerSnapshot) -> Encode | None:
+    """``TupleSerializer``: the fields one after the other (never null); a tuple as a list (decoded) or
+    ``{"f0": ..., ...}`` (its Parquet struct)."""
+    fields = [encoder_for(n) for n in snapshot.nested]
+    if any(f is None for f in fields):
+        return None
+    names = [f"f{i}" for i in range(len(fields))]
+
+    def encode(value: Any) -> bytes:
+        if isinstance(value, dict) and list(value) == names:
+            value = [value[n] for n in names]
+        if not isinstance(value, (list, tuple)) or len(value) != len(fields):
+            raise EncodeError(f"a Tuple{len(fields)} is needed, not {value!r}")
+        return b"".join(_not_null("", f)(v) for f, v in zip(fields, value))  # type: ignore[arg-type]
+
+    return encode
+
+
+def _row_data(snapshot: SerializerSnapshot) -> Encode | None:
+    encode_row = row_data_encoder(snapshot.attributes.get("logical_types") or [])
+    if encode_row is None:
+        return None
+
+    def encode(value: Any) -> bytes:
+        try:
+            return encode_row(value)
+        except RowEncodeError as error:
+            raise EncodeError(str(error)) from None
+
+    return encode

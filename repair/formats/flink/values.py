@@ -35,7 +35,6 @@ from typing import Any, Callable, NamedTuple
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import avro, kryo, row_data, scala_types
-from repair.formats.flink.string_value import read_string_value
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
@@ -49,6 +48,7 @@ from repair.formats.flink.serializers import (
     SerializerSnapshot,
     describe,
 )
+from repair.formats.flink.string_value import read_string_value
 
 _F64 = struct.Struct(">d")
 _F32 = struct.Struct(">f")
@@ -718,7 +718,8 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
         decoder = _table(snapshot)
     elif name == KRYO_SNAPSHOT:
         type_class = snapshot.attributes.get("type_class")
-        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class))
+        registrations = kryo.Registrations(snapshot.attributes.get("kryo_registrations"), snapshot.attributes.get("kryo_registration_serializers"))
+        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class, registrations=registrations))
     elif name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
         decoder = Decoder(describe(snapshot), scala_types.enum_read(snapshot.attributes["enum_names"]), 4)
     elif name == avro.AVRO_SNAPSHOT:

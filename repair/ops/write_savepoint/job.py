@@ -51,6 +51,7 @@ from typing import Iterable, Iterator
 
 from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
+from repair.formats.flink.changelog.dstl import MetadataChange
 from repair.formats.flink.full_snapshot.canonical_writer import (
     iter_key_group_stream,
     keyed_meta,
@@ -80,7 +81,6 @@ from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
 from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
-from repair.formats.flink.changelog.dstl import MetadataChange
 from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.operator_state import iter_operator_handle
