@@ -4,6 +4,8 @@ It sits between the toolkit and the moto server (:mod:`tests.s3_server`) and, fo
 reads of object bodies), answers ``503 SlowDown``, resets the connection, cuts the body midway after
 announcing its full length, or waits first, each with the given probability; objects whose key ends
 with one of ``always_fail`` answer ``500 InternalError`` every time. Other requests pass unchanged.
+``latency_seconds`` delays the answer to every request (any method), as a remote store's time to the
+first byte; ``max_in_flight`` is the most requests the proxy was serving at once.
 Only ever binds to 127.0.0.1 and forwards only to the given loopback server.
 """
 
@@ -34,6 +36,7 @@ class Faults:
     delay_seconds: float = 0.0  # before every GET
     always_fail: tuple[str, ...] = ()  # key suffixes whose GETs always answer 500
     seed: int = 0
+    latency_seconds: float = 0.0  # before the answer to every request (time to the first byte)
 
 
 class FaultProxy:
@@ -46,6 +49,9 @@ class FaultProxy:
         self.upstream = (parsed.hostname, parsed.port)
         self.faults = faults
         self.injected: Counter[str] = Counter()
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._random = random.Random(faults.seed)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((LOOPBACK, 0), _handler(self))
@@ -121,6 +127,19 @@ def _handler(proxy: FaultProxy):
             self.close_connection = True
 
         def _handle(self) -> None:
+            with proxy._lock:
+                proxy.requests += 1
+                proxy.in_flight += 1
+                proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
+            try:
+                if proxy.faults.latency_seconds:
+                    time.sleep(proxy.faults.latency_seconds)
+                self._misbehave()
+            finally:
+                with proxy._lock:
+                    proxy.in_flight -= 1
+
+        def _misbehave(self) -> None:
             fault = proxy.choose(self.command, self.path)
             if fault is not None:
                 with proxy._lock:
