@@ -894,7 +894,7 @@ def measure(args) -> dict:
 
         kwargs = {} if args.records is None else {"records": args.records}
         root, info = make_checkpoint.ensure_checkpoint(args.dir, **kwargs)
-        checkpoint = str(root / "checkpoints" / info["job_id"])
+        checkpoint = str(make_checkpoint.checkpoint_dir(root, info))  # chk-N: the root may keep a subsumed chk-M
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     code_before = code_state()
     expect = Expectations()

@@ -166,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
     import make_checkpoint
 
     root, info = make_checkpoint.ensure_checkpoint(args.dir)
-    checkpoint = str(root / "checkpoints" / info["job_id"])
+    checkpoint = str(make_checkpoint.checkpoint_dir(root, info))
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     code = describe_code(code_state())
     results = measure(checkpoint, args.runs)

@@ -146,7 +146,7 @@ def repair_verify_available() -> str | None:
     return None
 
 
-def build_variants(files: list[Path], scratch: Path, checkpoint_root: Path, *, skip_spark: bool) -> list[Variant]:
+def build_variants(files: list[Path], scratch: Path, checkpoint: Path, *, skip_spark: bool) -> list[Variant]:
     import shutil
 
     n = len(files)
@@ -183,7 +183,7 @@ def build_variants(files: list[Path], scratch: Path, checkpoint_root: Path, *, s
     ]
 
     why_not = repair_verify_available()
-    repair_cmd = [*repair_command(python), "verify", str(checkpoint_root), "--json"]
+    repair_cmd = [*repair_command(python), "verify", str(checkpoint), "--json"]
     problems_ok = (0, 1)  # repair verify exits 1 when it finds a problem; check_repair reports it
     variants.append(Variant("repair verify --workers 1", "1", [[*taskset("0"), *repair_cmd, "--workers", "1"]], check_repair,
                             "whole checkpoint, in-process", skipped=why_not, ok_codes=problems_ok))
@@ -466,7 +466,7 @@ def main(argv: list[str] | None = None) -> int:
     root, info = make_checkpoint.ensure_checkpoint(args.dir, **kwargs)
     files = make_checkpoint.sst_files(root)
     total = sum(p.stat().st_size for p in files)
-    job_root = root / "checkpoints" / info["job_id"]
+    measured = make_checkpoint.checkpoint_dir(root, info)  # chk-N: not the root, which may keep a subsumed chk-M
     print(f"{len(files)} SST files, {total / 1e6:.0f} MB, in {root}")
     started = datetime.datetime.now().strftime("%Y-%m-%d %H:%M")
     mach = machine()
@@ -476,7 +476,7 @@ def main(argv: list[str] | None = None) -> int:
         prepare_scratch(files, scratch)
         warm_page_cache(files)
         compile_bytecode(Path(__file__).resolve())
-        variants = build_variants(files, scratch, job_root, skip_spark=args.skip_spark)
+        variants = build_variants(files, scratch, measured, skip_spark=args.skip_spark)
         if args.only:
             variants = [v for v in variants if args.only in v.name]
         for v in variants:

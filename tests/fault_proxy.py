@@ -8,6 +8,8 @@ multipart upload's part, POST creating or completing a multipart upload) answer 
 are reset with their own probabilities, and all of them fail with ``500 InternalError`` from the
 ``writes_fail_after``-th on (a store that becomes unwritable midway). Other requests (listings,
 HEAD, DELETE and the batch delete ``POST ?delete``) pass unchanged.
+``latency_seconds`` delays the answer to every request (any method), as a remote store's time to the
+first byte; ``max_in_flight`` is the most requests the proxy was serving at once.
 Only ever binds to 127.0.0.1 and forwards only to the given loopback server.
 """
 
@@ -41,6 +43,7 @@ class Faults:
     write_reset_rate: float = 0.0  # PUT/POST reset before an answer (the write may or may not have landed)
     writes_fail_after: int | None = None  # writes after this many answer 500, every time
     seed: int = 0
+    latency_seconds: float = 0.0  # before the answer to every request (time to the first byte)
 
 
 class FaultProxy:
@@ -54,6 +57,9 @@ class FaultProxy:
         self.faults = faults
         self.injected: Counter[str] = Counter()
         self.writes_seen = 0
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
         self._random = random.Random(faults.seed)
         self._lock = threading.Lock()
         self._server = ThreadingHTTPServer((LOOPBACK, 0), _handler(self))
@@ -151,6 +157,19 @@ def _handler(proxy: FaultProxy):
             self.close_connection = True
 
         def _handle(self) -> None:
+            with proxy._lock:
+                proxy.requests += 1
+                proxy.in_flight += 1
+                proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
+            try:
+                if proxy.faults.latency_seconds:
+                    time.sleep(proxy.faults.latency_seconds)
+                self._misbehave()
+            finally:
+                with proxy._lock:
+                    proxy.in_flight -= 1
+
+        def _misbehave(self) -> None:
             fault = proxy.choose(self.command, self.path)
             if fault is not None:
                 with proxy._lock:

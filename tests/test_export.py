@@ -527,6 +527,92 @@ def test_values_a_column_cannot_hold_exactly_become_null_with_an_error(tmp_path)
     assert stats.raw_fallback == ["key", "value"]
 
 
+def test_columns_decoded_keeps_raw_bytes_only_where_decoding_failed_and_raw_keeps_no_decoded_value(tmp_path):
+    from repair.io import storage as st
+
+    rows = [
+        _row(key="a", value=7),
+        _row(key="b", value=(1 << 31)),  # beyond int32: not representable
+        _row(key="\ud800", value=1),  # a lone surrogate
+        _row(key="d", value=None, error="value: cannot decode com.example.Custom", value_raw=b"\x01\x02"),
+    ]
+    tables = {}
+    for kept in ("decoded", "raw"):
+        stream = StateStream("s", "value", StateMetaInfo("s", 0), iter(rows))
+        stats = write_state_part(st.default_storage(), str(tmp_path), f"{kept}.parquet", _columns(INT), stream, kept=kept)
+        tables[kept] = pq.read_table(tmp_path / f"{kept}.parquet")
+        assert stats.rows == 4 and stats.raw_fallback == ["key", "value"]
+    decoded, raw = tables["decoded"], tables["raw"]
+    assert decoded.column("value").to_pylist() == [7, None, 1, None]
+    assert decoded.column("value_raw").to_pylist() == [None, b"v", None, b"\x01\x02"]
+    assert decoded.column("key").to_pylist() == ["a", "b", None, "d"]
+    assert decoded.column("key_raw").to_pylist() == [None, None, b"k", None]
+    assert decoded.column("error").equals(raw.column("error")) and decoded.column("error").null_count == 1
+    assert raw.schema == decoded.schema  # the same columns and types whatever is kept
+    for name in ("key", "namespace", "user_key", "value"):
+        assert raw.column(name).null_count == 4
+    assert raw.column("value_raw").to_pylist() == [b"v", b"v", b"v", b"\x01\x02"]
+
+
+@pytest.mark.parametrize("name", ["flink-1.20-default", "flink-2.0-p3-mp300"])
+def test_columns_decoded_and_raw_hold_the_same_state_as_both(name, exported, tmp_path, monkeypatch):
+    """``--columns decoded``: every decoded cell as ``both`` writes it, a raw cell only where its decoded
+    cell is null (then the same bytes), unless write-savepoint could not encode the column back (then
+    every raw cell); ``raw``: every raw cell and no decoded value. The row-by-row decoder gives the same
+    files as the column-wise one."""
+    from repair.formats.flink.in_rocksdb.keyed_columns import ColumnarMiss
+    from repair.formats.flink.value_encoders import writes_serializer
+
+    both = exported[(name, "checkpoint")]
+    outs = {kept: tmp_path / kept for kept in ("decoded", "raw")}
+    for kept, out in outs.items():
+        document = _export(_source(name, "checkpoint"), out, workers=1, columns=kept)
+        assert document["columns"] == kept and document["format_version"] == 4
+    assert json.loads((both / "_export.json").read_text())["columns"] == "both"
+    thinned, kept_whole = 0, 0
+    states = {state["path"]: state for op in json.loads((both / "_export.json").read_text())["operators"] for state in op["states"]}
+    for part in sorted(both.rglob("part-*.parquet")):
+        relative = part.relative_to(both)
+        full = pq.read_table(part)
+        decoded, raw = pq.read_table(outs["decoded"] / relative), pq.read_table(outs["raw"] / relative)
+        assert decoded.schema == full.schema == raw.schema and decoded.num_rows == full.num_rows == raw.num_rows
+        serializers = {column: decision["serializer"] for column, decision in states[str(relative.parent)]["columns"].items()}
+        for column in ("key", "namespace", "user_key", "value"):
+            values, bytes_ = full.column(column).to_pylist(), full.column(column + "_raw").to_pylist()
+            assert decoded.column(column).to_pylist() == values
+            encodable = writes_serializer(serializers[column]) and (column != "key" or writes_serializer(serializers["namespace"]))
+            if encodable:
+                assert decoded.column(column + "_raw").to_pylist() == [b if v is None else None for v, b in zip(values, bytes_)]
+            else:
+                assert decoded.column(column + "_raw").to_pylist() == bytes_
+                kept_whole += bool(full.num_rows and bytes_[0] is not None)
+            assert raw.column(column + "_raw").to_pylist() == bytes_ and raw.column(column).null_count == raw.num_rows
+            thinned += sum(v is not None and b is not None for v, b in zip(values, bytes_))
+        for column in ("key_group", "list_index", "ttl_timestamp", "timestamp", "error"):
+            assert decoded.column(column).equals(full.column(column)) and raw.column(column).equals(full.column(column))
+    assert thinned > 0 and kept_whole > 0
+
+    def refuse(self, *args, **kwargs):
+        raise ColumnarMiss
+
+    monkeypatch.setattr(export_parts.ColumnarStateDecoder, "decode", refuse)
+    _export(_source(name, "checkpoint"), tmp_path / "rows", workers=1, columns="decoded")
+    _assert_identical(outs["decoded"], tmp_path / "rows", document=False)
+
+
+def test_columns_choice_from_the_cli_and_an_unknown_one_refused(tmp_path, capsys):
+    from repair.cli.app import main
+
+    source = str(_source("flink-1.20-default", "checkpoint"))
+    with pytest.raises(UsageError, match="columns must be one of both, decoded, raw"):
+        export(source, str(tmp_path / "x"), columns="typed")
+    assert not (tmp_path / "x").exists()
+    assert main(["export", source, "--out", str(tmp_path / "raw"), "--columns", "raw", "--workers", "1", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["columns"] == "raw"
+    assert main(["export", source, "--out", str(tmp_path / "y"), "--columns", "typed"]) == 2
+    assert not (tmp_path / "y").exists()
+
+
 def test_nan_non_bmp_and_pojo_nulls_are_exact(tmp_path):
     _P = "org.apache.flink.api.java.typeutils.runtime.PojoSerializerSnapshot"
     from repair.formats.flink.serializers import PojoField

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 from urllib.parse import quote
 
@@ -130,12 +131,23 @@ def _range(start: int, count: int):
 # -- the operation ----------------------------------------------------------------------------------
 
 
-def test_write_savepoint_of_an_unchanged_export_is_flinks_canonical_savepoint(default_export, tmp_path, read_only_guard):
+@pytest.mark.parametrize("columns", ["both", "decoded", "raw"])
+def test_write_savepoint_of_an_unchanged_export_is_flinks_canonical_savepoint(columns, default_export, tmp_path, read_only_guard):
+    """Whatever ``--columns`` kept: from ``decoded`` every raw cell that was left out (all but the
+    void namespaces) is encoded from its decoded column, and the streams are still Flink's bytes."""
     read_only_guard(_root(DEFAULT))
+    if columns != "both":
+        default_export = tmp_path / "export"
+        export(str(_root(DEFAULT)), str(default_export), columns=columns)
     read_only_guard(default_export)
     out = tmp_path / "savepoint"
     result = write_savepoint(str(default_export), str(out))
     assert result.ok and (out / "_metadata").is_file()
+    encoded = Counter(name for op in result.operators for state in op.states for name, count in state.encoded.items() if count)
+    if columns == "decoded":
+        assert encoded["key_raw"] and encoded["value_raw"]  # the bytes came from the decoded columns
+    else:
+        assert not encoded
     written = decode_metadata((out / "_metadata").read_bytes())
     flink_dir = _canonical_of(DEFAULT)
     flink = decode_metadata((flink_dir / "_metadata").read_bytes())
@@ -212,6 +224,19 @@ def test_heap_timers_rescaled_up_and_down_come_back_as_they_were(tmp_path):
     assert decode_metadata((last / "_metadata").read_bytes()).operator(PER_USER).max_parallelism == 128
     assert _rows(tmp_path / f"export-{len(CHAIN) - 1}") == _rows(first)
     assert any(state.startswith("_timer_state/") for _, state in _rows(first))
+
+
+@pytest.mark.parametrize("name", WRITABLE)
+def test_a_savepoint_written_from_an_export_of_decoded_columns_holds_the_same_state(name, tmp_path, read_only_guard):
+    """``export --columns decoded`` keeps raw bytes only where it must; write-savepoint encodes the rest
+    from the decoded columns, and the savepoint exports (with both columns) as the checkpoint does."""
+    root = read_only_guard(_root(name))
+    export(str(root), str(tmp_path / "decoded"), columns="decoded")
+    export(str(root), str(tmp_path / "both"))
+    result = write_savepoint(str(read_only_guard(tmp_path / "decoded")), str(tmp_path / "savepoint"))
+    assert any(state.encoded for op in result.operators for state in op.states)
+    export(str(tmp_path / "savepoint"), str(tmp_path / "again"))
+    assert _rows(tmp_path / "again") == _rows(tmp_path / "both")
 
 
 def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_computes(default_export, tmp_path):

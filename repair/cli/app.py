@@ -251,6 +251,7 @@ def export(
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
     engine: Literal["auto", "rocksdb", "python"] = typer.Option("auto", "--engine", help="Who resolves RocksDB's LSM trees: rocksdb (RocksDB itself via rocksdict, on a scratch copy; fast), python (this toolkit's merge; reads without MANIFEST or OPTIONS), auto (rocksdb where RocksDB can open the instance as _metadata describes it, else python)."),
     compression: Literal["snappy", "zstd", "lz4", "none"] = typer.Option("snappy", "--compression", help="Parquet codec: snappy, zstd (smaller, slower), lz4 or none (least CPU, largest files)."),
+    columns: Literal["both", "decoded", "raw"] = typer.Option("both", "--columns", help="What is written of each key and value: both (decoded columns beside their raw bytes), decoded (raw bytes only where decoding failed), raw (the bytes only; decoded columns null)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
 ) -> None:
     """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
@@ -261,7 +262,7 @@ def export(
     _say_spark(master)
     with progress_bar("exporting", counting="subtasks") as on_progress:
         result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
-                            engine=engine, compression=compression, on_progress=on_progress)
+                            engine=engine, compression=compression, columns=columns, on_progress=on_progress)
     _show(result, json_output, render_export)
 
 

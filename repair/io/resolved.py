@@ -7,7 +7,9 @@ A :class:`~repair.io.layout.ResolvedFile` says where a handle's bytes are now (s
 * :func:`open_resolved`: random access without reading them all (SSTs are read block by block),
   released with :func:`close`;
 * :func:`write_resolved` / :func:`copy_to_scratch`: copied in chunks, to a stream or to local scratch
-  space (remote SSTs, which would otherwise cost one request per block);
+  space (remote SSTs, which would otherwise cost one request per block); :func:`copy_files` /
+  :func:`copies_in_scratch`: many at once, :data:`IN_FLIGHT` files in flight, so that the latency of
+  an object store's requests overlaps (memory: one chunk per file in flight);
 * :func:`scratch_directory`: the one place scratch space is made (deleted when the block ends).
 
 A file holding fewer bytes than ``_metadata`` records raises :class:`~repair.errors.StorageError`.
@@ -19,8 +21,10 @@ import os
 import re
 import shutil
 import tempfile
+import uuid
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
-from typing import BinaryIO, Iterator
+from typing import BinaryIO, Iterator, Sequence
 
 from repair.errors import StorageError
 from repair.formats.bytes.random_access import BytesSource, RandomAccess
@@ -31,6 +35,10 @@ from repair.io.layout import ResolvedFile
 MAX_SMALL_FILE_BYTES = 256 << 20
 #: Chunk size of copies to local scratch space.
 SCRATCH_CHUNK = 8 << 20
+#: Files copied (or checked) at once from a remote store: each request waits for the network (tens of
+#: milliseconds to the first byte on S3), so several are kept in flight; each holds one chunk in memory.
+#: ``REPAIR_IN_FLIGHT`` sets another number (1: one at a time).
+IN_FLIGHT = max(1, int(os.environ.get("REPAIR_IN_FLIGHT") or 8))
 
 
 def read_resolved(
@@ -102,10 +110,46 @@ def scratch_write_errors(path: str) -> Iterator[None]:
 
 def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -> RandomAccess:
     """A local copy, in directory ``scratch``, of a handle's bytes, opened for random access."""
-    handle, path = tempfile.mkstemp(suffix=".sst", dir=scratch)
-    with scratch_write_errors(path), os.fdopen(handle, "wb") as out:
+    return copies_in_scratch(storage, [resolved], scratch)[0]
+
+
+def copy_file(storage: st.Storage, resolved: ResolvedFile, target: str) -> None:
+    """Copy a handle's bytes to the new local file ``target`` (never through a link or over a file),
+    checking that it got as many bytes as ``_metadata`` records."""
+    with scratch_write_errors(target), open(target, "xb") as out:
         write_resolved(storage, resolved, out)
-    return storage.open_input(path)
+    copied = os.path.getsize(target)
+    if copied != resolved.size:
+        raise StorageError(f"copied {copied} bytes, _metadata records {resolved.size}", source=resolved.uri)
+
+
+def copy_files(storage: st.Storage, copies: Sequence[tuple[ResolvedFile, str]], *,
+               in_flight: int = IN_FLIGHT) -> list[StorageError | None]:
+    """:func:`copy_file` for each ``(resolved, target)``, ``in_flight`` at a time; the error of each
+    copy (None: copied), in the order given. Remote copies overlap their requests' latency."""
+    def one(copy: tuple[ResolvedFile, str]) -> StorageError | None:
+        try:
+            copy_file(storage, *copy)
+        except StorageError as error:
+            return error
+        return None
+
+    if in_flight <= 1 or len(copies) <= 1:
+        return [one(copy) for copy in copies]
+    with ThreadPoolExecutor(max_workers=min(in_flight, len(copies)), thread_name_prefix="repair-copy") as pool:
+        return list(pool.map(one, copies))
+
+
+def copies_in_scratch(storage: st.Storage, resolved: Sequence[ResolvedFile], scratch: str, *,
+                      in_flight: int = IN_FLIGHT) -> list[RandomAccess]:
+    """Local copies, in directory ``scratch``, of handles' bytes (copied ``in_flight`` at a time),
+    opened for random access, in the order given; the first copy that failed raises."""
+    targets = [os.path.join(scratch, f"copy-{uuid.uuid4().hex}.sst") for _ in resolved]
+    errors = copy_files(storage, list(zip(resolved, targets)), in_flight=in_flight)
+    failed = next((error for error in errors if error is not None), None)
+    if failed is not None:
+        raise failed
+    return [storage.open_input(path) for path in targets]
 
 
 @contextmanager

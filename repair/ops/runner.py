@@ -16,9 +16,9 @@ import signal
 import socket
 import sys
 import threading
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from repair.errors import RepairError, UsageError
@@ -34,8 +34,12 @@ def run_tasks(
     workers: int = 1,
     master: str | None = None,
     on_done: Callable[[T, R], None] | None = None,
+    threads: int = 1,
 ) -> list[R]:
-    """``[func(t) for t in tasks]``, possibly in parallel; ``func`` and tasks must be picklable."""
+    """``[func(t) for t in tasks]``, possibly in parallel; ``func`` and tasks must be picklable.
+
+    ``threads`` > 1 runs that many tasks at once in this process (not on Spark or in a pool): for tasks
+    that mostly wait for a remote store, whose latency then overlaps."""
     if not tasks:
         return []
     if master:
@@ -46,15 +50,21 @@ def run_tasks(
         return results
     if workers <= 1 or len(tasks) == 1:
         results = []
-        for task in tasks:
-            results.append(func(task))
-            if on_done:
-                on_done(task, results[-1])
+        with ThreadPoolExecutor(max_workers=min(threads, len(tasks)), thread_name_prefix="repair-task") if threads > 1 else nullcontext() as pool:
+            for task, result in zip(tasks, pool.map(func, tasks) if pool is not None else map(func, tasks)):
+                results.append(result)
+                if on_done:
+                    on_done(task, result)
         return results
     with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
         results = []
         try:
-            for task, result in zip(tasks, pool.map(_Guarded(func), tasks, chunksize=1)):
+            if threads > 1:  # each process runs groups of ``threads`` tasks at once
+                groups = [tasks[i:i + threads] for i in range(0, len(tasks), threads)]
+                done = (result for group in pool.map(_Threaded(_Guarded(func), threads), groups, chunksize=1) for result in group)
+            else:
+                done = pool.map(_Guarded(func), tasks, chunksize=1)
+            for task, result in zip(tasks, done):
                 results.append(_unwrap(result))
                 if on_done:
                     on_done(task, result)
@@ -113,6 +123,17 @@ class _Guarded:
             return self.func(task)
         except RepairError as error:
             return _Failure(error)
+
+
+class _Threaded:
+    """``func`` over a group of tasks, ``threads`` at a time (picklable)."""
+
+    def __init__(self, func: Callable, threads: int):
+        self.func, self.threads = func, threads
+
+    def __call__(self, tasks: list) -> list:
+        with ThreadPoolExecutor(max_workers=min(self.threads, len(tasks)), thread_name_prefix="repair-task") as pool:
+            return list(pool.map(self.func, tasks))
 
 
 def _unwrap(result):

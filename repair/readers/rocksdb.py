@@ -35,7 +35,7 @@ from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
 from repair.formats.rocksdb.lsm import LsmStats, iter_column_family, tables_by_column_family
 from repair.formats.rocksdb.table.sst import Table, open_table
 from repair.io import storage as st
-from repair.io.resolved import copy_to_scratch, is_remote, open_resolved, read_resolved, scratch_directory
+from repair.io.resolved import copies_in_scratch, is_remote, open_resolved, read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot
 from repair.readers.rocksdb_instance import InstanceUnavailable, RocksDbInstance, open_rocksdb_instance
 
@@ -294,18 +294,18 @@ def iter_incremental_handle(
             else:
                 yield from iter_rocksdb_instance(instance, meta, handle.key_groups, max_parallelism, states=states)
                 return
-        scratch = None
-        sources = []
+        files = []
         for entry in handle.sst_files:
             resolved = snapshot.resolver.resolve(entry.handle)
             if resolved is None:
                 raise FormatError("shared file handle", handle.offset, "a handle", f"null for {entry.local_path}")
-            if is_remote(resolved):
-                if scratch is None:
-                    scratch = opened.enter_context(scratch_directory("sst"))
-                source = copy_to_scratch(storage, resolved, scratch)
-            else:
-                source = open_resolved(storage, resolved)
+            files.append((entry, resolved))
+        remote = [resolved for _, resolved in files if is_remote(resolved)]
+        # remote SSTs are copied to scratch space first, several at once (one request per block otherwise)
+        copies = iter(copies_in_scratch(storage, remote, opened.enter_context(scratch_directory("sst"))) if remote else [])
+        sources = []
+        for entry, resolved in files:
+            source = next(copies) if is_remote(resolved) else open_resolved(storage, resolved)
             if hasattr(source, "close"):
                 opened.callback(source.close)
             sources.append((resolved.uri or entry.local_path, source))

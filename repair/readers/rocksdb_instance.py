@@ -38,7 +38,7 @@ from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.rocksdb.files import FileKind, decode_current, parse_file_name, parse_options
 from repair.io import storage as st
 from repair.io.layout import ResolvedFile
-from repair.io.resolved import MAX_SMALL_FILE_BYTES, is_remote, scratch_directory, scratch_write_errors, write_resolved
+from repair.io.resolved import MAX_SMALL_FILE_BYTES, copy_files, is_remote, scratch_directory
 from repair.io.snapshot import LoadedSnapshot
 
 #: Flink's merge operator on every column family (RocksDB knows it by this name) and its delimiter,
@@ -101,6 +101,7 @@ def open_rocksdb_instance(snapshot: LoadedSnapshot, storage: st.Storage, handle:
 def _materialise(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle, directory: str) -> dict[str, _Source]:
     """Place every file of ``handle`` in ``directory``; returns the source of each, by local name."""
     sources: dict[str, _Source] = {}
+    copies: list[tuple[ResolvedFile, str]] = []
     for entry in [*handle.shared, *handle.private]:
         name = entry.local_path
         try:
@@ -120,15 +121,15 @@ def _materialise(snapshot: LoadedSnapshot, storage: st.Storage, handle: Incremen
             if table:
                 raise FormatError("shared file handle", handle.offset, "a handle", f"null for {name}")
             raise InstanceUnavailable(f"the handle of {name} is null")
-        source = _describe(resolved, name, snapshot.ref.metadata_uri)
-        try:
-            if not (table and _link_whole_local_file(resolved, target)):
-                _copy(storage, resolved, target)
-        except StorageError as error:
-            if table:  # the data itself is unreadable: no engine can serve it
-                raise
-            raise InstanceUnavailable(f"{name} cannot be read ({error})") from None
-        sources[name] = source
+        sources[name] = _describe(resolved, name, snapshot.ref.metadata_uri)
+        if not (table and _link_whole_local_file(resolved, target)):
+            copies.append((resolved, target))
+    # copied several at once: on an object store each file's requests wait for the network
+    for (resolved, target), error in zip(copies, copy_files(storage, copies)):
+        if error is not None:
+            if target.endswith(".sst"):  # the data itself is unreadable: no engine can serve it
+                raise error
+            raise InstanceUnavailable(f"{os.path.basename(target)} cannot be read ({error})") from None
     return sources
 
 
@@ -153,14 +154,6 @@ def _link_whole_local_file(resolved: ResolvedFile, target: str) -> bool:
     except OSError:
         return False
     return True
-
-
-def _copy(storage: st.Storage, resolved: ResolvedFile, target: str) -> None:
-    with scratch_write_errors(target), open(target, "xb") as out:  # "x": never through a link or over another file
-        write_resolved(storage, resolved, out)
-    copied = os.path.getsize(target)
-    if copied != resolved.size:
-        raise StorageError(f"copied {copied} bytes, _metadata records {resolved.size}", source=resolved.uri)
 
 
 # -- checks before RocksDB opens it ------------------------------------------------------------------

@@ -213,6 +213,12 @@ def _raising_encode_error(inner: Encode | None, errors: type[Exception]) -> Enco
     return encode
 
 
+def writes_serializer(class_name: str | None) -> bool:
+    """Whether :func:`encoder_for` writes the values of the serializer snapshot class named, whatever
+    wraps it (TTL, a list's or map's element): the leaf serializers it knows."""
+    return class_name in _SIMPLE
+
+
 def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
     """The encoder of values written by the serializer ``snapshot`` describes; None when this module
     cannot write them (their raw bytes must be kept)."""

@@ -49,7 +49,17 @@ from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import SnapshotRef, discover
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
-from repair.ops.export.parts import COLUMNS, COMPRESSION, COMPRESSIONS, PartStats, StateCounts, check_kind, write_state_part
+from repair.ops.export.parts import (
+    COLUMN_CHOICES,
+    COLUMNS,
+    COLUMNS_KEPT,
+    COMPRESSION,
+    COMPRESSIONS,
+    PartStats,
+    StateCounts,
+    check_kind,
+    write_state_part,
+)
 from repair.ops.export.sources import SLOTS, SOURCES, not_exported, source_for
 from repair.ops.runner import default_workers, run_tasks
 from repair.readers.rocksdb import ENGINES
@@ -57,7 +67,7 @@ from repair.readers.rocksdb import ENGINES
 __all__ = ["COLUMNS", "COMMIT_FILE", "export", "export_subtask", "partition_value"]
 
 COMMIT_FILE = "_export.json"
-FORMAT_VERSION = 3
+FORMAT_VERSION = 4
 
 
 # -- results -------------------------------------------------------------------------------------
@@ -140,6 +150,8 @@ class ExportResult:
     savepoint_format: str | None
     checkpoint_id: int
     out: str
+    #: ``--columns``: what was written of each value (:data:`~repair.ops.export.parts.COLUMN_CHOICES`).
+    columns: str = COLUMNS_KEPT
     operators: list[ExportedOperator] = field(default_factory=list)
     skipped: list[Skipped] = field(default_factory=list)
     files: int = 0
@@ -156,7 +168,7 @@ class ExportResult:
         return {
             "ok": self.ok, "format_version": FORMAT_VERSION, "source": self.source, "metadata": self.metadata,
             "snapshot": self.snapshot, "kind": self.kind, "savepoint_format": self.savepoint_format,
-            "checkpoint_id": self.checkpoint_id, "out": self.out, "rows": self.rows, "files": self.files,
+            "checkpoint_id": self.checkpoint_id, "out": self.out, "columns": self.columns, "rows": self.rows, "files": self.files,
             "operators": [op.to_json() for op in self.operators], "skipped": [s.to_json() for s in self.skipped],
         }
 
@@ -193,6 +205,8 @@ class ExportTask:
     states: tuple[StatePlan, ...]
     engine: str = "auto"
     compression: str = COMPRESSION
+    #: ``--columns``: :data:`~repair.ops.export.parts.COLUMN_CHOICES`.
+    columns: str = COLUMNS_KEPT
 
 
 @dataclass
@@ -224,11 +238,11 @@ def export_subtask(task: ExportTask) -> SubtaskExport:
         if stream.engine is not None:
             engine = {"engine": stream.engine, "reason": stream.engine_reason}
         parts[plan.name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, stream,
-                                            compression=task.compression)
+                                            compression=task.compression, kept=task.columns)
     for name, plan in plans.items():  # states this subtask holds no entry of: an empty part
         if name not in parts:
             parts[name] = write_state_part(task.storage, task.staging, plan.part(task.subtask), plan.columns, None,
-                                           compression=task.compression)
+                                           compression=task.compression, kept=task.columns)
     return SubtaskExport(task.operator_id, task.subtask, parts, engine)
 
 
@@ -251,6 +265,7 @@ def export(
     storage: st.Storage | None = None,
     engine: str = "auto",
     compression: str = COMPRESSION,
+    columns: str = COLUMNS_KEPT,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
     """Export the keyed state of ``checkpoint`` (for a job root: its newest checkpoint) to ``out``;
@@ -259,12 +274,16 @@ def export(
     ``operators`` (uids, operator ids or names) and ``states`` (state names) filter; a filter value that
     matches nothing is a :class:`UsageError` and nothing is written. ``out`` must not exist (or be empty).
     ``engine`` resolves RocksDB's LSM trees (:data:`~repair.readers.rocksdb.ENGINES`); ``compression``
-    is the Parquet codec (:data:`~repair.ops.export.parts.COMPRESSIONS`).
+    is the Parquet codec (:data:`~repair.ops.export.parts.COMPRESSIONS`); ``columns`` what is written of
+    each value (:data:`~repair.ops.export.parts.COLUMN_CHOICES`): ``both`` decoded columns beside their
+    raw bytes, ``decoded`` raw bytes only where the decoded cell is null, ``raw`` no decoded values.
     """
     if engine not in ENGINES:
         raise UsageError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     if compression not in COMPRESSIONS:
         raise UsageError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+    if columns not in COLUMN_CHOICES:
+        raise UsageError(f"columns must be one of {', '.join(COLUMN_CHOICES)}, not {columns!r}")
     storage = storage or st.default_storage()
     operators = list(operators or []) or None
     states = list(states or []) or None
@@ -277,6 +296,7 @@ def export(
     result = ExportResult(
         source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
         savepoint_format=snapshot.savepoint_format, checkpoint_id=snapshot.metadata.checkpoint_id, out=out,
+        columns=columns,
     )
     planner = _Planner(snapshot, layout.root, storage, result)
     planner.select_operators(operators)
@@ -288,7 +308,7 @@ def export(
         staging = publisher.share()
         tasks = [
             ExportTask(ref, layout.root, op.operator_id, subtask, storage, source, staging, plans[(op.operator_id, source)],
-                       engine, compression)
+                       engine, compression, columns)
             for op, subtask, source in planner.subtasks if plans[(op.operator_id, source)]
         ]
         finished = []

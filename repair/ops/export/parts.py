@@ -19,11 +19,14 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable, Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from repair.errors import FormatError
 from repair.formats.flink.arrow import DECODED_COLUMNS, StateColumns, column_converter, to_arrow
 from repair.formats.flink.in_rocksdb.keyed_columns import FIXED_COLUMN_TYPES, ColumnarMiss, ColumnarStateDecoder
+from repair.formats.flink.row_codecs import RAW_OF
+from repair.formats.flink.value_encoders import writes_serializer
 from repair.formats.rocksdb.lsm import LsmStats
 from repair.io import storage as st
 from repair.readers.rocksdb import StateStream, decode_batch_rows
@@ -44,6 +47,12 @@ BATCH_BYTES = 64 << 20
 #: about twice as fast as zstd here and makes files about a quarter larger (docs/benchmarks/export.md).
 COMPRESSIONS = ("snappy", "zstd", "lz4", "none")
 COMPRESSION = "snappy"
+#: What ``--columns`` keeps: ``both`` (decoded columns beside their raw bytes, the default), ``decoded``
+#: (a raw cell only where its decoded cell is null: decoding failed, the value is not representable; and
+#: whole raw columns that write-savepoint could not encode back: JSON text, serializers without an
+#: encoder) or ``raw`` (the decoded columns all null: nothing decoded is written).
+COLUMN_CHOICES = ("both", "decoded", "raw")
+COLUMNS_KEPT = "both"
 #: Columns worth a Parquet dictionary: few distinct values in a row group. Dictionaries for the others
 #: (mostly unique keys and values) cost about 0.2 µs per row and save little.
 DICTIONARY_COLUMNS = ["key_group", "list_index", "error"]
@@ -155,9 +164,16 @@ class _ChunkSink(io.RawIOBase):
 class _BatchWriter:
     """Converts batches of row dicts to record batches of one state's schema, and counts."""
 
-    def __init__(self, columns: StateColumns, stats: PartStats):
+    def __init__(self, columns: StateColumns, stats: PartStats, kept: str = COLUMNS_KEPT):
         self.schema = part_schema(columns)
         self.stats = stats
+        self.kept = kept
+        #: ``decoded``: the raw columns written only where their decoded cell is null; the others keep
+        #: every raw cell, as write-savepoint could not make the bytes again from a JSON column or a
+        #: serializer it cannot write (a timer's key_raw is the whole timer: its namespace too).
+        encodable = {name: not decision.is_json and writes_serializer(decision.serializer) for name, decision in columns.columns.items()}
+        encodable["key"] = encodable["key"] and (encodable["namespace"] or columns.columns["namespace"].serializer is None)
+        self._thinned = [(name, RAW_OF[name]) for name in DECODED_COLUMNS if encodable[name]]
         self._decoded = [(name, columns.columns[name].storage_type, column_converter(columns.columns[name].arrow))
                          for name in DECODED_COLUMNS]
         self._fallback_candidates = [name for name in DECODED_COLUMNS if not pa.types.is_null(columns.columns[name].storage_type)]
@@ -187,13 +203,29 @@ class _BatchWriter:
             if name not in self._fallback and any((values[i] is None or i in bad) and rows[i][name + "_raw"] for i in with_errors):
                 self._fallback.add(name)
         self.stats.rows += len(rows)
-        return pa.record_batch([arrays[name] for name in COLUMNS], schema=self.schema)
+        return self._batch(arrays)
 
     def columnar_batch(self, columns: dict[str, pa.Array]) -> pa.RecordBatch:
         """A record batch of columns decoded column-wise (no errors: those batches go row by row)."""
-        batch = pa.record_batch([columns[name] for name in COLUMNS], schema=self.schema)
+        batch = self._batch(columns)
         self.stats.rows += batch.num_rows
         return batch
+
+    def _batch(self, arrays: dict[str, pa.Array]) -> pa.RecordBatch:
+        """The record batch of the columns kept (``--columns``)."""
+        if self.kept == "raw":
+            arrays = dict(arrays)
+            for name in DECODED_COLUMNS:
+                arrays[name] = pa.nulls(len(arrays["key_raw"]), self.schema.field(name).type)
+        elif self.kept == "decoded":
+            arrays = dict(arrays)
+            for name, raw in self._thinned:
+                decoded = arrays[name]
+                if decoded.null_count == 0:
+                    arrays[raw] = pa.nulls(len(decoded), pa.binary())
+                elif decoded.null_count < len(decoded):
+                    arrays[raw] = pc.if_else(pc.is_null(decoded), arrays[raw], pa.scalar(None, pa.binary()))
+        return pa.record_batch([arrays[name] for name in COLUMNS], schema=self.schema)
 
     def finish(self) -> None:
         self.stats.raw_fallback = sorted(self._fallback)
@@ -260,11 +292,11 @@ def _parquet_chunks(writer: _BatchWriter, batches: Iterable[pa.RecordBatch], com
 
 
 def write_state_part(storage: st.Storage, staging_uri: str, file: str, columns: StateColumns,
-                     stream: StateStream | None, *, compression: str = COMPRESSION) -> PartStats:
-    """Write ``stream``'s rows (None: no rows) as ``staging_uri/file``; replaces a file a failed
-    attempt of the same task left there."""
+                     stream: StateStream | None, *, compression: str = COMPRESSION, kept: str = COLUMNS_KEPT) -> PartStats:
+    """Write ``stream``'s rows (None: no rows) as ``staging_uri/file``, with the columns ``kept``
+    (:data:`COLUMN_CHOICES`); replaces a file a failed attempt of the same task left there."""
     stats = PartStats(file)
-    writer = _BatchWriter(columns, stats)
+    writer = _BatchWriter(columns, stats, kept)
     chunks = _parquet_chunks(writer, _record_batches(writer, stream, columns), compression)
     stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), chunks, overwrite=True)
     if stream is not None:

@@ -39,6 +39,7 @@ from repair.formats.flink.keygroups import operator_label
 from repair.formats.rocksdb.files import FileKind, parse_file_name, table_file_name
 from repair.io import storage as st
 from repair.io.layout import METADATA, discover, is_rocksdb_dir
+from repair.io.resolved import IN_FLIGHT
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.verify.changelog_check import check_subtask_changelog
@@ -584,7 +585,9 @@ def _execute(
         workers = default_workers() if sum(t.size for t in external) >= POOL_THRESHOLD_BYTES else 1
     check = functools.partial(check_file, storage=storage)
     results = run_tasks(check, inline, on_done=progressed)
-    results += run_tasks(check, external, workers=workers, master=master, on_done=progressed)
+    # files on a remote store are checked several at once in each process: their reads mostly wait
+    remote = any(st.parse_location(t.uri).kind != "local" for t in external)
+    results += run_tasks(check, external, workers=workers, master=master, on_done=progressed, threads=IN_FLIGHT if remote else 1)
     return {result.task.key: result for result in results}
 
 

@@ -91,7 +91,7 @@ __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
 EXPORT_FILE = "_export.json"
 METADATA_FILE = "_metadata"
 #: ``_export.json`` format versions this command reads.
-EXPORT_FORMAT_VERSIONS = (3,)
+EXPORT_FORMAT_VERSIONS = (3, 4)
 #: Export sources whose rows are keyed state written into the key-group streams.
 KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed", "raw-keyed-timers")
 #: Export sources not written as keyed state (operator state: copied, or rewritten where changed).
