@@ -67,7 +67,7 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
         entry(row)["history"] = _value(row["value"])
     for row in exported_rows(out, "totals"):
         entry(row)["totals"] = dict(sorted((op, total) for op, total in _value(row["value"])))
-    for state in ("scalars", "arrays"):
+    for state in ("scalars", "arrays", "numbers"):
         for row in exported_rows(out, state):
             entry(row)[state] = _value(row["value"])
     for row in exported_rows(out, "_timer_state/event_user-timers"):

@@ -41,7 +41,9 @@ def test_every_sql_state_is_decoded(exported):
         assert state["rows_with_errors"] == 0 and state["raw_fallback"] == [], state["state"]
         for column in state["columns"].values():  # RowData, StringData, External: typed, not JSON
             assert column["type"] != "json", (state["state"], column)
-    acc = next(s for s in states if s["state"] == "accState" and s["columns"]["key"]["type"] == "struct<kind: string, f0: string>")
+    acc = next(s for op in summary["operators"] if "distinctAcc_0" in {x["state"] for x in op["states"]}
+               for s in op["states"] if s["state"] == "accState")
+    assert acc["columns"]["key"]["type"] == "struct<kind: string, f0: string>"
     assert acc["columns"]["value"]["type"] == "struct<kind: string, f0: int64, f1: int64, f2: int64, f3: int64, f4: binary>"
     top = next(s for s in states if s["state"] == "data-state-with-append")
     assert top["columns"]["value"]["type"] == ("list<item: struct<kind: string, f0: int64, f1: int64, f2: string, "
@@ -82,11 +84,24 @@ def test_deduplication_keeps_the_latest_row(exported):
     assert dict(sorted(found.items())) == dict(sorted(expected["dedup"].items()))
 
 
+def _join_parts(out, side: str, left_kind: str) -> list[dict]:
+    """The rows of ``side`` of the join whose ``left-records`` is a ``left_kind`` state (``map``: the
+    regular join of adds and untags; ``value``: the join of the COLLECT aggregate, unique by its key)."""
+    summary = json.loads((out / "_export.json").read_text())
+    rows = []
+    for op in summary["operators"]:
+        states = {s["state"]: s for s in op["states"]}
+        if states.get("left-records", {}).get("kind") == left_kind:
+            for part in sorted((out / states[side]["path"]).glob("*.parquet")):
+                rows += pq.read_table(part).to_pylist()
+    return rows
+
+
 def test_join_record_states_with_their_counts(exported):
     _, out, expected = exported
     for side, field in (("left-records", "f1"), ("right-records", "f1")):
         found: dict[str, dict] = defaultdict(dict)
-        for row in exported_rows(out, side):
+        for row in _join_parts(out, side, "map"):
             user_key = _json(row["user_key"])
             assert user_key["kind"] == "+I" and user_key["f0"] == _json(row["key"])["f0"]
             found[user_key["f0"]][str(user_key[field])] = row["value"]
@@ -99,7 +114,8 @@ def test_inspect_describes_row_data_types(exported):
     states = {state.name: state for state in every}
     accumulators = {(s.key_type, s.value_type) for s in every if s.name == "accState"}
     assert accumulators == {("ROW<STRING>", "TTL<ROW<BIGINT, BIGINT, BIGINT, BIGINT, RAW>>"),
-                            ("ROW<INTEGER NOT NULL>", "TTL<ROW<BIGINT, BIGINT, STRING>>")}
+                            ("ROW<INTEGER NOT NULL>", "TTL<ROW<BIGINT, BIGINT, STRING>>"),
+                            ("ROW<STRING>", "TTL<ROW<ROW<map RAW>>>")}  # COLLECT's accumulator: a structured type
     assert states["data-state-with-append"].describe() == (
         "map: ROW<STRING> -> Map<ROW<BIGINT NOT NULL>, TTL<List<ROW<BIGINT NOT NULL, BIGINT NOT NULL, STRING, "
         "ARRAY<STRING> NOT NULL, ARRAY<BIGINT NOT NULL> NOT NULL, MAP<STRING, BIGINT NOT NULL> NOT NULL>>>>")
@@ -170,3 +186,25 @@ def test_mini_batch_aggregation(exported):
         if isinstance(key["f0"], int):  # the GROUP BY wave (the other accState is keyed by user)
             found[str(key["f0"])] = [acc["f0"], acc["f1"], acc["f2"]]
     assert dict(sorted(found.items())) == expected["batched"]
+
+
+def test_collect_multiset_in_a_unique_key_join(exported):
+    _, out, expected = exported
+    bags = expected["bags"]
+    found = {}
+    for row in _join_parts(out, "left-records", "value"):
+        value = _json(row["value"])
+        assert row["user_key"] is None and row["ttl_timestamp"] is not None
+        found[_json(row["key"])["f0"]] = {**value, "f1": sorted(list(entry) for entry in value["f1"])}
+    assert dict(sorted(found.items())) == bags["left-records"]
+    right: dict[str, dict] = defaultdict(dict)
+    for row in _join_parts(out, "right-records", "value"):
+        right[_json(row["user_key"])["f0"]][_json(row["user_key"])["f1"]] = row["value"]
+    assert {u: dict(sorted(c.items())) for u, c in sorted(right.items())} == bags["right-records"]
+    views: dict[str, dict] = defaultdict(dict)
+    summary = json.loads((out / "_export.json").read_text())
+    paths = [s["path"] for op in summary["operators"] for s in op["states"] if s["state"] == "agg0$map"]  # '$' is escaped in it
+    assert len(paths) == 1
+    for row in (r for part in sorted((out / paths[0]).glob("*.parquet")) for r in pq.read_table(part).to_pylist()):
+        views[_json(row["key"])["f0"]][row["user_key"]] = row["value"]
+    assert {u: dict(sorted(c.items())) for u, c in sorted(views.items())} == bags["agg0$map"]

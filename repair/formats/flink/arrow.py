@@ -237,7 +237,7 @@ SQL_TYPES: dict[str, pa.DataType] = {
 def _sql_arrow(t: SqlType) -> tuple[pa.DataType | None, str | None]:
     """The Arrow type of one SQL type: a nested ROW a struct, an ARRAY a list, a MAP a map, a MULTISET
     a map of its elements to their int32 counts."""
-    if t.root == "ROW" and t.names is not None:
+    if t.root in ("ROW", "STRUCTURED_TYPE") and t.names is not None:  # a structured type is a nested row too
         return _row_data_type(t.children, t.sql())
     if t.root in ("ARRAY", "MULTISET", "MAP") and len(t.children) == (2 if t.root == "MAP" else 1):
         parts = [_sql_arrow(c) for c in t.children]

@@ -37,6 +37,7 @@ from typing import Any, Callable
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
+from repair.formats.flink.row_data import decimal_text
 
 KRYO_SNAPSHOT_CLASS = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
 #: Kryo's own registration ids (``Kryo`` constructor, 2.24 and 5).
@@ -60,15 +61,18 @@ def _unzigzag(value: int, bits: int) -> int:
     return (value >> 1) ^ -(value & 1)
 
 
-def read_varlong(r: ByteReader, field: str) -> int:
-    """``Input.readLong(false)`` / ``readVarLong(false)``: 8 bytes of 7 bits, a ninth of 8, zig-zag."""
+def read_varlong(r: ByteReader, field: str, *, zigzag: bool = True) -> int:
+    """``Input.readLong(false)`` / ``readVarLong(false)``: 8 bytes of 7 bits, a ninth of 8, zig-zag
+    (``zigzag=False``: ``readLong(true)``, a signed 64-bit value as written)."""
     value = 0
     for shift in range(0, 56, 7):
         byte = r.u8(field)
         value |= (byte & 0x7F) << shift
         if byte < 0x80:
-            return _unzigzag(value, 64)
-    return _unzigzag(value | r.u8(field) << 56, 64)
+            break
+    else:
+        value |= r.u8(field) << 56
+    return _unzigzag(value, 64) if zigzag else value - (1 << 64) if value >> 63 else value
 
 
 def read_string(r: ByteReader) -> str | None:
@@ -131,6 +135,13 @@ OBJECT_ARRAYS = {
     "[Ljava.lang.Short;": SHORT, "[Ljava.lang.Byte;": BYTE, "[Ljava.lang.Boolean;": BOOLEAN,
     "[Ljava.lang.Character;": CHAR, "[Ljava.lang.Float;": FLOAT, "[Ljava.lang.Double;": DOUBLE,
 }
+#: JDK classes of Kryo's ``DefaultSerializers`` read here (by name: they are not registered): a
+#: ``BigInteger`` as a length + 1 varint (0 null) and its two's complement bytes, big-endian (an int); a
+#: ``BigDecimal`` that unscaled value, then its scale as a zig-zag varint (its plain text); a ``Date`` as
+#: ``readLong(true)`` (epoch milliseconds) - the same in both generations. A ``TreeMap`` (entries as a
+#: ``HashMap``'s) is read when it has no comparator (its comparator comes before the size in Kryo 2.24,
+#: after it in Kryo 5).
+BIG_INTEGER, BIG_DECIMAL, DATE, TREE_MAP = "java.math.BigInteger", "java.math.BigDecimal", "java.util.Date", "java.util.TreeMap"
 #: The id of the first class of the snapshot's ``kryo registrations`` (the type class, then the user's
 #: registrations in order): Kryo's ten own registrations and the 75 of Flink's chill registrar come first
 #: (the same in Flink 1.20 and 2.1: fixtures ``flink-*-kryo``).
@@ -239,7 +250,8 @@ class _Graph:
             return self.wrapper(cls)  # type: ignore[arg-type]
         if isinstance(cls, int) and cls != STRING:
             raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {self.registrations.describe(cls)}")
-        if isinstance(cls, str) and not (cls in COLLECTIONS or cls in MAPS or cls in PRIMITIVE_ARRAYS or cls in OBJECT_ARRAYS):
+        if isinstance(cls, str) and not (cls in COLLECTIONS or cls in MAPS or cls in PRIMITIVE_ARRAYS or cls in OBJECT_ARRAYS
+                                         or cls in (BIG_INTEGER, BIG_DECIMAL, DATE, TREE_MAP)):
             raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {_by_name(cls)}")
         marker = read_varint(r, "kryo reference marker")
         if marker == 0:
@@ -256,12 +268,32 @@ class _Graph:
             value = self._collection(slot)
         elif cls in MAPS:
             value = self._map(slot)
+        elif cls == BIG_INTEGER:
+            value = self._unscaled()
+        elif cls == BIG_DECIMAL:
+            unscaled = self._unscaled()
+            scale = _unzigzag(read_varint(r, "kryo BigDecimal scale"), 32)
+            value = None if unscaled is None else decimal_text(unscaled, scale)
+        elif cls == DATE:
+            value = read_varlong(r, "kryo Date", zigzag=False)
+        elif cls == TREE_MAP:
+            value = self._map(slot, sorted_map=True)
         elif cls in PRIMITIVE_ARRAYS:
             value = self._primitive_array(PRIMITIVE_ARRAYS[cls])  # type: ignore[index]
         else:
             value = self._object_array(slot, OBJECT_ARRAYS[cls])  # type: ignore[index]
         self.objects[slot] = value
         return value
+
+    def _unscaled(self) -> int | None:
+        """``BigIntegerSerializer``: a length + 1 varint (0 null), then ``BigInteger.toByteArray``."""
+        length = self._array_length()
+        return None if length is None else int.from_bytes(self.r.raw(length, "kryo BigInteger"), "big", signed=True)
+
+    def _no_comparator(self) -> None:
+        at = self.r.offset
+        if self.read_class_and_object() is not None:
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a TreeMap with a comparator")
 
     def _array_length(self) -> int | None:
         r = self.r
@@ -322,16 +354,21 @@ class _Graph:
                 out.extend(self.read_object(cls, nullable=has_null) for _ in range(length))
         return out
 
-    def _map(self, slot: int) -> list[tuple[Any, Any]] | None:
-        """``MapSerializer`` without known key and value classes: entries as ``[(key, value), ...]``."""
+    def _map(self, slot: int, sorted_map: bool = False) -> list[tuple[Any, Any]] | None:
+        """``MapSerializer`` without known key and value classes: entries as ``[(key, value), ...]``; a
+        ``TreeMap``'s (``sorted_map``) comparator must be null."""
         r = self.r
         out: list[tuple[Any, Any]] = []
         self.objects[slot] = out
+        if sorted_map and self.generation == 2:
+            self._no_comparator()
         size = read_varint(r, "kryo map size")
         if self.generation != 2:
             if size == 0:
                 return None
             size -= 1
+            if sorted_map:
+                self._no_comparator()
         if size > r.remaining:
             raise FormatError("kryo map size", r.offset, f"at most {r.remaining} entries", size)
         for _ in range(size):

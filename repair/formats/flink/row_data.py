@@ -103,7 +103,7 @@ def _field_reader(t: SqlType) -> Callable[[bytes, int, str], Any] | None:
             return millis * 1_000_000 + (slot & 0xFFFFFFFF)
 
         return wide
-    if root == "ROW" and t.names is not None:
+    if root in ("ROW", "STRUCTURED_TYPE") and t.names is not None:  # a structured type (e.g. an accumulator) is a nested row too
         nested = binary_row_reader(t.children)
         return lambda row, at, field: nested(_var_part(row, int.from_bytes(row[at : at + 8], "little"), field))
     if root == "ARRAY" and len(t.children) == 1:

@@ -139,7 +139,7 @@ def _put_for(t: SqlType) -> Put | None:
             _append_var(buffer, slot, millis.to_bytes(8, "little", signed=True), size_field=nanos)
 
         return timestamp
-    if root == "ROW" and t.names is not None:
+    if root in ("ROW", "STRUCTURED_TYPE") and t.names is not None:  # a structured type (e.g. an accumulator) is a nested row too
         nested = binary_row_encoder(t.children)
         if nested is None:
             return None

@@ -78,7 +78,7 @@ def _java_list(value: Any) -> list[Any]:
     if isinstance(inner, JavaObject) and inner is not value:
         return _java_list(inner)
     for cls, _values, annotations in value.class_data:
-        if cls in ("java.util.ArrayList", "java.util.LinkedList") or cls.endswith("List"):
+        if cls in ("java.util.ArrayList", "java.util.LinkedList", "java.util.CollSer") or cls.endswith("List"):  # CollSer: List.of
             # writeObject: the size (block data), then the elements
             return [a for a in annotations if isinstance(a, (JavaObject, JavaEnum, str)) or a is None][0:]
     return []
@@ -101,6 +101,7 @@ def sql_type_of(value: Any) -> SqlType:
         out.children = [sql_type_of(value.get("keyType")), sql_type_of(value.get("valueType"))]
     elif root in ("ROW", "STRUCTURED_TYPE"):
         fields = [f for f in _java_list(value.get("fields") or value.get("attributes")) if isinstance(f, JavaObject)]
-        out.names = [f.get("name") if isinstance(f.get("name"), str) else f"f{i}" for i, f in enumerate(fields)]
-        out.children = [sql_type_of(f.get("type")) for f in fields]
+        if fields or root == "ROW":  # a structured type whose attributes were not found stays unknown (raw)
+            out.names = [f.get("name") if isinstance(f.get("name"), str) else f"f{i}" for i, f in enumerate(fields)]
+            out.children = [sql_type_of(f.get("type")) for f in fields]
     return out
