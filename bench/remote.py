@@ -34,7 +34,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
-from common import Variant, machine, repair_command, run_all  # noqa: E402
+from common import Variant, json_document, machine, repair_command, run_all  # noqa: E402
 
 
 def _s3_env(endpoint: str) -> list[str]:
@@ -42,18 +42,6 @@ def _s3_env(endpoint: str) -> list[str]:
 
     return ["env", f"AWS_ENDPOINT_URL={endpoint}", f"AWS_REGION={s3_server.REGION}", f"AWS_ACCESS_KEY_ID={s3_server.ACCESS_KEY}",
             f"AWS_SECRET_ACCESS_KEY={s3_server.SECRET_KEY}", "AWS_EC2_METADATA_DISABLED=true"]
-
-
-def _check_json(ok_key: str | None = None):
-    def check(stdouts: list[str]) -> str | None:
-        try:
-            document = json.loads(stdouts[0])
-        except ValueError:
-            return f"no JSON document: {stdouts[0][-300:]}"
-        if ok_key is not None and not document.get(ok_key, True):
-            return f"{ok_key} is false"
-        return None
-    return check
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -94,12 +82,12 @@ def main(argv: list[str] | None = None) -> int:
             variants = []
             for place, (env, checkpoint, root) in where.items():
                 variants.append(Variant(f"verify, {place}", "1", [[*env, *repair, "verify", checkpoint, "--workers", "1", "--json"]],
-                                        _check_json("ok"), ok_codes=(0, 1)))
+                                        json_document("ok"), ok_codes=(0, 1)))
                 variants.append(Variant(f"fallback, {place}", "1", [[*env, *repair, "fallback", root, "--workers", "1", "--json"]],
-                                        _check_json(), ok_codes=(0, 1)))
+                                        json_document(), ok_codes=(0, 1)))
                 out = Path(scratch) / f"export-{len(variants)}"  # deleted after each run
                 variants.append(Variant(f"export, {place}", "1", [[*env, *repair, "export", checkpoint, "--out", str(out), "--workers", "1",
-                                                                   "--json"]], _check_json(), note=str(out)))
+                                                                   "--json"]], json_document(), note=str(out)))
             if args.only:
                 variants = [v for v in variants if args.only in v.name]
             load_before, load_after = run_all(variants, args.runs, after_run=lambda v, _: v.note and shutil.rmtree(v.note, ignore_errors=True))

@@ -30,15 +30,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 
 import make_checkpoint  # noqa: E402
-from common import Variant, machine, repair_command, run_all  # noqa: E402
-
-
-def _json_ok(stdouts: list[str]) -> str | None:
-    try:
-        json.loads(stdouts[0])
-    except ValueError:
-        return f"no JSON document: {stdouts[0][-300:]}"
-    return None
+from common import Variant, json_document, machine, repair_command, run_all  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,14 +55,14 @@ def main(argv: list[str] | None = None) -> int:
             job_root = checkpoint.parent
             for workers in (1, 2):
                 variants.append(Variant(f"verify --workers {workers}, {label}", str(workers),
-                                        [[*repair, "verify", str(checkpoint), "--workers", str(workers), "--json"]], _json_ok, ok_codes=(0, 1)))
+                                        [[*repair, "verify", str(checkpoint), "--workers", str(workers), "--json"]], json_document(), ok_codes=(0, 1)))
             variants.append(Variant(f"fallback --workers 1, {label}", "1", [[*repair, "fallback", str(job_root), "--workers", "1", "--json"]],
-                                    _json_ok, ok_codes=(0, 1)))
+                                    json_document(), ok_codes=(0, 1)))
             for workers in (1, 2):
                 out = Path(scratch) / f"export-{len(variants)}"
                 variants.append(Variant(f"export --workers {workers}, {label}", str(workers),
                                         [[*repair, "export", str(checkpoint), "--out", str(out), "--workers", str(workers), "--json"]],
-                                        _json_ok, note=str(out)))
+                                        json_document(), note=str(out)))
         if args.only:
             variants = [v for v in variants if args.only in v.name]
         load = run_all(variants, args.runs, after_run=lambda v, _: v.note and shutil.rmtree(v.note, ignore_errors=True))
