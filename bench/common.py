@@ -257,6 +257,20 @@ def warm_page_cache(files: list[Path]) -> None:
                 pass
 
 
+def json_document(ok_key: str | None = None) -> Callable[[list[str]], str | None]:
+    """A variant check: the first command printed one JSON document (``repair ... --json``), and its
+    ``ok_key`` (when given) is not false."""
+    def check(stdouts: list[str]) -> str | None:
+        try:
+            document = json.loads(stdouts[0])
+        except ValueError:
+            return f"no JSON document: {stdouts[0][-300:]}"
+        if ok_key is not None and not document.get(ok_key, True):
+            return f"{ok_key} is false"
+        return None
+    return check
+
+
 def repair_command(python: str = sys.executable) -> list[str]:
     """The ``repair`` CLI: the installed console script if there is one, else the same entry point via ``-c``."""
     script = Path(python).parent / "repair"

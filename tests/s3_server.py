@@ -85,3 +85,16 @@ def start_s3_server() -> S3Server:
     server.start()
     _wait_until_listening(port)
     return S3Server(server, port)
+
+
+def storage_for(endpoint: str, retry_budget: float = 30.0):
+    """A :class:`repair.io.storage.Storage` that talks to the S3 server (or proxy) at ``endpoint``."""
+    from repair.io.storage import Storage, StorageOptions
+
+    return Storage(StorageOptions(s3_endpoint=endpoint, s3_region=REGION, s3_access_key=ACCESS_KEY, s3_secret_key=SECRET_KEY,
+                                  retry_budget=retry_budget))
+
+
+def tree(root, prefix: str) -> dict[str, bytes]:
+    """Every file below the local directory ``root`` as ``{prefix/relative path: bytes}``, for :meth:`S3Server.new_bucket`."""
+    return {f"{prefix}/{p.relative_to(root)}": p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}

@@ -14,7 +14,7 @@ import pytest
 
 from repair.errors import StorageError
 from repair.io.resolved import IN_FLIGHT
-from repair.io.storage import Storage, StorageOptions
+from repair.io.storage import Storage
 from repair.ops.export.job import export
 from repair.ops.fallback import fallback
 from repair.ops.verify.engine import verify
@@ -25,7 +25,7 @@ from tests.fault_proxy import FaultProxy, Faults
 #: Many external SSTs (three subtasks, five retained checkpoints): several files per subtask to copy.
 FIXTURE = "flink-2.1-p3-external-xxh3-zstd"
 ROOT = FIXTURES / FIXTURE / "checkpoints" / fixture_info(FIXTURES / FIXTURE)["job_id"]
-LATENCY = Faults(latency_seconds=0.03)
+LATENCY = Faults(latency_seconds=0.01)  # any latency: what is tested is that requests overlap
 
 
 @pytest.fixture(scope="module")
@@ -36,14 +36,13 @@ def s3_job():
         server = s3_server.start_s3_server()
     except ImportError as error:
         pytest.skip(f"missing tool: moto[server] is not installed: {error}")
-    bucket = server.new_bucket({f"job/{p.relative_to(ROOT)}": p.read_bytes() for p in sorted(ROOT.rglob("*")) if p.is_file()})
+    bucket = server.new_bucket(s3_server.tree(ROOT, "job"))
     yield server, f"s3://{bucket}/job"
     server.stop()
 
 
 def _storage(endpoint: str, budget: float = 10.0) -> Storage:
-    return Storage(StorageOptions(s3_endpoint=endpoint, s3_region=s3_server.REGION, s3_access_key=s3_server.ACCESS_KEY,
-                                  s3_secret_key=s3_server.SECRET_KEY, retry_budget=budget))
+    return s3_server.storage_for(endpoint, budget)
 
 
 def _verdicts(report) -> list[tuple]:

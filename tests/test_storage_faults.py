@@ -138,15 +138,14 @@ def s3_job(tmp_path_factory):
         server = s3_server.start_s3_server()
     except ImportError as error:
         pytest.skip(f"missing tool: moto[server] is not installed: {error}")
-    files = {f"job/{p.relative_to(ROOT)}": p.read_bytes() for p in sorted(ROOT.rglob("*")) if p.is_file()}
+    files = s3_server.tree(ROOT, "job")
     bucket = server.new_bucket(files)
     yield server, f"s3://{bucket}/job", sorted(files)
     server.stop()
 
 
 def _storage(endpoint: str, budget: float = 30.0) -> Storage:
-    return Storage(StorageOptions(s3_endpoint=endpoint, s3_region=s3_server.REGION, s3_access_key=s3_server.ACCESS_KEY,
-                                  s3_secret_key=s3_server.SECRET_KEY, retry_budget=budget))
+    return s3_server.storage_for(endpoint, budget)
 
 
 def _verdicts(report) -> list[tuple]:
