@@ -51,7 +51,10 @@ def test_key_group_offsets_past_the_data_are_a_format_error_whichever_comes_firs
 
 @pytest.mark.slow
 def test_a_short_coverage_guided_run_of_every_target_finds_no_crash(tmp_path):
-    pytest.importorskip("atheris")
+    try:
+        import atheris  # noqa: F401
+    except ImportError as error:
+        pytest.skip(f"missing tool: atheris (pip install atheris): {error}")
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     done = subprocess.run(
         ["nice", "-n", "10", sys.executable, "-m", "fuzz.run", "--seconds", str(CI_SECONDS_PER_TARGET),
