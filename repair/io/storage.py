@@ -433,11 +433,11 @@ class Storage:
         if not overwrite and self.exists(uri):
             raise StorageError("already exists; refusing to overwrite it", source=uri)
         if location.kind not in _RENAME_KINDS:
-            return self._write_file(location, fs, location.fs_path, data, uri)
+            return self._write_retrying(location, fs, location.fs_path, data, uri)
         final = location.fs_path
         temporary = _temporary_name(final)
         try:
-            size = self._write_file(location, fs, temporary, data, uri)
+            size = self._write_retrying(location, fs, temporary, data, uri)
             with _StorageErrors(uri, "rename the temporary file into place"):
                 if location.kind == "hdfs" and overwrite and fs.get_file_info(final).type != pafs.FileType.NotFound:
                     fs.delete_file(final)  # HDFS rename does not replace
@@ -460,6 +460,16 @@ class Storage:
     def publish_dir(self, uri: str, *, commit_file: str | None = "_metadata") -> "DirectoryPublisher":
         """A :class:`DirectoryPublisher` building the new directory ``uri``; use it with ``with``."""
         return DirectoryPublisher(self, uri, commit_file=commit_file)
+
+    def _write_retrying(
+        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str
+    ) -> int:
+        """:meth:`_write_file`, tried again after transient faults (a 503, a reset) within the retry
+        budget when ``data`` is bytes in memory on a remote store; a stream of chunks cannot be sent
+        twice, and a local write that fails does not come back."""
+        if location.kind == "local" or not isinstance(data, (bytes, bytearray, memoryview)):
+            return self._write_file(location, fs, fs_path, data, uri)
+        return self._retry_for(location).call(lambda: self._write_file(location, fs, fs_path, data, uri))
 
     @staticmethod
     def _write_file(
@@ -667,7 +677,7 @@ class DirectoryPublisher:
     def _write(self, name: str, data: bytes | Iterable[bytes], final_uri: str) -> None:
         fs_path = f"{self._root}/{name}"
         self._written.append(fs_path)
-        self.storage._write_file(self._location, self._fs, fs_path, data, final_uri)
+        self.storage._write_retrying(self._location, self._fs, fs_path, data, final_uri)
 
     def share(self) -> str:
         """:attr:`staging_uri`, for other processes to write into; from now on an abort deletes
