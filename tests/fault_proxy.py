@@ -125,9 +125,24 @@ def _handler(proxy: FaultProxy):
         def log_message(self, *args) -> None:  # quiet
             pass
 
-        def _forward(self) -> tuple[int, list[tuple[str, str]], bytes]:
+        def _body(self) -> bytes | None:
+            """The request's body, from its Content-Length or its HTTP chunks (the AWS SDK sends
+            parts with ``Transfer-Encoding: chunked``; their aws-chunked content is passed on as is)."""
+            if "chunked" in (self.headers.get("Transfer-Encoding") or "").lower():
+                body = bytearray()
+                while True:
+                    size = int(self.rfile.readline().split(b";")[0].strip() or b"0", 16)
+                    if size == 0:
+                        while self.rfile.readline().strip():  # trailers, up to the blank line
+                            pass
+                        return bytes(body)
+                    body += self.rfile.read(size)
+                    self.rfile.readline()  # the CRLF after each chunk
             length = int(self.headers.get("Content-Length") or 0)
-            body = self.rfile.read(length) if length else None
+            return self.rfile.read(length) if length else None
+
+        def _forward(self) -> tuple[int, list[tuple[str, str]], bytes]:
+            body = self._body()
             upstream = http.client.HTTPConnection(*proxy.upstream, timeout=30)
             try:
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
@@ -177,9 +192,7 @@ def _handler(proxy: FaultProxy):
             if self.command == "GET" and proxy.faults.delay_seconds:
                 time.sleep(proxy.faults.delay_seconds)
             if fault in ("error", "always"):
-                length = int(self.headers.get("Content-Length") or 0)
-                if length:
-                    self.rfile.read(length)
+                self._body()
                 self._error(503 if fault == "error" else 500, "SlowDown" if fault == "error" else "InternalError")
                 return
             if fault == "reset":

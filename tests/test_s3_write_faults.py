@@ -1,8 +1,8 @@
 """Write commands against an S3 server that fails writes (tests/fault_proxy.py in front of moto).
 
 Object stores have no rename: a :class:`~repair.io.storage.DirectoryPublisher` writes the files to
-their final keys, the commit file (``_metadata``, ``_export.json``) last, and a marker
-(``_REPAIR_IN_PROGRESS``) first, deleted after the commit file. So on S3 "absent or complete" means:
+their final keys, the commit file (``_metadata``, ``_export.json``) last, and a marker beside the
+target (``<target>.repair-in-progress``) first, deleted after the commit file. So on S3 "absent or complete" means:
 no key under the target, or the commit file and every file of an undisturbed run. Checked for
 
 * storage errors on writes (503s, resets, a store that stops accepting writes after N requests):
@@ -23,7 +23,7 @@ import time
 import pytest
 
 from repair.cli.app import main
-from repair.io.storage import IN_PROGRESS_FILE
+from repair.io.storage import IN_PROGRESS_SUFFIX
 from tests import s3_server
 from tests._flink_state_files import REPO
 from tests.fault_proxy import FaultProxy, Faults
@@ -57,9 +57,22 @@ def _below(server, bucket: str, prefix: str) -> set[str]:
     return {key[len(prefix) + 1 :] for key in server.keys(bucket) if key.startswith(prefix + "/")}
 
 
+def _contents(server, bucket: str, prefix: str) -> dict[str, bytes]:
+    client = server.client()
+    return {name: client.get_object(Bucket=bucket, Key=f"{prefix}/{name}")["Body"].read() for name in _below(server, bucket, prefix)}
+
+
+def _assert_complete(server, bucket: str, prefix: str, reference: dict[str, bytes], commit_file: str) -> None:
+    """The reference's keys, each with the reference's bytes, but the commit file (it names the target)."""
+    found = _contents(server, bucket, prefix)
+    assert set(found) == set(reference)
+    for name, data in found.items():
+        assert data == reference[name] or (name == commit_file and data), f"{prefix}/{name}: other bytes"
+
+
 @pytest.fixture(scope="module")
 def references(job_bucket):
-    """Per command: the keys an undisturbed run writes below its target."""
+    """Per command: the keys an undisturbed run writes below its target, and their bytes."""
     server, bucket = job_bucket
     out = {}
     with pytest.MonkeyPatch.context() as patch:
@@ -67,7 +80,7 @@ def references(job_bucket):
             patch.setenv(name, value)
         for name, args, _ in COMMANDS:
             assert main(args(f"s3://{bucket}/job", f"s3://{bucket}/reference-{name}")) == 0
-            out[name] = _below(server, bucket, f"reference-{name}")
+            out[name] = _contents(server, bucket, f"reference-{name}")
     return out
 
 
@@ -88,15 +101,16 @@ def test_failed_writes_leave_no_partial_output_and_a_rerun_succeeds(job_bucket, 
     output = capsys.readouterr()
     written = _below(server, bucket, target)
     if code == 0:  # every injected fault was retried away
-        assert written == references[name]
+        _assert_complete(server, bucket, target, references[name], commit_file)
     else:
         assert code == 2 and "Traceback" not in output.err, output
         assert written == set(), f"partial output left: {sorted(written)[:5]}"
+        assert target + IN_PROGRESS_SUFFIX not in server.keys(bucket)
     for variable, value in _environment(server.endpoint).items():
         monkeypatch.setenv(variable, value)
     if code != 0:
         assert main(args(f"s3://{bucket}/job", f"s3://{bucket}/{target}")) == 0
-    assert _below(server, bucket, target) == references[name]
+    _assert_complete(server, bucket, target, references[name], commit_file)
 
 
 @pytest.mark.parametrize(("name", "args", "commit_file"), COMMANDS, ids=[c[0] for c in COMMANDS])
@@ -108,25 +122,53 @@ def test_killed_while_writing_to_s3_a_rerun_takes_over_the_dead_runs_output(job_
     process = subprocess.Popen([sys.executable, "-m", "tests.slow_writes_cli", *args(f"s3://{bucket}/job", f"s3://{bucket}/{target}")],
                                cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     deadline = time.monotonic() + 120
-    while len(_below(server, bucket, target)) < 3:  # the marker and two files
+    while len(_below(server, bucket, target)) < 2:
         assert process.poll() is None and time.monotonic() < deadline, "the run ended before it wrote"
         time.sleep(0.05)
     os.killpg(process.pid, signal.SIGKILL)
     process.wait(timeout=60)
     left = _below(server, bucket, target)
-    assert IN_PROGRESS_FILE in left and commit_file not in left, "incomplete, and marked as such"
+    assert commit_file not in left and target + IN_PROGRESS_SUFFIX in server.keys(bucket), "incomplete, and marked as such"
     for variable, value in _environment(server.endpoint).items():
         monkeypatch.setenv(variable, value)
     assert main(args(f"s3://{bucket}/job", f"s3://{bucket}/{target}")) == 0
-    assert _below(server, bucket, target) == references[name]
+    _assert_complete(server, bucket, target, references[name], commit_file)
+    assert target + IN_PROGRESS_SUFFIX not in server.keys(bucket)
 
 
 def test_an_incomplete_output_whose_writer_may_still_run_is_refused(job_bucket, monkeypatch, capsys):
     server, bucket = job_bucket
-    server.client().put_object(Bucket=bucket, Key=f"busy/{IN_PROGRESS_FILE}", Body=b"0123abcd-1")  # another host's
+    server.client().put_object(Bucket=bucket, Key=f"busy{IN_PROGRESS_SUFFIX}", Body=b"0123abcd-1")  # another host's
     server.client().put_object(Bucket=bucket, Key="busy/chk-5/shared/x", Body=b"partial")
     for variable, value in _environment(server.endpoint).items():
         monkeypatch.setenv(variable, value)
     assert main(COMMANDS[0][1](f"s3://{bucket}/job", f"s3://{bucket}/busy")) == 2
     assert "incomplete output of another run" in capsys.readouterr().err
-    assert _below(server, bucket, "busy") == {IN_PROGRESS_FILE, "chk-5/shared/x"}
+    assert _below(server, bucket, "busy") == {"chk-5/shared/x"} and f"busy{IN_PROGRESS_SUFFIX}" in server.keys(bucket)
+
+
+def test_bytes_written_to_a_store_answering_503s_are_retried_within_the_budget(job_bucket):
+    """A file held in memory (a _metadata, a commit file) is sent again after a transient fault; a
+    stream of chunks is not (it cannot be replayed): it fails, cleanly."""
+    from repair.io.storage import Storage, StorageOptions
+    from repair.errors import StorageError
+
+    server, bucket = job_bucket
+    with FaultProxy(server.endpoint, Faults(write_error_rate=0.2, seed=7)) as proxy:
+        storage = Storage(StorageOptions(s3_endpoint=proxy.endpoint, s3_region=s3_server.REGION, s3_access_key=s3_server.ACCESS_KEY,
+                                         s3_secret_key=s3_server.SECRET_KEY, retry_budget=30))
+        for i in range(8):
+            data = bytes([i]) * (1000 + i)
+            storage.write_atomic(f"s3://{bucket}/retried/{i}", data)
+        assert proxy.injected["error"] > 0
+    client = server.client()
+    assert [client.get_object(Bucket=bucket, Key=f"retried/{i}")["Body"].read() for i in range(8)] == \
+        [bytes([i]) * (1000 + i) for i in range(8)]
+    with FaultProxy(server.endpoint, Faults(writes_fail_after=0)) as proxy:
+        storage = Storage(StorageOptions(s3_endpoint=proxy.endpoint, s3_region=s3_server.REGION, s3_access_key=s3_server.ACCESS_KEY,
+                                         s3_secret_key=s3_server.SECRET_KEY, retry_budget=0.5))
+        with pytest.raises(StorageError, match="transient fault; retries ran out of time"):
+            storage.write_atomic(f"s3://{bucket}/never", b"x")
+        with pytest.raises(StorageError):
+            storage.write_atomic(f"s3://{bucket}/stream", iter([b"a", b"b"]))
+        assert proxy.writes_seen >= 3  # bytes: tried more than once; the stream: once

@@ -114,9 +114,11 @@ _FILESYSTEM_CLASSES = {
     "azure": "AzureFileSystem",
 }
 _TMP_MARKER = ".tmp-"
-#: Object stores: the file a :class:`DirectoryPublisher` writes first and deletes after the commit
-#: file, naming its writer, so that a rerun can delete the output of a run that died.
-IN_PROGRESS_FILE = "_REPAIR_IN_PROGRESS"
+#: Object stores: ``<target>`` + this is the object a :class:`DirectoryPublisher` writes first and
+#: deletes after the commit file, naming its writer, so that a rerun can delete the output of a run
+#: that died. Beside the target, not in it: pyarrow leaves a "directory" object for the parent of a
+#: deleted object, which must not appear in the output.
+IN_PROGRESS_SUFFIX = ".repair-in-progress"
 
 
 def iso_utc(seconds: float | None) -> str | None:
@@ -433,11 +435,11 @@ class Storage:
         if not overwrite and self.exists(uri):
             raise StorageError("already exists; refusing to overwrite it", source=uri)
         if location.kind not in _RENAME_KINDS:
-            return self._write_file(location, fs, location.fs_path, data, uri)
+            return self._write_retrying(location, fs, location.fs_path, data, uri)
         final = location.fs_path
         temporary = _temporary_name(final)
         try:
-            size = self._write_file(location, fs, temporary, data, uri)
+            size = self._write_retrying(location, fs, temporary, data, uri)
             with _StorageErrors(uri, "rename the temporary file into place"):
                 if location.kind == "hdfs" and overwrite and fs.get_file_info(final).type != pafs.FileType.NotFound:
                     fs.delete_file(final)  # HDFS rename does not replace
@@ -455,11 +457,21 @@ class Storage:
         existing = self.stat(uri)
         if existing is None:
             return True
-        return existing.is_dir and (not self.list_dir(uri) or self.exists(join(uri, IN_PROGRESS_FILE)))
+        return existing.is_dir and (not self.list_dir(uri) or self.exists(uri.rstrip("/") + IN_PROGRESS_SUFFIX))
 
     def publish_dir(self, uri: str, *, commit_file: str | None = "_metadata") -> "DirectoryPublisher":
         """A :class:`DirectoryPublisher` building the new directory ``uri``; use it with ``with``."""
         return DirectoryPublisher(self, uri, commit_file=commit_file)
+
+    def _write_retrying(
+        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str
+    ) -> int:
+        """:meth:`_write_file`, tried again after transient faults (a 503, a reset) within the retry
+        budget when ``data`` is bytes in memory on a remote store; a stream of chunks cannot be sent
+        twice, and a local write that fails does not come back."""
+        if location.kind == "local" or not isinstance(data, (bytes, bytearray, memoryview)):
+            return self._write_file(location, fs, fs_path, data, uri)
+        return self._retry_for(location).call(lambda: self._write_file(location, fs, fs_path, data, uri))
 
     @staticmethod
     def _write_file(
@@ -584,7 +596,10 @@ class DirectoryPublisher:
     Object stores (no atomic rename): files go straight to their final keys; the commit file is
     written last, only when everything else succeeded; on an error the keys written so far are
     deleted (best effort) and the commit file is never written. Readers treat a directory without
-    its commit file as incomplete, as Flink does with a checkpoint without ``_metadata``.
+    its commit file as incomplete, as Flink does with a checkpoint without ``_metadata``. The object
+    ``<target>.repair-in-progress`` (:data:`IN_PROGRESS_SUFFIX`), naming the writer's host and pid,
+    exists from the start until after the commit file: a later run deletes the output of a writer
+    that died (killed before it could clean up) and refuses one whose writer may still run.
 
     Names are relative paths checked like :func:`resolve_within`; the target must not exist yet
     (or be an empty directory).
@@ -620,32 +635,41 @@ class DirectoryPublisher:
         existing = self.storage.stat(self.uri)
         if self._staged:
             _remove_abandoned_staging(self._fs, self._location.fs_path)
-        elif existing is not None and existing.is_dir:
-            self._take_over_abandoned_output()
+        else:
+            self._take_over_abandoned_output(existing is not None and existing.is_dir)
             existing = self.storage.stat(self.uri)
         if existing is not None and (not existing.is_dir or self.storage.list_dir(self.uri)):
             raise StorageError("already exists; refusing to publish over it", source=self.uri)
         self._target_existed = existing is not None
         self._state = "open"
         if not self._staged:  # the marker first: a run that dies leaves it, saying whose output this was
-            self._write(IN_PROGRESS_FILE, owner_tag().encode(), join(self.uri, IN_PROGRESS_FILE))
+            self.storage._write_retrying(self._location, self._fs, self._marker_path, owner_tag().encode(), self._marker_uri)
         return self
 
-    def _take_over_abandoned_output(self) -> None:
+    @property
+    def _marker_uri(self) -> str:
+        return self.uri.rstrip("/") + IN_PROGRESS_SUFFIX
+
+    @property
+    def _marker_path(self) -> str:
+        return self._location.fs_path.rstrip("/") + IN_PROGRESS_SUFFIX
+
+    def _take_over_abandoned_output(self, target_is_dir: bool) -> None:
         """Object stores: an earlier run's incomplete output (its in-progress marker, no commit file),
         whose writer is gone, is deleted; one whose writer may still run is refused with the way out."""
-        marker = join(self.uri, IN_PROGRESS_FILE)
-        if not self.storage.exists(marker):
+        if not self.storage.exists(self._marker_uri):
             return
-        owner = self.storage.read_bytes(marker, max_size=256).decode("ascii", "replace")
-        if self.commit_file and self.storage.exists(join(self.uri, self.commit_file)):
-            return  # complete (died between commit file and marker removal): refused as existing
+        owner = self.storage.read_bytes(self._marker_uri, max_size=256).decode("ascii", "replace")
         if not writer_is_gone(owner):
             raise StorageError(
                 f"holds the incomplete output of another run (writer {owner}, maybe on another host, maybe "
-                f"still running); if it is not running, delete {self.uri} and run again", source=self.uri)
+                f"still running); if it is not running, delete {self.uri} and {self._marker_uri} and run again",
+                source=self.uri)
+        complete = target_is_dir and self.commit_file and self.storage.exists(join(self.uri, self.commit_file))
         with _StorageErrors(self.uri, "delete the incomplete output of a run that died"):
-            self._fs.delete_dir_contents(self._location.fs_path, missing_dir_ok=True)
+            if target_is_dir and not complete:  # complete: died between commit file and marker removal
+                self._fs.delete_dir(self._location.fs_path)  # with its "directory" object: it was ours
+            self._fs.delete_file(self._marker_path)
 
     def __exit__(self, exc_type, error, traceback) -> None:
         if error is None:
@@ -667,7 +691,7 @@ class DirectoryPublisher:
     def _write(self, name: str, data: bytes | Iterable[bytes], final_uri: str) -> None:
         fs_path = f"{self._root}/{name}"
         self._written.append(fs_path)
-        self.storage._write_file(self._location, self._fs, fs_path, data, final_uri)
+        self.storage._write_retrying(self._location, self._fs, fs_path, data, final_uri)
 
     def share(self) -> str:
         """:attr:`staging_uri`, for other processes to write into; from now on an abort deletes
@@ -706,7 +730,7 @@ class DirectoryPublisher:
                 self._rename_into_place()
             else:
                 with _StorageErrors(self.uri, "delete the in-progress marker"):
-                    self._fs.delete_file(f"{self._root}/{IN_PROGRESS_FILE}")
+                    self._fs.delete_file(self._marker_path)
         except BaseException:
             self.abort()
             raise
@@ -735,6 +759,10 @@ class DirectoryPublisher:
         if self._staged:
             _delete_quietly(self._fs, self._root, directory=True)
             return
+        self._abort_object_store()
+        _delete_quietly(self._fs, self._marker_path, directory=False)  # last: until now it says whose
+
+    def _abort_object_store(self) -> None:
         if self._shared:  # files of other processes too: everything below the (formerly empty) target
             self._clear_root()
             return

@@ -66,17 +66,17 @@ def iter_key_group_entries(
     """
     if len(offsets) != key_groups.count:
         raise ValueError("one offset per key group is needed")
-    for i, offset in enumerate(offsets):  # all checked first: a block ends where the next one starts
-        if offset and not 0 < offset < len(data):
-            key_group = key_groups.start + i
-            raise FormatError(f"offset of key group {key_group}", offset, f"a position inside the data (1..{len(data) - 1})", offset)
     starts = sorted({o for o in offsets if o})
     for i, offset in enumerate(offsets):
         if offset == 0:
             continue
         key_group = key_groups.start + i
+        if not 0 < offset < len(data):
+            raise FormatError(f"offset of key group {key_group}", offset, f"a position inside the data (1..{len(data) - 1})", offset)
         after = bisect.bisect_right(starts, offset)
-        end = starts[after] if after < len(starts) else len(data)
+        # A block ends where the next one starts; a next offset past the data (reported when its
+        # key group is reached) ends it at the end of the data.
+        end = min(starts[after], len(data)) if after < len(starts) else len(data)
         if compressed:
             block = decompress_snappy_framed(data, offset, end)
             reader = ByteReader(block)
