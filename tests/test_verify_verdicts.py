@@ -86,3 +86,17 @@ def test_real_flink_refuses_a_damaged_trailer(cell):
 def test_real_flink_restores_exact_state_past_a_garbled_options_file(cell):
     record = restore_cell(cell)
     assert record["flink"]["restored"] and record["flink"]["state_equal"]
+
+
+def test_a_damaged_bloom_filter_block_is_a_warning(capsys, tmp_path):
+    """RocksDB ignores a filter block it cannot read (every key 'may match'), and real Flink 1.20 restores exact
+    state from an SST whose filter block has a byte flipped; the same flip in the index block stays an error."""
+    prepared = prepare(Cell("flink-1.20-bloom-filter", "sst-filter", "flipped"), tmp_path / "filter")
+    code, out = run(capsys, "verify", "--json", str(prepared.chk_dir))
+    doc = json.loads(out)
+    (finding,) = [f for f in doc["findings"] if f["kind"] == "block_checksum_mismatch"]
+    assert code == 0 and finding["severity"] == "warning" and "RocksDB ignores a filter block" in finding["message"]
+    assert fallback(str(prepared.root)).chosen.name == prepared.chk_dir.name
+    prepared = prepare(Cell("flink-1.20-bloom-filter", "sst-index", "flipped"), tmp_path / "index")
+    code, out = run(capsys, "verify", "--json", str(prepared.chk_dir))
+    assert code == 1 and {f["severity"] for f in json.loads(out)["findings"] if f["kind"] == "block_checksum_mismatch"} == {"error"}
