@@ -407,6 +407,22 @@ def test_changed_values_are_encoded_and_export_back_as_changed(default_export, t
     assert {k for k, v in _rows(tmp_path / "again").items() if v != _rows(default_export)[k]} == set(encoded)
 
 
+def test_a_changed_value_of_a_serializer_without_encoder_is_refused_not_dropped(default_export, tmp_path):
+    """A POJO (no encoder here) edited in its decoded column: the change cannot be written, and keeping
+    the old raw bytes would lose it silently. The error names the part, the row and the column."""
+    copy = _copy_export(default_export, tmp_path)
+
+    def rename_owner(rows, subtask):
+        if subtask == 0:
+            rows[0]["value"] = {**rows[0]["value"], "owner": "someone else"}
+
+    _edit(copy, PER_ACCOUNT, "profile", rename_owner)
+    with pytest.raises(FormatError) as refused:
+        write_savepoint(str(copy), str(tmp_path / "sp"))
+    assert "state=profile/part-00000.parquet, row 0" in str(refused.value) and "no encoder" in str(refused.value)
+    assert not (tmp_path / "sp").exists()
+
+
 def test_a_new_key_goes_to_the_key_group_of_its_key(default_export, tmp_path):
     copy = _copy_export(default_export, tmp_path)
 

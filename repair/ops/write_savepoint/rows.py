@@ -87,7 +87,7 @@ class RowPieces:
         whether they were encoded from the decoded column."""
         column: RowColumn = self.columns[name]
         raw = row[column.raw]
-        wanted = column.compose(row) if column.encode is not None else None
+        wanted = column.compose(row)
         if raw is not None:
             if wanted is None:
                 return raw, None, False
@@ -97,6 +97,9 @@ class RowPieces:
                 current = _UNDECODABLE
             if same_value(current, wanted):
                 return raw, current, False
+            if column.encode is None:  # changed, but nothing here writes this serializer: never drop the change silently
+                raise FormatError(name, 0, f"the value {column.raw} holds (no encoder for this serializer: a changed "
+                                  f"{name} cannot be written; change or remove the row instead)", repr(wanted)).in_source(where)
         elif column.encode is None:
             raise FormatError(column.raw, 0, "the raw bytes of the row", "null (no encoder for its serializer)").in_source(where)
         elif wanted is None and (name == "key" or (name == "value" and self.kind != "map")):
