@@ -150,8 +150,8 @@ def test_an_incomplete_output_whose_writer_may_still_run_is_refused(job_bucket, 
 def test_bytes_written_to_a_store_answering_503s_are_retried_within_the_budget(job_bucket):
     """A file held in memory (a _metadata, a commit file) is sent again after a transient fault; a
     stream of chunks is not (it cannot be replayed): it fails, cleanly."""
-    from repair.io.storage import Storage, StorageOptions
     from repair.errors import StorageError
+    from repair.io.storage import Storage, StorageOptions
 
     server, bucket = job_bucket
     with FaultProxy(server.endpoint, Faults(write_error_rate=0.2, seed=7)) as proxy:

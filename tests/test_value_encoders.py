@@ -10,6 +10,7 @@ import math
 import struct
 from decimal import Context, Decimal
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow.parquet as pq
 import pytest
@@ -30,6 +31,9 @@ from repair.readers.full_snapshot import read_key_groups_meta
 from repair.readers.rocksdb import read_handle_meta
 from tests import damage
 from tests.conftest import FIXTURES
+
+if TYPE_CHECKING:
+    from repair.formats.flink.table_types import SqlType
 
 _B = "org.apache.flink.api.common.typeutils.base."
 
@@ -147,7 +151,7 @@ def test_null_strings_and_special_floats():
     assert encoder_for(_snapshot("Float"))(float("-inf")) == struct.pack(">f", float("-inf"))
 
 
-def _sql(root: str, *children, nullable: bool = True, **params) -> "SqlType":
+def _sql(root: str, *children, nullable: bool = True, **params) -> SqlType:
     from repair.formats.flink.table_types import SqlType
 
     return SqlType(root, nullable, dict(params), list(children), [f"n{i}" for i in range(len(children))] if root == "ROW" else None)
