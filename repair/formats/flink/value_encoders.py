@@ -287,14 +287,4 @@ def _tuple(snapshot: SerializerSnapshot) -> Encode | None:
 
 
 def _row_data(snapshot: SerializerSnapshot) -> Encode | None:
-    encode_row = row_data_encoder(snapshot.attributes.get("logical_types") or [])
-    if encode_row is None:
-        return None
-
-    def encode(value: Any) -> bytes:
-        try:
-            return encode_row(value)
-        except RowEncodeError as error:
-            raise EncodeError(str(error)) from None
-
-    return encode
+    return _raising_encode_error(row_data_encoder(snapshot.attributes.get("logical_types") or []), RowEncodeError)
