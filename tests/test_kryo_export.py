@@ -154,3 +154,31 @@ def test_kryo_registrations_name_the_class_that_stays_raw():
         kryo.read_class_and_object(ByteReader(bytes([first + 2 + 2, 1, 0x82])), registrations=registrations)
     with pytest.raises(UnsupportedSerializerError, match="not one of the snapshot's registrations"):
         kryo.read_class_and_object(ByteReader(bytes([first + 9 + 2, 1])), registrations=registrations)
+
+
+@pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
+def test_an_edited_json_text_column_is_refused_not_dropped(name, tmp_path):
+    """Kryo values are exported as JSON text, which write-savepoint does not read back (it writes the raw
+    bytes): an unchanged export writes, while text edited by the user would be lost, so it is refused,
+    naming the part and the row."""
+    import shutil
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from repair import write_savepoint
+    from repair.errors import FormatError
+
+    out = tmp_path / "export"
+    assert main(["export", job_root(name), "--out", str(out), "--workers", "1"]) == 0
+    write_savepoint(str(out), str(tmp_path / "unchanged"))  # the export's own text is no edit
+    shutil.rmtree(tmp_path / "unchanged")
+    part = next(p for p in sorted(out.glob("operator=*/state=history/part-*.parquet")) if pq.read_metadata(p).num_rows)
+    table = pq.read_table(part)
+    rows = table.to_pylist()
+    rows[0]["value"] = json.dumps(["edited"])
+    pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
+    with pytest.raises(FormatError) as refused:
+        write_savepoint(str(out), str(tmp_path / "sp"))
+    assert f"{part.name}, row 0" in str(refused.value) and "JSON columns are not read back" in str(refused.value)
+    assert not (tmp_path / "sp").exists()

@@ -19,13 +19,22 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from repair.errors import FormatError, RepairError, UsageError
+from repair.formats.flink.arrow import json_text
 from repair.formats.flink.backend_meta import StateMetaInfo
-from repair.formats.flink.full_snapshot.canonical_writer import Entry, composite_key, key_group_prefix, list_value
+from repair.formats.flink.full_snapshot.canonical_writer import (
+    Entry,
+    composite_key,
+    key_group_prefix,
+    list_value,
+)
 from repair.formats.flink.key_hash import key_group_of, key_hasher
-from repair.formats.flink.keygroups import key_group_prefix_bytes, operator_index_for_key_group
+from repair.formats.flink.keygroups import (
+    key_group_prefix_bytes,
+    operator_index_for_key_group,
+)
 from repair.formats.flink.row_codecs import RowColumn, row_columns, same_value
 from repair.formats.flink.value_encoders import EncodeError
-from repair.formats.flink.values import Timer, decoder_for
+from repair.formats.flink.values import Timer, TtlValue, decoder_for
 from repair.io import storage as st
 
 #: The Parquet columns read, with the Arrow types an export writes them with.
@@ -33,6 +42,8 @@ RAW_COLUMNS = {"key_group": pa.int32(), "list_index": pa.int32(), "key_raw": pa.
                "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary()}
 #: The decoded columns read where a part has them (raw bytes are encoded from them where absent or stale).
 DECODED_COLUMNS = ("key", "namespace", "user_key", "value", "ttl_timestamp", "timestamp")
+#: Prefix of a decoded column exported as JSON text in a row (``json:value``): no value is encoded from it.
+JSON_TEXT = "json:"
 
 
 
@@ -50,11 +61,13 @@ def part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, An
         if index < 0 or schema.field(index).type != arrow:
             found = "no such column" if index < 0 else str(schema.field(index).type)
             raise FormatError(f"column {name!r}", 0, f"{arrow} (the export's schema)", found).in_source(uri)
-    decoded = [name for name in DECODED_COLUMNS if schema.get_field_index(name) >= 0
-               and (schema.field(name).metadata or {}).get(b"repair.encoding") != b"json"]
+    present = [name for name in DECODED_COLUMNS if schema.get_field_index(name) >= 0]
+    json_text_columns = [name for name in present if (schema.field(name).metadata or {}).get(b"repair.encoding") == b"json"]
     number = 0
-    for batch in parquet.iter_batches(columns=[*RAW_COLUMNS, *decoded]):
+    for batch in parquet.iter_batches(columns=[*RAW_COLUMNS, *present]):
         for row in batch.to_pylist():
+            for name in json_text_columns:  # not read back: kept aside, to tell an edit (refused) from the export's text
+                row[JSON_TEXT + name] = row.pop(name)
             yield f"{uri}, row {number}", row
             number += 1
 
@@ -90,6 +103,7 @@ class RowPieces:
         wanted = column.compose(row)
         if raw is not None:
             if wanted is None:
+                self._refuse_edited_json_text(row, name, raw, where)
                 return raw, None, False
             try:
                 current = column.decode(raw)
@@ -111,6 +125,24 @@ class RowPieces:
             raise FormatError(name, 0, "a value the state's serializer writes", repr(wanted), detail=str(error)).in_source(where) from None
         self.encoded[column.raw] = self.encoded.get(column.raw, 0) + 1
         return data, wanted, True
+
+    def _refuse_edited_json_text(self, row: dict, name: str, raw: bytes, where: str) -> None:
+        """A column exported as JSON text is not read back (nothing here encodes from it): its raw bytes
+        are written. Text that is no longer what export wrote for them is an edit that would be lost."""
+        text = row.get(JSON_TEXT + name)
+        if text is None:
+            return
+        try:
+            value = self.columns[name].decode(raw)
+        except RepairError:
+            return  # export could not decode them either: its text is not theirs
+        if isinstance(value, TtlValue):  # the column holds the user value; ttl_timestamp its own column
+            value = value.value
+        elif isinstance(value, Timer):  # a timer's raw key holds timestamp, key and namespace: the column its key
+            value = value.key
+        if json_text(value) != text:
+            raise FormatError(name, 0, f"the JSON text export wrote for {self.columns[name].raw} (JSON columns are not read "
+                              f"back: change {self.columns[name].raw} itself, or remove the row)", text).in_source(where)
 
     def _key_group(self, row: dict, key: Any, key_raw: bytes, changed: bool, where: str) -> int:
         """The row's key group for the new max parallelism: computed from the key when its hash is known
