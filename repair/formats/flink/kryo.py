@@ -153,6 +153,12 @@ MAPS = ("java.util.HashMap", "java.util.LinkedHashMap")
 GENERATIONS = (5, 2)
 
 
+def generation_of_metadata_version(version: int) -> int:
+    """The Kryo generation of a checkpoint whose ``_metadata`` has ``version``: Flink 1.x writes versions
+    up to 4 and uses Kryo 2.24; Flink 2.x writes 5 and later and uses Kryo 5."""
+    return 2 if version <= 4 else 5
+
+
 def _unsupported(at: int, detail: str) -> UnsupportedSerializerError:
     return UnsupportedSerializerError(KRYO_SNAPSHOT_CLASS, at, detail=detail)
 
