@@ -14,13 +14,22 @@ an unregistered class stay raw, each row's error naming the class.
 from __future__ import annotations
 
 import json
+import struct
+from dataclasses import replace
 
 import pytest
 
 from repair.cli.app import main
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
+from repair.formats.flink.handles import IncrementalKeyedHandle
+from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT
+from repair.formats.flink.values import decoder_for
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
 from repair.ops.inspect import inspect
+from repair.readers.rocksdb import read_handle_meta
 from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
 
 
@@ -141,6 +150,50 @@ def test_kryo_fixed_width_values_follow_each_generations_byte_order():
     assert kryo.read_class_and_object(ByteReader(chars), generation=5) == "hé"
     assert kryo.read_class_and_object(ByteReader(b"\x01\x00[" + bytes([ord("S") | 0x80]) + b"\x01\x00"), generation=5) is None
     assert kryo.read_class_and_object(ByteReader(b"\x07\xe9\x00"), generation=5) == "é"
+
+
+#: A lone boxed value as Kryo writes it: its class id (the default registration + 2) and its fixed-width bytes.
+_LONE = {"Float": (b"\x04", "f"), "Double": (b"\x0a", "d"), "Short": (b"\x08", "h"), "Character": (b"\x07", "H")}
+
+
+def _lone(kind: str, value, order: str) -> bytes:
+    class_id, code = _LONE[kind]
+    return class_id + struct.pack(order + code, ord(value) if kind == "Character" else value)
+
+
+def test_a_lone_kryo_float_double_short_or_char_decodes_in_the_generation_of_the_checkpoints_flink(exported):
+    """The readers mark the Kryo snapshots with the generation of the checkpoint's Flink (from the _metadata
+    version); the values Flink wrote inside the ``scalars`` lists, each read alone with the state's own
+    decoder, equal the expected values - and without the mark they are ambiguous and stay raw."""
+    from repair.errors import UnsupportedSerializerError
+
+    name, out, expected = exported
+    storage = st.default_storage()
+    layout = discover(job_root(name), storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    generation = 2 if fixture_info(FIXTURES / name)["flink_version"].startswith("1.") else 5
+    assert kryo.generation_of_metadata_version(snapshot.metadata.version) == generation
+    metas = [read_handle_meta(snapshot, storage, sub.managed_keyed_state) for op in snapshot.metadata.operators
+             for sub in op.subtasks if isinstance(sub.managed_keyed_state, IncrementalKeyedHandle)]
+    marked = [s for meta in metas for s in [meta.key_serializer, *(x for state in meta.states for _, x in state.serializers)]
+              if s is not None and s.class_name == KRYO_SNAPSHOT]
+    assert marked and all(s.attributes[KRYO_GENERATION] == generation for s in marked)
+    serializer = next(meta.state("scalars") for meta in metas if meta.state("scalars")).serializer("VALUE_SERIALIZER")
+    decoder = decoder_for(serializer)
+    unmarked = decoder_for(replace(serializer, attributes={k: v for k, v in serializer.attributes.items() if k != KRYO_GENERATION}))
+    order, other = (">", "<") if generation == 2 else ("<", ">")
+    by_key = {(type(e["key"]).__name__, str(e["key"])): e["scalars"] for e in expected["by-object"] if "scalars" in e}
+    rows = exported_rows(out, "scalars")
+    assert rows
+    for row in rows:
+        values = by_key[_key(row)]
+        for kind, value in zip(("Float", "Double", "Short", "Character"), values):
+            lone = _lone(kind, value, order)
+            assert lone in row["value_raw"], (kind, value)  # the byte order real Flink wrote
+            assert decoder.decode_all(lone) == value
+            if _lone(kind, value, other) != lone:  # a palindrome reads the same either way
+                with pytest.raises(UnsupportedSerializerError, match="read differently"):
+                    unmarked.decode_all(lone)
 
 
 def test_kryo_registrations_name_the_class_that_stays_raw():
