@@ -14,9 +14,12 @@ an unregistered class stay raw, each row's error naming the class.
 from __future__ import annotations
 
 import json
+import shutil
 import struct
 from dataclasses import replace
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from repair.cli.app import main
@@ -194,6 +197,25 @@ def test_a_lone_kryo_float_double_short_or_char_decodes_in_the_generation_of_the
             if _lone(kind, value, other) != lone:  # a palindrome reads the same either way
                 with pytest.raises(UnsupportedSerializerError, match="read differently"):
                     unmarked.decode_all(lone)
+
+
+def test_a_lone_kryo_float_written_back_by_write_savepoint_exports_decoded(exported, tmp_path):
+    """A ``scalars`` value's raw bytes set to a lone Float in the byte order of the source's Flink: the
+    savepoint write-savepoint writes (its _metadata of the same version) exports it back as that Float."""
+    name, out, _ = exported
+    copy = tmp_path / "export"
+    shutil.copytree(out, copy)
+    order = ">" if fixture_info(FIXTURES / name)["flink_version"].startswith("1.") else "<"
+    parts = sorted(copy.glob("operator=*/state=scalars/*.parquet"))
+    assert parts
+    for part in parts:
+        table = pq.read_table(part)
+        rows = [{**row, "value_raw": _lone("Float", 1.25, order), "value": None} for row in table.to_pylist()]
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
+    assert main(["write-savepoint", str(copy), "--out", str(tmp_path / "sp")]) == 0
+    assert main(["export", str(tmp_path / "sp"), "--out", str(tmp_path / "back"), "--workers", "1"]) == 0
+    rows = exported_rows(tmp_path / "back", "scalars")
+    assert rows and all(_value(row["value"]) == 1.25 and row["error"] is None for row in rows)
 
 
 def test_kryo_registrations_name_the_class_that_stays_raw():
