@@ -34,6 +34,7 @@ from repair.io.snapshot import load_snapshot
 from repair.ops.inspect import inspect
 from repair.readers.rocksdb import read_handle_meta
 from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
+from tests.test_export import local_spark  # noqa: F401  (a module fixture)
 
 
 def _value(text):
@@ -199,10 +200,9 @@ def test_a_lone_kryo_float_double_short_or_char_decodes_in_the_generation_of_the
                     unmarked.decode_all(lone)
 
 
-def test_a_lone_kryo_float_written_back_by_write_savepoint_exports_decoded(exported, tmp_path):
-    """A ``scalars`` value's raw bytes set to a lone Float in the byte order of the source's Flink: the
-    savepoint write-savepoint writes (its _metadata of the same version) exports it back as that Float."""
-    name, out, _ = exported
+def _lone_float_savepoint(name: str, out, tmp_path):
+    """The savepoint write-savepoint writes from the export ``out`` of fixture ``name`` with every
+    ``scalars`` value's raw bytes set to a lone Float 1.25 in the byte order of the source's Flink."""
     copy = tmp_path / "export"
     shutil.copytree(out, copy)
     order = ">" if fixture_info(FIXTURES / name)["flink_version"].startswith("1.") else "<"
@@ -213,9 +213,31 @@ def test_a_lone_kryo_float_written_back_by_write_savepoint_exports_decoded(expor
         rows = [{**row, "value_raw": _lone("Float", 1.25, order), "value": None} for row in table.to_pylist()]
         pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
     assert main(["write-savepoint", str(copy), "--out", str(tmp_path / "sp")]) == 0
-    assert main(["export", str(tmp_path / "sp"), "--out", str(tmp_path / "back"), "--workers", "1"]) == 0
-    rows = exported_rows(tmp_path / "back", "scalars")
-    assert rows and all(_value(row["value"]) == 1.25 and row["error"] is None for row in rows)
+    return tmp_path / "sp"
+
+
+def _all_lone_floats(export_dir) -> bool:
+    rows = exported_rows(export_dir, "scalars")
+    return bool(rows) and all(_value(row["value"]) == 1.25 and row["error"] is None for row in rows)
+
+
+def test_a_lone_kryo_float_written_back_by_write_savepoint_exports_decoded(exported, tmp_path):
+    """A lone Float in the byte order of the source's Flink, through write-savepoint (its _metadata of the
+    same version), exports back as that Float."""
+    name, out, _ = exported
+    savepoint = _lone_float_savepoint(name, out, tmp_path)
+    assert main(["export", str(savepoint), "--out", str(tmp_path / "back"), "--workers", "1"]) == 0
+    assert _all_lone_floats(tmp_path / "back")
+
+
+@pytest.mark.slow  # Spark
+@pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
+def test_a_lone_kryo_float_exports_decoded_on_spark(name, local_spark, tmp_path):  # noqa: F811
+    """The Kryo generation reaches Spark's executors too: the readers set it wherever they run."""
+    assert main(["export", job_root(name), "--out", str(tmp_path / "source"), "--workers", "1"]) == 0
+    savepoint = _lone_float_savepoint(name, tmp_path / "source", tmp_path)
+    assert main(["export", str(savepoint), "--out", str(tmp_path / "back"), "--master", local_spark]) == 0
+    assert _all_lone_floats(tmp_path / "back")
 
 
 def test_kryo_registrations_name_the_class_that_stays_raw():
