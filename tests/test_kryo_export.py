@@ -8,7 +8,9 @@ back-references to a String met before), boxed Float/Double/Short/Character/Byte
 order differs between the generations) and arrays of primitives, Strings and Objects, Long and map states
 and event-time timers under the Kryo key; ``expected.json`` is ``fixtures/kryo_state_model.py``'s. The
 states of an enum, of classes registered with Kryo (its FieldSerializer, a serializer of their own) and of
-an unregistered class stay raw, each row's error naming the class.
+an unregistered class stay raw, each row's error naming the class. The readers set the Kryo generation
+from the checkpoint's _metadata version, so a Float, Double, Short or Character alone (not in a
+collection) decodes too.
 """
 
 from __future__ import annotations
@@ -238,6 +240,22 @@ def test_a_lone_kryo_float_exports_decoded_on_spark(name, local_spark, tmp_path)
     savepoint = _lone_float_savepoint(name, tmp_path / "source", tmp_path)
     assert main(["export", str(savepoint), "--out", str(tmp_path / "back"), "--master", local_spark]) == 0
     assert _all_lone_floats(tmp_path / "back")
+
+
+def test_the_generation_reaches_kryo_snapshots_nested_anywhere_in_the_meta_data():
+    from repair.formats.flink.backend_meta import KeyedBackendMeta, StateMetaInfo, set_meta_kryo_generation
+    from repair.formats.flink.serializers import POJO_SNAPSHOT, PojoField, SerializerSnapshot
+
+    def kryo_snapshot():
+        return SerializerSnapshot(KRYO_SNAPSHOT, 2)
+
+    key, element, field = kryo_snapshot(), kryo_snapshot(), kryo_snapshot()
+    listed = SerializerSnapshot("org.apache.flink.api.common.typeutils.base.ListSerializerSnapshot", 1, [element])
+    pojo = SerializerSnapshot(POJO_SNAPSHOT, 2, pojo_fields=[PojoField("f", "C", field), PojoField("g", "C", None, "unknown")])
+    state = StateMetaInfo("s", 0, serializers=[("VALUE_SERIALIZER", listed), ("USER_KEY_SERIALIZER", pojo)])
+    set_meta_kryo_generation(KeyedBackendMeta(6, False, key, 1, [state]), 5)
+    assert [s.attributes.get(KRYO_GENERATION) for s in (key, element, field)] == [5, 5, 5]
+    assert KRYO_GENERATION not in listed.attributes and KRYO_GENERATION not in pojo.attributes
 
 
 def test_kryo_registrations_name_the_class_that_stays_raw():
