@@ -282,7 +282,7 @@ def _check_raw_keyed(source, result: FileResult) -> None:
     try:
         blocks = raw_key_group_blocks(key_groups, list(task.offsets), source.size)
         services = first_key_group_services(source, blocks)
-        for stream in iter_raw_timers(source, key_groups, list(task.offsets), services or []):
+        for stream in iter_raw_timers(source, key_groups, list(task.offsets), services or [], kryo_generation=task.kryo_generation):
             for _ in stream.rows:
                 pass
         result.blocks_checked += len(blocks) if services is not None else 0
