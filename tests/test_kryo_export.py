@@ -8,20 +8,35 @@ back-references to a String met before), boxed Float/Double/Short/Character/Byte
 order differs between the generations) and arrays of primitives, Strings and Objects, Long and map states
 and event-time timers under the Kryo key; ``expected.json`` is ``fixtures/kryo_state_model.py``'s. The
 states of an enum, of classes registered with Kryo (its FieldSerializer, a serializer of their own) and of
-an unregistered class stay raw, each row's error naming the class.
+an unregistered class stay raw, each row's error naming the class. The readers set the Kryo generation
+from the checkpoint's _metadata version, so a Float, Double, Short or Character alone (not in a
+collection) decodes too.
 """
 
 from __future__ import annotations
 
 import json
+import shutil
+import struct
+from dataclasses import replace
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 from repair.cli.app import main
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
+from repair.formats.flink.handles import IncrementalKeyedHandle
+from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT
+from repair.formats.flink.values import decoder_for
+from repair.io import storage as st
+from repair.io.layout import discover
+from repair.io.snapshot import load_snapshot
 from repair.ops.inspect import inspect
+from repair.readers.rocksdb import read_handle_meta
 from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
+from tests.test_export import local_spark  # noqa: F401  (a module fixture)
 
 
 def _value(text):
@@ -141,6 +156,106 @@ def test_kryo_fixed_width_values_follow_each_generations_byte_order():
     assert kryo.read_class_and_object(ByteReader(chars), generation=5) == "hé"
     assert kryo.read_class_and_object(ByteReader(b"\x01\x00[" + bytes([ord("S") | 0x80]) + b"\x01\x00"), generation=5) is None
     assert kryo.read_class_and_object(ByteReader(b"\x07\xe9\x00"), generation=5) == "é"
+
+
+#: A lone boxed value as Kryo writes it: its class id (the default registration + 2) and its fixed-width bytes.
+_LONE = {"Float": (b"\x04", "f"), "Double": (b"\x0a", "d"), "Short": (b"\x08", "h"), "Character": (b"\x07", "H")}
+
+
+def _lone(kind: str, value, order: str) -> bytes:
+    class_id, code = _LONE[kind]
+    return class_id + struct.pack(order + code, ord(value) if kind == "Character" else value)
+
+
+def test_a_lone_kryo_float_double_short_or_char_decodes_in_the_generation_of_the_checkpoints_flink(exported):
+    """The readers mark the Kryo snapshots with the generation of the checkpoint's Flink (from the _metadata
+    version); the values Flink wrote inside the ``scalars`` lists, each read alone with the state's own
+    decoder, equal the expected values - and without the mark they are ambiguous and stay raw."""
+    from repair.errors import UnsupportedSerializerError
+
+    name, out, expected = exported
+    storage = st.default_storage()
+    layout = discover(job_root(name), storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    generation = 2 if fixture_info(FIXTURES / name)["flink_version"].startswith("1.") else 5
+    assert kryo.generation_of_metadata_version(snapshot.metadata.version) == generation
+    metas = [read_handle_meta(snapshot, storage, sub.managed_keyed_state) for op in snapshot.metadata.operators
+             for sub in op.subtasks if isinstance(sub.managed_keyed_state, IncrementalKeyedHandle)]
+    marked = [s for meta in metas for s in [meta.key_serializer, *(x for state in meta.states for _, x in state.serializers)]
+              if s is not None and s.class_name == KRYO_SNAPSHOT]
+    assert marked and all(s.attributes[KRYO_GENERATION] == generation for s in marked)
+    serializer = next(meta.state("scalars") for meta in metas if meta.state("scalars")).serializer("VALUE_SERIALIZER")
+    decoder = decoder_for(serializer)
+    unmarked = decoder_for(replace(serializer, attributes={k: v for k, v in serializer.attributes.items() if k != KRYO_GENERATION}))
+    order, other = (">", "<") if generation == 2 else ("<", ">")
+    by_key = {(type(e["key"]).__name__, str(e["key"])): e["scalars"] for e in expected["by-object"] if "scalars" in e}
+    rows = exported_rows(out, "scalars")
+    assert rows
+    for row in rows:
+        values = by_key[_key(row)]
+        for kind, value in zip(("Float", "Double", "Short", "Character"), values):
+            lone = _lone(kind, value, order)
+            assert lone in row["value_raw"], (kind, value)  # the byte order real Flink wrote
+            assert decoder.decode_all(lone) == value
+            if _lone(kind, value, other) != lone:  # a palindrome reads the same either way
+                with pytest.raises(UnsupportedSerializerError, match="read differently"):
+                    unmarked.decode_all(lone)
+
+
+def _lone_float_savepoint(name: str, out, tmp_path):
+    """The savepoint write-savepoint writes from the export ``out`` of fixture ``name`` with every
+    ``scalars`` value's raw bytes set to a lone Float 1.25 in the byte order of the source's Flink."""
+    copy = tmp_path / "export"
+    shutil.copytree(out, copy)
+    order = ">" if fixture_info(FIXTURES / name)["flink_version"].startswith("1.") else "<"
+    parts = sorted(copy.glob("operator=*/state=scalars/*.parquet"))
+    assert parts
+    for part in parts:
+        table = pq.read_table(part)
+        rows = [{**row, "value_raw": _lone("Float", 1.25, order), "value": None} for row in table.to_pylist()]
+        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
+    assert main(["write-savepoint", str(copy), "--out", str(tmp_path / "sp")]) == 0
+    return tmp_path / "sp"
+
+
+def _all_lone_floats(export_dir) -> bool:
+    rows = exported_rows(export_dir, "scalars")
+    return bool(rows) and all(_value(row["value"]) == 1.25 and row["error"] is None for row in rows)
+
+
+def test_a_lone_kryo_float_written_back_by_write_savepoint_exports_decoded(exported, tmp_path):
+    """A lone Float in the byte order of the source's Flink, through write-savepoint (its _metadata of the
+    same version), exports back as that Float."""
+    name, out, _ = exported
+    savepoint = _lone_float_savepoint(name, out, tmp_path)
+    assert main(["export", str(savepoint), "--out", str(tmp_path / "back"), "--workers", "1"]) == 0
+    assert _all_lone_floats(tmp_path / "back")
+
+
+@pytest.mark.slow  # Spark
+@pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
+def test_a_lone_kryo_float_exports_decoded_on_spark(name, local_spark, tmp_path):  # noqa: F811
+    """The Kryo generation reaches Spark's executors too: the readers set it wherever they run."""
+    assert main(["export", job_root(name), "--out", str(tmp_path / "source"), "--workers", "1"]) == 0
+    savepoint = _lone_float_savepoint(name, tmp_path / "source", tmp_path)
+    assert main(["export", str(savepoint), "--out", str(tmp_path / "back"), "--master", local_spark]) == 0
+    assert _all_lone_floats(tmp_path / "back")
+
+
+def test_the_generation_reaches_kryo_snapshots_nested_anywhere_in_the_meta_data():
+    from repair.formats.flink.backend_meta import KeyedBackendMeta, StateMetaInfo, set_meta_kryo_generation
+    from repair.formats.flink.serializers import POJO_SNAPSHOT, PojoField, SerializerSnapshot
+
+    def kryo_snapshot():
+        return SerializerSnapshot(KRYO_SNAPSHOT, 2)
+
+    key, element, field = kryo_snapshot(), kryo_snapshot(), kryo_snapshot()
+    listed = SerializerSnapshot("org.apache.flink.api.common.typeutils.base.ListSerializerSnapshot", 1, [element])
+    pojo = SerializerSnapshot(POJO_SNAPSHOT, 2, pojo_fields=[PojoField("f", "C", field), PojoField("g", "C", None, "unknown")])
+    state = StateMetaInfo("s", 0, serializers=[("VALUE_SERIALIZER", listed), ("USER_KEY_SERIALIZER", pojo)])
+    set_meta_kryo_generation(KeyedBackendMeta(6, False, key, 1, [state]), 5)
+    assert [s.attributes.get(KRYO_GENERATION) for s in (key, element, field)] == [5, 5, 5]
+    assert KRYO_GENERATION not in listed.attributes and KRYO_GENERATION not in pojo.attributes
 
 
 def test_kryo_registrations_name_the_class_that_stays_raw():

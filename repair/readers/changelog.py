@@ -37,6 +37,7 @@ from repair.io import storage as st
 from repair.io.resolved import MAX_SMALL_FILE_BYTES
 from repair.io.snapshot import LoadedSnapshot
 from repair.readers.full_snapshot import read_key_groups_meta
+from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.rocksdb import read_handle_meta
 
 _METADATA_CODE = bytes((METADATA,))
@@ -96,13 +97,22 @@ def with_states(changes: Iterable[MetadataChange | DataChange]) -> Iterator[tupl
         yield change, registered[change.state_id]
 
 
+def decode_subtask_change(snapshot: LoadedSnapshot, change: StateChange) -> MetadataChange | DataChange:
+    """One change of ``snapshot``'s changelog, decoded; a registered state's Kryo serializers are marked
+    with the Kryo generation of ``snapshot``'s Flink."""
+    decoded = decode_change(change)
+    if isinstance(decoded, MetadataChange):
+        mark_kryo_generation(snapshot, [decoded.state])
+    return decoded
+
+
 def changelog_states(snapshot: LoadedSnapshot, storage: st.Storage, keyed: ChangelogBackendHandle) -> list[StateMetaInfo]:
     """The states the changelog registers (METADATA changes), by name, the last registration winning."""
     states: dict[str, StateMetaInfo] = {}
     for change in iter_subtask_changes(snapshot, storage, keyed):
         if change.data[:1] != _METADATA_CODE:  # data changes are not decoded here
             continue
-        decoded = decode_change(change)
+        decoded = decode_subtask_change(snapshot, change)
         if isinstance(decoded, MetadataChange):
             states[decoded.state.name] = decoded.state
     return list(states.values())
@@ -112,7 +122,7 @@ def metadata_changes(snapshot: LoadedSnapshot, storage: st.Storage, keyed: Chang
     """The METADATA changes of the subtask's changelog, in order (state registrations, with the bytes of
     their meta info)."""
     return [decoded for change in iter_subtask_changes(snapshot, storage, keyed) if change.data[:1] == _METADATA_CODE
-            for decoded in (decode_change(change),) if isinstance(decoded, MetadataChange)]
+            for decoded in (decode_subtask_change(snapshot, change),) if isinstance(decoded, MetadataChange)]
 
 
 def materialized_handles(keyed: ChangelogBackendHandle) -> list[IncrementalKeyedHandle | KeyGroupsHandle]:
@@ -163,7 +173,7 @@ def operator_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, op: O
 def _handle_key_serializer(snapshot: LoadedSnapshot, storage: st.Storage, handle: object):
     """The key serializer a subtask's keyed handle records, if it records one."""
     if isinstance(handle, ChangelogBackendHandle):
-        metadata = [decode_change(c) for c in iter_subtask_changes(snapshot, storage, handle) if c.data[:1] == _METADATA_CODE]
+        metadata = [decode_subtask_change(snapshot, c) for c in iter_subtask_changes(snapshot, storage, handle) if c.data[:1] == _METADATA_CODE]
         return recorded_key_serializer(snapshot, storage, handle, metadata)
     if isinstance(handle, (IncrementalKeyedHandle, KeyGroupsHandle)):
         meta = keyed_handle_meta(snapshot, storage, handle)

@@ -22,7 +22,7 @@ from typing import Collection, Iterator
 
 from repair.errors import FormatError
 from repair.formats.flink.backend_meta import StateMetaInfo
-from repair.formats.flink.changelog.dstl import MetadataChange, decode_change
+from repair.formats.flink.changelog.dstl import MetadataChange
 from repair.formats.flink.changelog.replay import NotReplayable, StateReplay
 from repair.formats.flink.handles import ChangelogBackendHandle, IncrementalKeyedHandle
 from repair.formats.flink.metadata import OperatorState
@@ -30,6 +30,7 @@ from repair.io import storage as st
 from repair.io.snapshot import LoadedSnapshot
 from repair.readers.changelog import (
     NO_KEY_SERIALIZER,
+    decode_subtask_change,
     iter_subtask_changes,
     keyed_handle_meta,
     materialized_handles,
@@ -66,7 +67,7 @@ def replay_subtask(snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorSt
     if len(handles) > 1:
         raise FormatError("materialized state of a changelog subtask", keyed.offset, "one handle",
                           f"{len(handles)} handles (a checkpoint taken right after rescaling)")
-    changes = [decode_change(change) for change in iter_subtask_changes(snapshot, storage, keyed)]
+    changes = [decode_subtask_change(snapshot, change) for change in iter_subtask_changes(snapshot, storage, keyed)]
     result = SubtaskReplay(operator_key_serializer(snapshot, storage, op, keyed, changes))
     meta = keyed_handle_meta(snapshot, storage, handles[0]) if handles else None
     if meta is not None:

@@ -41,6 +41,7 @@ from repair.io import storage as st
 from repair.io.layout import ResolvedFile
 from repair.io.resolved import copy_to_scratch, is_remote, open_resolved, read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot
+from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.rocksdb import StateStream
 
 
@@ -118,7 +119,8 @@ def read_key_groups_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: 
     resolved = resolve_delegate(snapshot, handle)
     try:
         first = _first_block(handle.offsets)
-        return decode_keyed_backend_meta(read_key_groups_meta_bytes(snapshot, storage, handle), ends_at_data_end=first is not None)
+        meta = decode_keyed_backend_meta(read_key_groups_meta_bytes(snapshot, storage, handle), ends_at_data_end=first is not None)
+        return mark_kryo_generation(snapshot, meta)
     except RepairError as error:
         raise error.in_source(delegate_name(snapshot, resolved)) from None
 

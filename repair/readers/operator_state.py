@@ -24,6 +24,7 @@ from repair.io import storage as st
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot
 from repair.readers.full_snapshot import named_rows
+from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.rocksdb import StateStream
 
 #: Operator state files larger than this are refused (a StorageError), as they are read whole.
@@ -47,7 +48,9 @@ def read_operator_file(snapshot: LoadedSnapshot, storage: st.Storage, handle: Op
     if not handle.states or resolved is None or resolved.size == 0:
         return None
     try:
-        return OperatorStateFile(read_resolved(storage, resolved, max_size=MAX_OPERATOR_STATE_BYTES), handle.states)
+        file = OperatorStateFile(read_resolved(storage, resolved, max_size=MAX_OPERATOR_STATE_BYTES), handle.states)
+        mark_kryo_generation(snapshot, file.meta)
+        return file
     except RepairError as error:
         raise error.in_source(_name(snapshot, handle)) from None
 

@@ -16,12 +16,13 @@ are in memory at a time.
 
 from __future__ import annotations
 
+import copy
 from typing import Any, Collection, Iterator
 
 from repair.errors import FormatError, RepairError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.random_access import BytesSource, RandomAccess, read_exactly
-from repair.formats.flink.backend_meta import StateMetaInfo
+from repair.formats.flink.backend_meta import StateMetaInfo, set_meta_kryo_generation
 from repair.formats.flink.full_snapshot.heap_rows import HeapStateDecoder
 from repair.formats.flink.full_snapshot.raw_timers import (
     TIMER_KINDS,
@@ -33,6 +34,7 @@ from repair.formats.flink.full_snapshot.raw_timers import (
     timer_states,
 )
 from repair.formats.flink.handles import KeyGroupRange, KeyGroupsHandle
+from repair.formats.flink.kryo import generation_of_metadata_version
 from repair.io import storage as st
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot
@@ -110,13 +112,17 @@ def _timer_states(services: list[TimerService]) -> list[tuple[StateMetaInfo, str
 
 
 def iter_raw_timers(source: RandomAccess, key_groups: KeyGroupRange, offsets: list[int], services: list[TimerService],
-                    *, states: Collection[str] | None = None) -> Iterator[StateStream]:
+                    *, states: Collection[str] | None = None, kryo_generation: int | None = None) -> Iterator[StateStream]:
     """One :class:`StateStream` per timer state of ``services`` (read from the first key group) in the
-    raw keyed state stream ``source``; ``states`` limits it to those names."""
+    raw keyed state stream ``source``; ``states`` limits it to those names. ``kryo_generation``: the one
+    Kryo keys are read in (None: both are tried)."""
     blocks = raw_key_group_blocks(key_groups, offsets, source.size)
     by_name = {service.name: service for service in services}
     for state, service, kind in _timer_states(services):
         if states is None or state.name in states:
+            if kryo_generation is not None:  # a copy: the services stay comparable with each key group's
+                state = copy.deepcopy(state)
+                set_meta_kryo_generation([state], kryo_generation)
             yield StateStream(state.name, state.kind, state, _rows(source, blocks, by_name, state, service, kind))
 
 
@@ -146,5 +152,6 @@ def iter_raw_timers_handle(snapshot: LoadedSnapshot, storage: st.Storage, handle
     """The timer state streams of one subtask's raw keyed state (the file stays open until the
     iteration ends or the generator is closed; errors name the file)."""
     services = read_raw_timer_services(snapshot, storage, handle)
+    generation = generation_of_metadata_version(snapshot.metadata.version)
     yield from streams_of_delegate(snapshot, storage, handle, lambda source: iter_raw_timers(
-        source, handle.key_groups, handle.offsets, services, states=states))
+        source, handle.key_groups, handle.offsets, services, states=states, kryo_generation=generation))

@@ -37,6 +37,7 @@ from repair.formats.rocksdb.table.sst import Table, open_table
 from repair.io import storage as st
 from repair.io.resolved import copies_in_scratch, is_remote, open_resolved, read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot
+from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.rocksdb_instance import InstanceUnavailable, RocksDbInstance, open_rocksdb_instance
 
 
@@ -262,7 +263,7 @@ def read_handle_meta(snapshot: LoadedSnapshot, storage: st.Storage, handle: Incr
     if meta_file is None:
         raise FormatError("meta data handle", handle.offset, "a handle", "null")
     try:
-        return decode_keyed_backend_meta(read_resolved(storage, meta_file), ends_at_data_end=True)
+        return mark_kryo_generation(snapshot, decode_keyed_backend_meta(read_resolved(storage, meta_file), ends_at_data_end=True))
     except RepairError as error:
         raise error.in_source(meta_file.uri or f"inline meta data of {snapshot.ref.metadata_uri}") from None
 

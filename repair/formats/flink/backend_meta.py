@@ -22,6 +22,7 @@ on from there, so one exotic serializer does not hide the other states. ``resync
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from repair.errors import FormatError
@@ -33,6 +34,7 @@ from repair.formats.flink.serializers import (
     UnknownSerializerSnapshotError,
     describe,
     opaque_snapshot,
+    set_kryo_generation,
 )
 
 #: ``StateMetaInfoSnapshot.BackendStateType`` by ordinal (KEY_VALUE_V2 exists from 2.0).
@@ -388,3 +390,15 @@ def _operator_meta_body(data: bytes, pos: int, base: int, version: int, *, with_
 #: The keyed proxy is what "backend meta data" means for an incremental handle's meta handle and a
 #: full snapshot's header; other modules use this name.
 decode_backend_meta = decode_keyed_backend_meta
+
+
+def set_meta_kryo_generation(meta: KeyedBackendMeta | OperatorBackendMeta | Iterable[StateMetaInfo], generation: int) -> None:
+    """Mark the Kryo serializer snapshots of ``meta`` (a backend's meta data, or states) as written by
+    Kryo ``generation`` (:func:`repair.formats.flink.serializers.set_kryo_generation`)."""
+    if isinstance(meta, KeyedBackendMeta):
+        snapshots, states = [meta.key_serializer], list(meta.states)
+    elif isinstance(meta, OperatorBackendMeta):
+        snapshots, states = [], meta.operator_states + meta.broadcast_states
+    else:
+        snapshots, states = [], list(meta)
+    set_kryo_generation(snapshots + [snapshot for state in states for _, snapshot in state.serializers], generation)

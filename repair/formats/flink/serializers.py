@@ -24,7 +24,7 @@ caller decides what of the surrounding data is still usable (see ``flink_backend
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
@@ -226,6 +226,10 @@ COMPOSITE_SNAPSHOTS.update({name: (label, _utf_outer(key) if key else _no_outer)
 
 POJO_SNAPSHOT = _F + "api.java.typeutils.runtime.PojoSerializerSnapshot"
 KRYO_SNAPSHOT = _F + "api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+#: The attribute of a ``KryoSerializerSnapshot`` naming the Kryo generation that wrote its values (2: Kryo
+#: 2.24, Flink 1.x; 5: Kryo 5, Flink 2.x). The snapshot's bytes do not say (they are the same in Flink
+#: 1.20 and 2.1): the readers set it from the checkpoint's metadata version (:func:`set_kryo_generation`).
+KRYO_GENERATION = "kryo_generation"
 ENUM_SNAPSHOT = _F + "api.common.typeutils.base.EnumSerializer$EnumSerializerSnapshot"
 TTL_AWARE_SNAPSHOT = _F + "runtime.state.ttl.TtlAwareSerializerSnapshot"
 ROW_DATA_SNAPSHOT = _T + "RowDataSerializer$RowDataSerializerSnapshot"
@@ -542,3 +546,15 @@ def _describe_table(snapshot: SerializerSnapshot) -> str:
     if name == MAP_DATA_SNAPSHOT and len(types) == 2:
         return f"MAP<{types[0].sql()}, {types[1].sql()}>"
     return snapshot.simple_name
+
+
+def set_kryo_generation(snapshots: Iterable["SerializerSnapshot | None"], generation: int) -> None:
+    """Mark every ``KryoSerializerSnapshot`` in ``snapshots`` (nested ones and POJO fields included) as
+    written by Kryo ``generation`` (see :data:`KRYO_GENERATION`)."""
+    pending = [s for s in snapshots if s is not None]
+    while pending:
+        snapshot = pending.pop()
+        if snapshot.class_name == KRYO_SNAPSHOT:
+            snapshot.attributes[KRYO_GENERATION] = generation
+        pending.extend(snapshot.nested)
+        pending.extend(f.snapshot for f in snapshot.pojo_fields or () if f.snapshot is not None)

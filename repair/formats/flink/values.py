@@ -39,6 +39,7 @@ from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
     ENUM_SNAPSHOT,
+    KRYO_GENERATION,
     KRYO_SNAPSHOT,
     POJO_SNAPSHOT,
     ROW_DATA_SNAPSHOT,
@@ -719,7 +720,8 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
     elif name == KRYO_SNAPSHOT:
         type_class = snapshot.attributes.get("type_class")
         registrations = kryo.Registrations(snapshot.attributes.get("kryo_registrations"), snapshot.attributes.get("kryo_registration_serializers"))
-        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class, registrations=registrations))
+        generation = snapshot.attributes.get(KRYO_GENERATION)  # None: both generations are tried
+        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class, generation, registrations))
     elif name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
         decoder = Decoder(describe(snapshot), scala_types.enum_read(snapshot.attributes["enum_names"]), 4)
     elif name == avro.AVRO_SNAPSHOT:

@@ -18,11 +18,17 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from repair.errors import RepairError, UnsupportedSerializerError
-from repair.formats.flink.changelog.dstl import ChangeReader, MetadataChange, decode_change
+from repair.formats.flink.changelog.dstl import ChangeReader, MetadataChange
 from repair.formats.flink.handles import ChangelogBackendHandle
 from repair.io import storage as st
 from repair.io.snapshot import LoadedSnapshot
-from repair.readers.changelog import NO_KEY_SERIALIZER, iter_subtask_changes, recorded_key_serializer, with_states
+from repair.readers.changelog import (
+    NO_KEY_SERIALIZER,
+    decode_subtask_change,
+    iter_subtask_changes,
+    recorded_key_serializer,
+    with_states,
+)
 
 
 @dataclass
@@ -50,7 +56,7 @@ def check_subtask_changelog(snapshot: LoadedSnapshot, storage: st.Storage, keyed
     none (another subtask's :attr:`ChangelogCheck.key_serializer`)."""
     result = ChangelogCheck()
     try:
-        changes = [decode_change(change) for change in iter_subtask_changes(snapshot, storage, keyed)]
+        changes = [decode_subtask_change(snapshot, change) for change in iter_subtask_changes(snapshot, storage, keyed)]
     except RepairError:
         # A file that cannot be read or framed: the check of that file reports it.
         result.replayed = False

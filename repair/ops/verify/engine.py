@@ -36,6 +36,7 @@ from repair.formats.flink.handles import (
     OperatorStateHandle,
 )
 from repair.formats.flink.keygroups import operator_label
+from repair.formats.flink.kryo import generation_of_metadata_version
 from repair.formats.rocksdb.files import FileKind, parse_file_name, table_file_name
 from repair.io import storage as st
 from repair.io.layout import METADATA, discover, is_rocksdb_dir
@@ -362,6 +363,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
     _check_trailer(snapshot, plan)
     _check_checkpoint_id(snapshot, plan)
     resolver = snapshot.resolver
+    kryo_generation = generation_of_metadata_version(snapshot.metadata.version)
 
     def add(handle, reference: Reference, kind: str, **details) -> FileTask | None:
         try:
@@ -373,7 +375,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             return None
         task = FileTask(
             kind, resolved.size, uri=resolved.uri, start=resolved.start, inline=resolved.inline,
-            whole_file=type(handle).__name__ != "SegmentFileHandle", **details,
+            whole_file=type(handle).__name__ != "SegmentFileHandle", kryo_generation=kryo_generation, **details,
         )
         return plan.add(task, reference)
 

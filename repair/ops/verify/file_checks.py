@@ -46,6 +46,9 @@ class FileTask:
     max_parallelism: int | None = None
     #: Operator state: the handle's states (name, distribution mode, offsets).
     operator_states: tuple | None = None
+    #: The Kryo generation of the snapshot's Flink (``kryo.generation_of_metadata_version``): Kryo values
+    #: in full snapshots and operator state are read in it (None: both generations are tried).
+    kryo_generation: int | None = None
 
     @property
     def key(self) -> tuple:
@@ -228,6 +231,14 @@ def _check_backend_meta(source, result: FileResult) -> None:
         result.problems.append(Problem("bad_backend_meta", str(error), getattr(error, "offset", None)))
 
 
+def _mark_kryo_generation(meta, task: FileTask) -> None:
+    """Read ``meta``'s Kryo values in the generation of the task's snapshot, as export does."""
+    from repair.formats.flink.backend_meta import set_meta_kryo_generation
+
+    if task.kryo_generation is not None:
+        set_meta_kryo_generation(meta, task.kryo_generation)
+
+
 def _check_key_groups(source, result: FileResult) -> None:
     """A full snapshot (canonical savepoint, heap-backend checkpoint): its meta data, the framing of every
     key group and every record decoded. Records of a serializer this toolkit cannot decode are framed
@@ -241,6 +252,7 @@ def _check_key_groups(source, result: FileResult) -> None:
     unchecked: list[tuple[str, UnsupportedSerializerError]] = []
     try:
         meta = read_head_meta(source, list(task.offsets))
+        _mark_kryo_generation(meta, task)
         for stream in iter_full_snapshot(source, meta, KeyGroupRange(*task.key_groups), list(task.offsets), task.max_parallelism):
             try:
                 for _ in stream.rows:
@@ -270,7 +282,7 @@ def _check_raw_keyed(source, result: FileResult) -> None:
     try:
         blocks = raw_key_group_blocks(key_groups, list(task.offsets), source.size)
         services = first_key_group_services(source, blocks)
-        for stream in iter_raw_timers(source, key_groups, list(task.offsets), services or []):
+        for stream in iter_raw_timers(source, key_groups, list(task.offsets), services or [], kryo_generation=task.kryo_generation):
             for _ in stream.rows:
                 pass
         result.blocks_checked += len(blocks) if services is not None else 0
@@ -340,6 +352,7 @@ def _check_operator_state(source, result: FileResult) -> None:
     unchecked: list[str] = []
     try:
         file = OperatorStateFile(data, result.task.operator_states)
+        _mark_kryo_generation(file.meta, result.task)
         unchecked += file.meta.problems
         for state in file.states:
             for row in file.rows(state.name):
