@@ -17,9 +17,9 @@ _delay = float(os.environ.get("REPAIR_TEST_WRITE_DELAY", "0.1"))
 _write_file = storage.Storage._write_file
 
 
-def _slow_write_file(location, fs, fs_path, data, uri):
+def _slow_write_file(location, fs, fs_path, data, uri, root=None):
     time.sleep(_delay)
-    written = _write_file(location, fs, fs_path, data, uri)
+    written = _write_file(location, fs, fs_path, data, uri, root)
     time.sleep(_delay)
     return written
 

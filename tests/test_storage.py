@@ -393,6 +393,21 @@ def test_publish_dir_failure_leaves_nothing(tmp_path, local_storage):
     assert list(tmp_path.iterdir()) == []
 
 
+def test_a_task_writing_after_an_abort_does_not_bring_the_staging_directory_back(tmp_path, local_storage):
+    """A Spark job that fails does not wait for its other tasks: one may write its part after the
+    driver deleted the staging directory. Its write fails instead of recreating the directory."""
+    target = tmp_path / "out"
+    with pytest.raises(RuntimeError):
+        with local_storage.publish_dir(str(target)) as out:
+            staging = out.share()
+            local_storage.write_atomic(f"{staging}/state=a/part-00000.parquet", b"first", overwrite=True, inside=staging)
+            raise RuntimeError("a task failed the job")
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(StorageError, match="cannot write: not found"):
+        local_storage.write_atomic(f"{staging}/state=b/part-00001.parquet", b"late", overwrite=True, inside=staging)
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_publish_dir_refuses_unsafe_names(tmp_path, local_storage):
     with pytest.raises(StorageError, match="refusing name '../escape'"):
         with local_storage.publish_dir(str(tmp_path / "out")) as out:

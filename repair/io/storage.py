@@ -114,6 +114,7 @@ _FILESYSTEM_CLASSES = {
     "azure": "AzureFileSystem",
 }
 _TMP_MARKER = ".tmp-"
+_STAGING_DELETE_ATTEMPTS = 5
 #: Object stores: ``<target>`` + this is the object a :class:`DirectoryPublisher` writes first and
 #: deletes after the commit file, naming its writer, so that a rerun can delete the output of a run
 #: that died. Beside the target, not in it: pyarrow leaves a "directory" object for the parent of a
@@ -424,22 +425,28 @@ class Storage:
                 yield file.read(offset, chunk_size)
 
     # -- writing (outputs only) ------------------------------------------------------------------
-    def write_atomic(self, uri: str, data: bytes | Iterable[bytes], *, overwrite: bool = False) -> int:
+    def write_atomic(self, uri: str, data: bytes | Iterable[bytes], *, overwrite: bool = False,
+                     inside: str | None = None) -> int:
         """Writes ``data`` (bytes, or an iterable of byte chunks) to ``uri`` atomically; returns the size.
 
         Local disks and HDFS: written to ``<uri>.tmp-<random>`` (fsynced on local disks) and renamed.
         Object stores: uploaded to the final key, which becomes visible only when complete. Refuses
         to replace an existing file unless ``overwrite``.
+
+        ``inside``: a directory ``uri`` lies below that must already exist (a publisher's
+        :attr:`DirectoryPublisher.staging_uri`). Missing directories are created only below it, so a
+        task still running after its run was aborted cannot bring the deleted directory back.
         """
         location, fs = self._resolve(uri)
         if not overwrite and self.exists(uri):
             raise StorageError("already exists; refusing to overwrite it", source=uri)
+        root = None if inside is None else self._resolve(inside)[0].fs_path.rstrip("/")
         if location.kind not in _RENAME_KINDS:
             return self._write_retrying(location, fs, location.fs_path, data, uri)
         final = location.fs_path
         temporary = _temporary_name(final)
         try:
-            size = self._write_retrying(location, fs, temporary, data, uri)
+            size = self._write_retrying(location, fs, temporary, data, uri, root)
             with _StorageErrors(uri, "rename the temporary file into place"):
                 if location.kind == "hdfs" and overwrite and fs.get_file_info(final).type != pafs.FileType.NotFound:
                     fs.delete_file(final)  # HDFS rename does not replace
@@ -464,20 +471,23 @@ class Storage:
         return DirectoryPublisher(self, uri, commit_file=commit_file)
 
     def _write_retrying(
-        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str
+        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str,
+        root: str | None = None,
     ) -> int:
         """:meth:`_write_file`, tried again after transient faults (a 503, a reset) within the retry
         budget when ``data`` is bytes in memory on a remote store; a stream of chunks cannot be sent
         twice, and a local write that fails does not come back."""
         if location.kind == "local" or not isinstance(data, (bytes, bytearray, memoryview)):
-            return self._write_file(location, fs, fs_path, data, uri)
-        return self._retry_for(location).call(lambda: self._write_file(location, fs, fs_path, data, uri))
+            return self._write_file(location, fs, fs_path, data, uri, root)
+        return self._retry_for(location).call(lambda: self._write_file(location, fs, fs_path, data, uri, root))
 
     @staticmethod
     def _write_file(
-        location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str
+        location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str,
+        root: str | None = None,
     ) -> int:
-        """Writes ``data`` to ``fs_path`` (creating parent directories where they exist as such).
+        """Writes ``data`` to ``fs_path``, creating missing parent directories (only below ``root``,
+        which must exist, when given; see :meth:`write_atomic`).
 
         ``uri`` names the file in errors. Local files are written with Python's own I/O so they can
         be fsynced before they are renamed into place.
@@ -485,8 +495,10 @@ class Storage:
         chunks = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
         written = 0
         with _StorageErrors(uri, "write"):
+            if root is not None and fs.get_file_info(root).type != pafs.FileType.Directory:
+                raise FileNotFoundError(f"{root} is gone (its run was aborted or has ended)")
             if location.kind == "local":
-                os.makedirs(os.path.dirname(fs_path), exist_ok=True)
+                _make_parents_below(os.path.dirname(fs_path), root)
                 with open(fs_path, "xb") as out:
                     for chunk in chunks:
                         written += out.write(chunk)
@@ -499,6 +511,21 @@ class Storage:
                 for chunk in chunks:
                     written += out.write(chunk)
         return written
+
+
+def _make_parents_below(directory: str, root: str | None) -> None:
+    """Creates local ``directory`` and its missing parents; with ``root``, one level at a time below
+    it, so that a ``root`` deleted meanwhile is never created again (the next level fails instead)."""
+    if root is None or not directory.startswith(root + "/"):
+        os.makedirs(directory, exist_ok=True)
+        return
+    path = root
+    for part in directory[len(root) + 1 :].split("/"):
+        path = f"{path}/{part}"
+        try:
+            os.mkdir(path)
+        except FileExistsError:
+            pass
 
 
 def _file_info(uri: str, info: pafs.FileInfo) -> FileInfo:
@@ -698,6 +725,9 @@ class DirectoryPublisher:
         everything below it (the target was empty when the block began)."""
         if self._state != "open":
             raise StorageError(f"cannot share the staging directory: it is {self._state}", source=self.uri)
+        if self._staged:  # created here: writers pass it as ``inside`` and create directories only below it
+            with _StorageErrors(self.uri, "create the staging directory"):
+                self._fs.create_dir(self._root, recursive=True)
         self._shared = True
         return self.staging_uri
 
@@ -757,10 +787,23 @@ class DirectoryPublisher:
             return
         self._state = "aborted"
         if self._staged:
-            _delete_quietly(self._fs, self._root, directory=True)
+            self._delete_staging()
             return
         self._abort_object_store()
         _delete_quietly(self._fs, self._marker_path, directory=False)  # last: until now it says whose
+
+    def _delete_staging(self) -> None:
+        """Deletes the staging directory. A task of a failed Spark job may still be finishing its file
+        in there (Spark does not wait for the others when one fails the job): a delete that races with
+        it fails or leaves its file, so try again a few times (writers never recreate the directory)."""
+        for attempt in range(_STAGING_DELETE_ATTEMPTS):
+            _delete_quietly(self._fs, self._root, directory=True)
+            try:
+                if self._fs.get_file_info(self._root).type == pafs.FileType.NotFound:
+                    return
+            except (OSError, pa.ArrowException):
+                return
+            time.sleep(0.2 * (attempt + 1))
 
     def _abort_object_store(self) -> None:
         if self._shared:  # files of other processes too: everything below the (formerly empty) target

@@ -17,11 +17,11 @@ if _marker_dir:
 
     _write_atomic = _storage.Storage.write_atomic
 
-    def _dies_once(self, uri, data, *, overwrite=False):
+    def _dies_once(self, uri, data, *, overwrite=False, inside=None):
         try:
             fd = os.open(os.path.join(_marker_dir, "failed"), os.O_CREAT | os.O_EXCL | os.O_WRONLY)
         except FileExistsError:
-            return _write_atomic(self, uri, data, overwrite=overwrite)
+            return _write_atomic(self, uri, data, overwrite=overwrite, inside=inside)
         os.write(fd, uri.encode())
         os.close(fd)
 
@@ -30,6 +30,6 @@ if _marker_dir:
             yield next(chunks, b"")
             os._exit(1)
 
-        return _write_atomic(self, uri, first_chunk_then_die(), overwrite=overwrite)
+        return _write_atomic(self, uri, first_chunk_then_die(), overwrite=overwrite, inside=inside)
 
     _storage.Storage.write_atomic = _dies_once

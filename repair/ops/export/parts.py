@@ -298,7 +298,7 @@ def write_state_part(storage: st.Storage, staging_uri: str, file: str, columns: 
     stats = PartStats(file)
     writer = _BatchWriter(columns, stats, kept)
     chunks = _parquet_chunks(writer, _record_batches(writer, stream, columns), compression)
-    stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), chunks, overwrite=True)
+    stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), chunks, overwrite=True, inside=staging_uri)
     if stream is not None:
         stats.outside_key_groups = stream.outside_key_groups
         stats.lsm = stream.lsm_json()
