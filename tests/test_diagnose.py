@@ -175,6 +175,16 @@ def test_task_name_with_attempt_number():
     assert incident.next_command == "repair fallback hdfs://nn/flink/cp/aaaabbbbccccddddaaaabbbbccccdddd"
 
 
+def test_a_file_missing_from_a_native_savepoint_is_a_missing_checkpoint_file():
+    """A native savepoint keeps its RocksDB files in its own directory (damage matrix:
+    flink-1.20-default@NATIVE/options/missing, real Flink 1.20's text)."""
+    text = ("Caused by: java.io.FileNotFoundException: /sp/savepoint-6ec134-60979fe4a2db/"
+            "53db0dbf-1d5d-4536-a32f-1c300760d90a (No such file or directory)\n")
+    (incident,) = diagnose(text).incidents
+    assert incident.cause_id == "checkpoint-file-missing"
+    assert incident.files == ["53db0dbf-1d5d-4536-a32f-1c300760d90a"]
+
+
 def test_a_whole_log_names_one_failure_once_by_task_name_and_by_operator():
     """The TaskManager's log line names the task ("per-account (2/3)#0" and its attempt id, whose job vertex
     id is the keyed operator's id); the job's exception names the operator ("KeyedProcessOperator_<id>").

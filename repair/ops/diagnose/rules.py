@@ -58,11 +58,13 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "checkpoint-file-missing",
-        "a file the checkpoint references (an SST, MANIFEST, CURRENT or OPTIONS upload in shared/ or chk-N/) "
-        "is missing from checkpoint storage: deleted by hand, by a lifecycle rule or by another deployment",
+        "a file the checkpoint references (an SST, MANIFEST, CURRENT or OPTIONS upload in shared/ or chk-N/, "
+        "or in a native savepoint's directory) is missing from checkpoint storage: deleted by hand, by a "
+        "lifecycle rule or by another deployment",
         _runbook("manifest-missing"),
         (
-            r"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>\S*/(?:shared|chk-\d+|taskowned|dstl)/\S*[0-9a-f-]{36})\b",
+            r"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>\S*/(?:shared|chk-\d+|taskowned|dstl|savepoint-[0-9a-f]+-[0-9a-f]+)"
+            r"/\S*[0-9a-f-]{36})\b",
             r"File (?P<file>\S*/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{36}) does not exist",
         ),
         {
