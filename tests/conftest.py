@@ -124,6 +124,15 @@ def fixture_info(path: Path) -> dict:
     return json.loads((path / "fixture.json").read_text())
 
 
+def checkpoint_parallelism(info: dict, checkpoint_id: int | None) -> int:
+    """The parallelism a fixture's checkpoint (None: a savepoint) was taken at: a rescaled fixture's job
+    directory also holds the first run's checkpoint, at the parallelism it was rescaled from."""
+    rescaled = info.get("rescaled")
+    if rescaled and checkpoint_id is not None and checkpoint_id <= rescaled["restored_checkpoint"]:
+        return rescaled["from_parallelism"]
+    return info["parallelism"]
+
+
 #: FixtureSpec fields newer than some committed fixture.json files, with the generator's defaults.
 SPEC_DEFAULTS = {"state_backend": "rocksdb", "incremental": True, "snapshot_compression": False}
 

@@ -46,7 +46,7 @@ from repair.formats.flink.metadata import (
     encode_metadata,
 )
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_dirs, fixture_info, local_file, metadata_id
-from tests.conftest import FIXTURE_NAMES, fixture_spec, logs_state_changes, materialized, timers_in_raw_keyed_state
+from tests.conftest import FIXTURE_NAMES, checkpoint_parallelism, fixture_spec, logs_state_changes, materialized, timers_in_raw_keyed_state
 
 REAL = all_metadata()
 #: Those of the DataStream fixture job, whose fixture.json names uids and states.
@@ -94,7 +94,8 @@ def test_real_metadata_matches_fixture_json(item):
         op = by_id[operator_id_for_uid(uid)]
         assert re.fullmatch(r"[0-9a-f]{32}", op.operator_id)
         assert op.max_parallelism == info["max_parallelism"]
-        assert op.parallelism == (1 if uid in SINGLE_PARALLELISM_UIDS else info["parallelism"])
+        parallelism = checkpoint_parallelism(info, None if is_savepoint else m.checkpoint_id)
+        assert op.parallelism == (1 if uid in SINGLE_PARALLELISM_UIDS else parallelism)
         assert not op.fully_finished
         if m.version >= 5:
             assert op.uid == op.operator_uid == uid

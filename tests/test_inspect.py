@@ -16,7 +16,7 @@ import pytest
 
 from repair.formats.flink.keygroups import key_group_range_for_operator, operator_id_for_uid
 from repair.ops.inspect import inspect
-from tests.conftest import FIXTURES, fixture_info, logs_state_changes, writes_rocksdb_instances
+from tests.conftest import FIXTURES, checkpoint_parallelism, fixture_info, logs_state_changes, writes_rocksdb_instances
 
 
 def _root(fixture: Path) -> Path:
@@ -55,10 +55,11 @@ def test_every_snapshot_of_every_fixture_matches_the_generator(fixture_dir, read
         if result.metadata_version >= 5:
             assert {op.uid for op in operators.values()} == set(info["uids"])
 
+        parallelism = checkpoint_parallelism(info, result.checkpoint_id if result.kind == "checkpoint" else None)
         for uid, spec in info["keyed_operators"].items():
             op = operators[uid]
-            assert (op.parallelism, op.max_parallelism) == (info["parallelism"], info["max_parallelism"])
-            assert [s.index for s in op.subtasks] == list(range(info["parallelism"]))
+            assert (op.parallelism, op.max_parallelism) == (parallelism, info["max_parallelism"])
+            assert [s.index for s in op.subtasks] == list(range(parallelism))
             for sub in op.subtasks:
                 assert sub.problems == []
                 assert sub.key_group_range == key_group_range_for_operator(op.max_parallelism, op.parallelism, sub.index)

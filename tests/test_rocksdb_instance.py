@@ -157,7 +157,7 @@ def test_rocksdb_serves_exactly_the_python_merge(name, read_only_guard):
                         assert _entries(batches) == expected.get(family, []), (snapshot.ref.metadata_uri, family)
             assert not os.path.exists(directory)
             instances += 1
-    assert instances >= 20
+    assert instances >= 15  # flink-1.20-rescaled retains two checkpoints: 5 instances at parallelism 1, 10 at 2
 
 
 @pytest.mark.parametrize("name", [EXTERNAL, "flink-1.20-file-merging", "flink-1.20-default"])
