@@ -230,3 +230,38 @@ def test_regenerated_fixture_matches_and_restores_in_real_flink(tmp_path, name):
     assert restored["keyed"] == fresh_expected["keyed"]
     assert restored["operator"] == fresh_expected["operator"]
     shutil.rmtree(tmp_path / "staging")
+
+
+def test_the_rescaled_fixture_holds_range_deletions_only_after_its_restore():
+    """flink-1.20-rescaled: the first run's checkpoint (parallelism 1) has no range deletion; the second
+    run restored it at parallelism 2, Flink clipped each RocksDB instance with deleteRange, and the newest
+    checkpoint's SSTs carry the range tombstones (the damage matrix's sst-range-del cells need them)."""
+    from repair.formats.bytes.random_access import BytesSource
+    from repair.formats.flink.metadata import decode_metadata
+    from repair.formats.rocksdb.table.sst import open_table
+
+    fixture = FIXTURES / "flink-1.20-rescaled"
+    info = fixture_info(fixture)
+    job_dir = fixture / "checkpoints" / info["job_id"]
+    first, newest = info["retained_checkpoints"]
+    assert info["rescaled"] == {"from_parallelism": 1, "restored_checkpoint": first}
+
+    def range_deletions(checkpoint: int) -> tuple[set[int], list[int]]:
+        metadata = decode_metadata((job_dir / f"chk-{checkpoint}" / "_metadata").read_bytes())
+        parallelisms, counts = set(), []
+        for op in metadata.operators:
+            for sub in op.subtasks:
+                handle = sub.managed_keyed_state
+                if handle is None:
+                    continue
+                parallelisms.add(op.parallelism)
+                for entry in handle.shared + handle.private:
+                    if entry.local_path.endswith(".sst"):
+                        data = (job_dir / "shared" / entry.handle.path.rsplit("/", 1)[-1]).read_bytes()
+                        counts.append(open_table(BytesSource(data)).properties.num_range_deletions or 0)
+        return parallelisms, counts
+
+    parallelisms, counts = range_deletions(first)
+    assert parallelisms == {1} and counts and not any(counts)
+    parallelisms, counts = range_deletions(newest)
+    assert parallelisms == {2} and sum(1 for c in counts if c) >= 10
