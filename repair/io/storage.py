@@ -43,7 +43,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -116,6 +116,10 @@ SCAN_TAIL = 1 << 20
 #: process, whatever the number of files open (``REPAIR_READ_BUFFER_MB``); a file whose buffer does not
 #: fit is read by ranges, as asked, instead of waiting.
 READ_BUFFER_BYTES = max(0, int(os.environ.get("REPAIR_READ_BUFFER_MB") or 128)) << 20
+
+#: What :meth:`Storage.write_atomic` writes: bytes, an iterable of byte chunks, or a function writing into
+#: the output stream it is given (a ``pyarrow.NativeFile``: e.g. a Parquet writer, with no copy through Python).
+Data = Union[bytes, bytearray, memoryview, Iterable[bytes], Callable[[pa.NativeFile], None]]
 
 #: Kinds where a rename is atomic, so files and directories are staged under a temporary name.
 _RENAME_KINDS = frozenset({"local", "hdfs"})
@@ -539,9 +543,9 @@ class Storage:
                 yield file.read(offset, chunk_size)
 
     # -- writing (outputs only) ------------------------------------------------------------------
-    def write_atomic(self, uri: str, data: bytes | Iterable[bytes], *, overwrite: bool = False,
-                     inside: str | None = None) -> int:
-        """Writes ``data`` (bytes, or an iterable of byte chunks) to ``uri`` atomically; returns the size.
+    def write_atomic(self, uri: str, data: Data, *, overwrite: bool = False, inside: str | None = None) -> int:
+        """Writes ``data`` (bytes, an iterable of byte chunks, or a function writing into the output
+        stream it is given) to ``uri`` atomically; returns the size.
 
         Local disks and HDFS: written to ``<uri>.tmp-<random>`` (fsynced on local disks) and renamed.
         Object stores: uploaded to the final key, which becomes visible only when complete. Refuses
@@ -585,7 +589,7 @@ class Storage:
         return DirectoryPublisher(self, uri, commit_file=commit_file)
 
     def _write_retrying(
-        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str,
+        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: Data, uri: str,
         root: str | None = None,
     ) -> int:
         """:meth:`_write_file`, tried again after transient faults (a 503, a reset) within the retry
@@ -597,14 +601,15 @@ class Storage:
 
     @staticmethod
     def _write_file(
-        location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str,
+        location: Location, fs: pafs.FileSystem, fs_path: str, data: Data, uri: str,
         root: str | None = None,
     ) -> int:
         """Writes ``data`` to ``fs_path``, creating missing parent directories (only below ``root``,
         which must exist, when given; see :meth:`write_atomic`).
 
-        ``uri`` names the file in errors. Local files are written with Python's own I/O so they can
-        be fsynced before they are renamed into place.
+        ``uri`` names the file in errors. Local files are created exclusively and fsynced before they
+        are renamed into place: chunks with Python's own I/O, a writing function into a
+        ``pyarrow.OSFile`` (its bytes never pass through Python objects).
         """
         chunks = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
         written = 0
@@ -613,6 +618,8 @@ class Storage:
                 raise FileNotFoundError(f"{root} is gone (its run was aborted or has ended)")
             if location.kind == "local":
                 _make_parents_below(os.path.dirname(fs_path), root)
+                if callable(data):
+                    return _write_local_natively(fs_path, data)
                 with open(fs_path, "xb") as out:
                     for chunk in chunks:
                         written += out.write(chunk)
@@ -622,9 +629,26 @@ class Storage:
             if location.kind in _RENAME_KINDS:
                 fs.create_dir(fs_path.rsplit("/", 1)[0] or "/", recursive=True)
             with fs.open_output_stream(fs_path) as out:
+                if callable(data):
+                    data(out)
+                    return out.tell()
                 for chunk in chunks:
                     written += out.write(chunk)
         return written
+
+
+def _write_local_natively(fs_path: str, write: Callable[[pa.NativeFile], None]) -> int:
+    """``write`` into a new local file (created exclusively) through a ``pyarrow.OSFile``, fsynced."""
+    os.close(os.open(fs_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    with pa.OSFile(fs_path, "wb") as out:
+        write(out)
+        written = out.tell()
+    descriptor = os.open(fs_path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    return written
 
 
 def _make_parents_below(directory: str, root: str | None) -> None:
