@@ -10,8 +10,8 @@ The generated checkpoint's job root is uploaded to a real S3 server (moto, :mod:
 loopback, behind :mod:`tests.fault_proxy`, which delays the answer to every request by
 ``--latency-ms`` (the time to the first byte of a remote store; 30 ms by default). Each variant is the
 ``repair`` command in its own process with ``--workers 1``; the server and the proxy run in this
-process. The variants: on local disk; from S3 without added latency (what the loopback server itself
-costs); from S3 with the latency; the same with ``REPAIR_IN_FLIGHT=1`` (one request at a time, as
+process (``--server-process``: moto in a process of its own). The variants: on local disk; from S3
+without added latency (what the loopback server itself costs); from S3 with the latency; the same with ``REPAIR_IN_FLIGHT=1`` (one request at a time, as
 before reads overlapped); with ``--compare-code DIR``, the same from S3 with the latency running the
 ``repair`` package of another checkout (e.g. ``git worktree add /tmp/before <commit>``), for a before
 and after in one run. Runs go round robin; the median of the runs counts (the machine is shared:
@@ -54,6 +54,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=30.0)
     parser.add_argument("--only", default=None, help="run only the variants whose name contains this")
     parser.add_argument("--results", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="also run the S3 + latency variants with REPAIR_IN_FLIGHT set to this (default 8)")
+    parser.add_argument("--server-process", action="store_true",
+                        help="run moto's server in a process of its own (default: in this process, beside the proxy)")
     parser.add_argument("--compare-code", type=Path, default=None,
                         help="also run the S3 + latency variants with the repair package of this checkout (PYTHONPATH)")
     args = parser.parse_args(argv)
@@ -67,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     files = sorted(p for p in job_root.rglob("*") if p.is_file())
     sst_bytes = info["sst_bytes"]
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = s3_server.start_s3_server()
+    server = s3_server.start_s3_server_process() if args.server_process else s3_server.start_s3_server()
     try:
         client = server.client()
         bucket = server.new_bucket()
@@ -84,6 +88,9 @@ def main(argv: list[str] | None = None) -> int:
                      "S3, no added latency": (_s3_env(server.endpoint), remote_newest, remote_root),
                      latency: (_s3_env(proxy.endpoint), remote_newest, remote_root),
                      f"{latency}, one request at a time": ([*_s3_env(proxy.endpoint), "REPAIR_IN_FLIGHT=1"], remote_newest, remote_root)}
+            if args.in_flight:
+                where[f"{latency}, {args.in_flight} in flight"] = (
+                    [*_s3_env(proxy.endpoint), f"REPAIR_IN_FLIGHT={args.in_flight}"], remote_newest, remote_root)
             if args.compare_code:
                 where[f"{latency}, code of {args.compare_code}"] = (
                     [*_s3_env(proxy.endpoint), f"PYTHONPATH={args.compare_code.resolve()}"], remote_newest, remote_root)
