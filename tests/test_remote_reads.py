@@ -190,6 +190,25 @@ def test_verify_reads_each_file_in_one_get_and_one_head(s3_job):
     assert sum(proxy.by_object[("HEAD", key)] > 1 for key in data_files) <= 5
 
 
+@pytest.mark.parametrize("how", ["tails", "no room"])
+def test_verify_reaches_the_local_verdicts_whatever_the_buffering(s3_job, monkeypatch, how):
+    """Every SST (about 1 KB here) read with only its last 128 bytes buffered (reads that straddle the
+    tail's start go by ranges), or with no room for any buffer: the same verdicts and bytes as from the
+    local disk."""
+    server, root = s3_job
+    if how == "tails":
+        monkeypatch.setattr(storage_module, "SCAN_WHOLE_MAX", 64)
+        monkeypatch.setattr(storage_module, "SCAN_TAIL", 128)
+    else:
+        monkeypatch.setattr(storage_module, "READ_BUFFERS", ByteBudget(0))
+    local = verify(str(ROOT), workers=1)
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        remote = verify(root, storage=_storage(proxy.endpoint), workers=1)
+    assert _verdicts(remote) == _verdicts(local) and remote.bytes == local.bytes and remote.files == local.files
+    data_gets = [n for (method, key), n in proxy.by_object.items() if method == "GET" and "/shared/" in key]
+    assert max(data_gets) > 1  # read in several requests, as configured
+
+
 def test_a_file_missing_from_the_store_is_a_missing_file_never_unknown(s3_job):
     server, _ = s3_job
     newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
