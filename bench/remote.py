@@ -10,10 +10,13 @@ The generated checkpoint's job root is uploaded to a real S3 server (moto, :mod:
 loopback, behind :mod:`tests.fault_proxy`, which delays the answer to every request by
 ``--latency-ms`` (the time to the first byte of a remote store; 30 ms by default). Each variant is the
 ``repair`` command in its own process with ``--workers 1``; the server and the proxy run in this
-process. The variants: on local disk; from S3 without added latency (what the loopback server itself
-costs); from S3 with the latency; the same with ``REPAIR_IN_FLIGHT=1`` (one request at a time, as
-before reads overlapped). Runs go round robin; the median of the runs counts (the machine is shared:
-compare the ratios, measured side by side, not the seconds).
+process (``--server-process``: moto in a process of its own). The variants: on local disk; from S3
+without added latency (what the loopback server itself costs); from S3 with the latency; the same with ``REPAIR_IN_FLIGHT=1`` (one request at a time, as
+before reads overlapped); with ``--compare-code DIR``, the same from S3 with the latency running the
+``repair`` package of another checkout (e.g. ``git worktree add /tmp/before <commit>``), for a before
+and after in one run. Runs go round robin; the median of the runs counts (the machine is shared:
+compare the ratios, measured side by side, not the seconds). The proxy counts the requests of each
+run by object: the output says, per variant, how many requests each SST and each other file took.
 Verify and export read the newest checkpoint ``chk-N`` named by ``bench.json`` (not the job root:
 a subsumed ``chk-M`` Flink was still deleting could be there); fallback reads the job root.
 """
@@ -27,6 +30,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -50,6 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--latency-ms", type=float, default=30.0)
     parser.add_argument("--only", default=None, help="run only the variants whose name contains this")
     parser.add_argument("--results", type=Path, default=None, help="write the results as JSON here")
+    parser.add_argument("--in-flight", type=int, default=None,
+                        help="also run the S3 + latency variants with REPAIR_IN_FLIGHT set to this (default 8)")
+    parser.add_argument("--server-process", action="store_true",
+                        help="run moto's server in a process of its own (default: in this process, beside the proxy)")
+    parser.add_argument("--compare-code", type=Path, default=None,
+                        help="also run the S3 + latency variants with the repair package of this checkout (PYTHONPATH)")
     args = parser.parse_args(argv)
 
     from tests import s3_server
@@ -61,7 +71,7 @@ def main(argv: list[str] | None = None) -> int:
     files = sorted(p for p in job_root.rglob("*") if p.is_file())
     sst_bytes = info["sst_bytes"]
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    server = s3_server.start_s3_server()
+    server = s3_server.start_s3_server_process() if args.server_process else s3_server.start_s3_server()
     try:
         client = server.client()
         bucket = server.new_bucket()
@@ -78,6 +88,12 @@ def main(argv: list[str] | None = None) -> int:
                      "S3, no added latency": (_s3_env(server.endpoint), remote_newest, remote_root),
                      latency: (_s3_env(proxy.endpoint), remote_newest, remote_root),
                      f"{latency}, one request at a time": ([*_s3_env(proxy.endpoint), "REPAIR_IN_FLIGHT=1"], remote_newest, remote_root)}
+            if args.in_flight:
+                where[f"{latency}, {args.in_flight} in flight"] = (
+                    [*_s3_env(proxy.endpoint), f"REPAIR_IN_FLIGHT={args.in_flight}"], remote_newest, remote_root)
+            if args.compare_code:
+                where[f"{latency}, code of {args.compare_code}"] = (
+                    [*_s3_env(proxy.endpoint), f"PYTHONPATH={args.compare_code.resolve()}"], remote_newest, remote_root)
             variants = []
             for place, (env, checkpoint, root) in where.items():
                 variants.append(Variant(f"verify, {place}", "1", [[*env, *repair, "verify", checkpoint, "--workers", "1", "--json"]],
@@ -89,13 +105,33 @@ def main(argv: list[str] | None = None) -> int:
                                                                    "--json"]], json_document(), note=str(out)))
             if args.only:
                 variants = [v for v in variants if args.only in v.name]
-            load_before, load_after = run_all(variants, args.runs, after_run=lambda v, _: v.note and shutil.rmtree(v.note, ignore_errors=True))
+            counted = Counter(proxy.by_object)
+            requests: dict[str, list[Counter]] = {}
+
+            def after_run(v: Variant, _) -> None:
+                nonlocal counted
+                if v.note:
+                    shutil.rmtree(v.note, ignore_errors=True)
+                now = Counter(proxy.by_object)
+                if now != counted and "local disk" not in v.name:  # this run went through the proxy
+                    requests.setdefault(v.name, []).append(now - counted)
+                counted = now
+
+            load_before, load_after = run_all(variants, args.runs, after_run=after_run)
             print(f"requests through the proxy: {proxy.requests}, at most {proxy.max_in_flight} at once")
     finally:
         server.stop()
+    kinds = {f"/{bucket}/job/{p.relative_to(job_root)}": _kind(p) for p in files}
+    per_file = {name: _requests_per_file(runs[0], kinds) for name, runs in requests.items()}
     results = {"machine": machine(), "load": [load_before, load_after], "sst_bytes": sst_bytes, "checkpoint": str(newest),
-               "latency_ms": args.latency_ms, "variants": {v.name: {"walls": v.walls, "cpus": v.cpus, "error": v.error} for v in variants}}
+               "latency_ms": args.latency_ms, "variants": {v.name: {"walls": v.walls, "cpus": v.cpus, "error": v.error,
+                                                                    "requests": per_file.get(v.name)} for v in variants}}
     print()
+    print(f"load average: {load_before:.2f} before, {load_after:.2f} after")
+    for name, counts in per_file.items():
+        print(f"{name:40s} requests of one run: " + "; ".join(
+            f"{kind}: {c['files']} files, {c['requests']} requests ({c['GET']} GET, {c['HEAD']} HEAD), {c['per_file']:.1f} per file"
+            for kind, c in counts.items()))
     for v in variants:
         if v.walls:
             median = statistics.median(v.walls)
@@ -111,6 +147,36 @@ def main(argv: list[str] | None = None) -> int:
     if args.results:
         args.results.write_text(json.dumps(results, indent=2) + "\n")
     return 0
+
+
+_SST_MAGICS = ((0x88E241B785F4CFF7).to_bytes(8, "little"), (0xDB4775248B80FB57).to_bytes(8, "little"))
+
+
+def _kind(path: Path) -> str:
+    """What a file of the job root is, for counting requests: ``sst``, ``_metadata`` or ``other``
+    (MANIFEST, CURRENT, OPTIONS, backend meta data, operator state; Flink names them all by UUID)."""
+    if path.name == "_metadata":
+        return "_metadata"
+    with path.open("rb") as f:
+        f.seek(max(path.stat().st_size - 8, 0))
+        return "sst" if f.read(8) in _SST_MAGICS else "other"
+
+
+def _requests_per_file(counts: Counter, kinds: dict[str, str]) -> dict[str, dict]:
+    """Requests of one run by kind of file: files touched, requests (GET, HEAD), requests per file;
+    requests naming no file (listings, the bucket) under ``listings``."""
+    out: dict[str, dict] = {}
+    for (method, key), n in counts.items():
+        kind = kinds.get(key, "listings")
+        entry = out.setdefault(kind, {"files": set(), "requests": 0, "GET": 0, "HEAD": 0})
+        entry["files"].add(key)
+        entry["requests"] += n
+        if method in ("GET", "HEAD"):
+            entry[method] += n
+    for entry in out.values():
+        entry["files"] = len(entry["files"])
+        entry["per_file"] = entry["requests"] / entry["files"]
+    return dict(sorted(out.items()))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ are reset with their own probabilities, and all of them fail with ``500 Internal
 ``writes_fail_after``-th on (a store that becomes unwritable midway). Other requests (listings,
 HEAD, DELETE and the batch delete ``POST ?delete``) pass unchanged.
 ``latency_seconds`` delays the answer to every request (any method), as a remote store's time to the
-first byte; ``max_in_flight`` is the most requests the proxy was serving at once.
+first byte; ``max_in_flight`` is the most requests the proxy was serving at once, ``by_object`` counts
+the requests by method and object.
 Only ever binds to 127.0.0.1 and forwards only to the given loopback server.
 """
 
@@ -58,6 +59,8 @@ class FaultProxy:
         self.injected: Counter[str] = Counter()
         self.writes_seen = 0
         self.requests = 0
+        #: Requests served, by ``(method, object key)`` (the key without the query: a listing counts under its prefix).
+        self.by_object: Counter[tuple[str, str]] = Counter()
         self.in_flight = 0
         self.max_in_flight = 0
         self._random = random.Random(faults.seed)
@@ -174,6 +177,7 @@ def _handler(proxy: FaultProxy):
         def _handle(self) -> None:
             with proxy._lock:
                 proxy.requests += 1
+                proxy.by_object[(self.command, urllib.parse.urlsplit(self.path).path)] += 1
                 proxy.in_flight += 1
                 proxy.max_in_flight = max(proxy.max_in_flight, proxy.in_flight)
             try:

@@ -87,6 +87,34 @@ def start_s3_server() -> S3Server:
     return S3Server(server, port)
 
 
+class _ServerProcess:
+    """A moto server running as its own process (``python -m moto.server``)."""
+
+    def __init__(self, process):
+        self.process = process
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+
+
+def start_s3_server_process() -> S3Server:
+    """Starts moto's server in a process of its own on a free loopback port (the benchmarks: it then
+    does not share the interpreter lock of the process that starts it) and waits until it listens."""
+    import subprocess
+    import sys
+
+    port = _free_loopback_port()
+    process = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", LOOPBACK, "-p", str(port)],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_until_listening(port, timeout=30)
+    except BaseException:
+        process.kill()
+        raise
+    return S3Server(_ServerProcess(process), port)
+
+
 def storage_for(endpoint: str, retry_budget: float = 30.0):
     """A :class:`repair.io.storage.Storage` that talks to the S3 server (or proxy) at ``endpoint``."""
     from repair.io.storage import Storage, StorageOptions

@@ -1,6 +1,8 @@
 """Reads from an object store overlap their latency: verify, fallback and export keep several requests
 in flight (at most :data:`repair.io.resolved.IN_FLIGHT` per process) and reach the same verdicts and
-write the same Parquet bytes as from a local disk.
+write the same Parquet bytes as from a local disk. They also make few requests: a file scanned whole
+(verify) is read in one request when small, its tail in one request when large, within a budget of
+buffered bytes; export reads ``_metadata`` once however many tasks run in its process.
 
 The store is a real S3 server (moto) on loopback behind :mod:`tests.fault_proxy`, which delays every
 answer as a remote store's time to the first byte and counts the requests it serves at once.
@@ -9,12 +11,15 @@ answer as a remote store's time to the first byte and counts the requests it ser
 from __future__ import annotations
 
 import logging
+import os
+import threading
 
 import pytest
 
 from repair.errors import StorageError
 from repair.io.resolved import IN_FLIGHT
-from repair.io.storage import Storage
+from repair.io import storage as storage_module
+from repair.io.storage import ByteBudget, Storage
 from repair.ops.export.job import export
 from repair.ops.fallback import fallback
 from repair.ops.verify.engine import verify
@@ -87,3 +92,140 @@ def test_a_file_that_stays_unreadable_among_concurrent_copies_stops_the_export(s
         with pytest.raises(StorageError, match=victim):
             export(root, str(tmp_path / "out"), storage=_storage(proxy.endpoint, budget=0.5), workers=1)
     assert not (tmp_path / "out").exists()
+
+
+# -- how many requests ---------------------------------------------------------------------------
+
+
+def _gets_and_heads(proxy: FaultProxy, key_suffix: str) -> tuple[int, int]:
+    gets = sum(n for (method, key), n in proxy.by_object.items() if method == "GET" and key.endswith(key_suffix))
+    heads = sum(n for (method, key), n in proxy.by_object.items() if method == "HEAD" and key.endswith(key_suffix))
+    return gets, heads
+
+
+@pytest.fixture(scope="module")
+def blobs(s3_job):
+    """Random objects of 300 KB and 200 KB in a bucket of their own: ``(server, bucket, {name: bytes})``."""
+    server, _ = s3_job
+    files = {"a.bin": os.urandom(300_000), "b.bin": os.urandom(200_000), "c.bin": os.urandom(300_000)}
+    return server, server.new_bucket(files), files
+
+
+#: Reads as an SST's verification makes them: footer, metaindex, index, properties near the end, then the blocks.
+_READS = [(-53, 53), (-4000, 1200), (-9000, 4000), (-2500, 700), (0, 4096), (4096, 100_000), (104_096, 90_000)]
+
+
+def _read_all(file, size: int) -> list[bytes]:
+    return [bytes(file.read(offset % size, length)) for offset, length in _READS]
+
+
+def _expected(data: bytes) -> list[bytes]:
+    return [data[offset % len(data):][:length] for offset, length in _READS]
+
+
+def test_a_small_file_scanned_whole_is_one_request_and_reads_the_same_bytes(blobs):
+    server, bucket, files = blobs
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        storage = _storage(proxy.endpoint)
+        with storage.open_input(f"s3://{bucket}/a.bin", scan=True) as file:
+            assert _read_all(file, file.size) == _expected(files["a.bin"])
+        assert _gets_and_heads(proxy, "/a.bin") == (1, 1)
+        with storage.open_input(f"s3://{bucket}/b.bin") as file:  # not a scan: a request per read
+            assert _read_all(file, file.size) == _expected(files["b.bin"])
+        assert _gets_and_heads(proxy, "/b.bin") == (len(_READS), 1)
+
+
+def test_a_large_file_scanned_reads_its_tail_in_one_request(blobs, monkeypatch):
+    server, bucket, files = blobs
+    monkeypatch.setattr(storage_module, "SCAN_WHOLE_MAX", 100_000)  # a.bin is "large"
+    monkeypatch.setattr(storage_module, "SCAN_TAIL", 16_384)
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        with _storage(proxy.endpoint).open_input(f"s3://{bucket}/a.bin", scan=True) as file:
+            assert _read_all(file, file.size) == _expected(files["a.bin"])
+    # the four reads in the last 16 KB: one request; the three before it: one each
+    assert _gets_and_heads(proxy, "/a.bin") == (1 + 3, 1)
+
+
+def test_buffered_bytes_stay_within_the_budget_and_are_given_back(blobs, monkeypatch):
+    server, bucket, files = blobs
+    budget = ByteBudget(500_000)  # room for a.bin, not for c.bin beside it
+    monkeypatch.setattr(storage_module, "READ_BUFFERS", budget)
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        storage = _storage(proxy.endpoint)
+        with storage.open_input(f"s3://{bucket}/a.bin", scan=True) as a, storage.open_input(f"s3://{bucket}/c.bin", scan=True) as c:
+            assert _read_all(a, a.size) == _expected(files["a.bin"])
+            assert budget.held == 300_000
+            assert _read_all(c, c.size) == _expected(files["c.bin"])  # read by ranges: no room
+        assert budget.held == 0 and budget.peak <= budget.limit
+        assert _gets_and_heads(proxy, "/a.bin")[0] == 1 and _gets_and_heads(proxy, "/c.bin")[0] == len(_READS)
+        with storage.open_input(f"s3://{bucket}/c.bin", scan=True) as c:  # room again once a.bin was closed
+            assert _read_all(c, c.size) == _expected(files["c.bin"])
+        assert _gets_and_heads(proxy, "/c.bin")[0] == len(_READS) + 1
+
+
+def test_concurrent_reads_of_a_scanned_file_fill_its_buffer_once(blobs):
+    server, bucket, files = blobs
+    with FaultProxy(server.endpoint, Faults(latency_seconds=0.02)) as proxy:
+        with _storage(proxy.endpoint).open_input(f"s3://{bucket}/b.bin", scan=True) as file:
+            results: list[list[bytes]] = []
+            threads = [threading.Thread(target=lambda: results.append(_read_all(file, file.size))) for _ in range(4)]
+            for thread in threads:
+                thread.start()
+            for thread in threads:
+                thread.join()
+    assert results == [_expected(files["b.bin"])] * 4
+    assert _gets_and_heads(proxy, "/b.bin") == (1, 1)
+
+
+def test_verify_reads_each_file_in_one_get_and_one_head(s3_job):
+    server, root = s3_job
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        report = verify(root, storage=_storage(proxy.endpoint), workers=1)
+    data_files = {key for (method, key) in proxy.by_object if "/shared/" in key or "/taskowned/" in key}
+    assert len(data_files) > 100 and report.bytes > 0
+    for key in data_files:  # before: a request per block read (footer, metaindex, properties, index, ...)
+        assert proxy.by_object[("GET", key)] == 1, key
+    # one HEAD to open each; a few more for the files the layout samples (was the checkpoint moved?)
+    assert all(proxy.by_object[("HEAD", key)] >= 1 for key in data_files)
+    assert sum(proxy.by_object[("HEAD", key)] > 1 for key in data_files) <= 5
+
+
+@pytest.mark.parametrize("how", ["tails", "no room"])
+def test_verify_reaches_the_local_verdicts_whatever_the_buffering(s3_job, monkeypatch, how):
+    """Every SST (about 1 KB here) read with only its last 128 bytes buffered (reads that straddle the
+    tail's start go by ranges), or with no room for any buffer: the same verdicts and bytes as from the
+    local disk."""
+    server, root = s3_job
+    if how == "tails":
+        monkeypatch.setattr(storage_module, "SCAN_WHOLE_MAX", 64)
+        monkeypatch.setattr(storage_module, "SCAN_TAIL", 128)
+    else:
+        monkeypatch.setattr(storage_module, "READ_BUFFERS", ByteBudget(0))
+    local = verify(str(ROOT), workers=1)
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        remote = verify(root, storage=_storage(proxy.endpoint), workers=1)
+    assert _verdicts(remote) == _verdicts(local) and remote.bytes == local.bytes and remote.files == local.files
+    data_gets = [n for (method, key), n in proxy.by_object.items() if method == "GET" and "/shared/" in key]
+    assert max(data_gets) > 1  # read in several requests, as configured
+
+
+def test_a_file_missing_from_the_store_is_a_missing_file_never_unknown(s3_job):
+    server, _ = s3_job
+    newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    metadata = (newest / "_metadata").read_bytes()
+    victim = next(p.name for p in sorted((ROOT / "shared").iterdir()) if p.name.encode() in metadata)
+    files = {key: data for key, data in s3_server.tree(ROOT, "job").items() if not key.endswith(victim)}
+    root = f"s3://{server.new_bucket(files)}/job/{newest.name}"
+    report = verify(root, storage=_storage(server.endpoint), workers=1)
+    missing = [f for f in report.findings if f.kind == "missing_file"]
+    assert missing and all(victim in f.path and f.severity == "error" for f in missing)
+    assert not [f for f in report.findings if f.severity == "unknown"] and not report.ok
+
+
+def test_export_in_one_process_reads_metadata_once(s3_job, tmp_path):
+    server, root = s3_job
+    newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        result = export(f"{root}/{newest.name}", str(tmp_path / "out"), storage=_storage(proxy.endpoint), workers=1)
+    assert sum(len(op.subtasks) for op in result.operators) > 2  # several tasks, each loading the snapshot
+    assert _gets_and_heads(proxy, f"/{newest.name}/_metadata")[0] == 1

@@ -349,6 +349,33 @@ def test_write_atomic(tmp_path, local_storage):
     assert not leftovers(tmp_path)
 
 
+def _writes_abc_def(stream) -> None:
+    stream.write(b"abc")
+    stream.write(b"def")
+
+
+def test_write_atomic_from_a_function_writing_into_a_stream(tmp_path, local_storage):
+    target = tmp_path / "out" / "part.parquet"
+    assert local_storage.write_atomic(str(target), _writes_abc_def) == 6
+    assert target.read_bytes() == b"abcdef" and oct(target.stat().st_mode & 0o777) == oct(0o666 & ~_umask())
+    with pytest.raises(StorageError, match="already exists"):
+        local_storage.write_atomic(str(target), _writes_abc_def)
+
+    def fails(stream) -> None:
+        stream.write(b"partial")
+        raise RuntimeError("producer failed")
+
+    with pytest.raises(RuntimeError):
+        local_storage.write_atomic(str(tmp_path / "out" / "other.parquet"), fails)
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["part.parquet"]  # no temporary file left
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def test_write_atomic_failure_leaves_nothing(tmp_path, local_storage):
     def chunks():
         yield b"partial"
@@ -532,6 +559,8 @@ def test_s3_write_atomic(s3, s3_storage, bucket):
     with pytest.raises(StorageError, match="already exists"):
         s3_storage.write_atomic(uri, b"x")
     assert not [k for k in s3.keys(bucket) if ".tmp-" in k]
+    assert s3_storage.write_atomic(f"s3://{bucket}/out/part.parquet", _writes_abc_def) == 6
+    assert s3_storage.read_bytes(f"s3://{bucket}/out/part.parquet") == b"abcdef"
 
 
 def test_s3_publish_dir_writes_the_commit_file_last(s3, s3_storage, bucket):

@@ -6,7 +6,11 @@ through :mod:`repair.io.resolved`.
 
 from __future__ import annotations
 
+import functools
+import threading
+from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Callable, Iterator, TypeVar
 
 from repair.errors import RepairError
 from repair.formats.flink.handles import FileHandle, SegmentFileHandle
@@ -40,7 +44,7 @@ class LoadedSnapshot:
 
 def load_snapshot(ref: SnapshotRef, root: str | None, storage: st.Storage) -> LoadedSnapshot:
     """Read and decode ``ref``'s ``_metadata``; errors are typed and name the file."""
-    data = storage.read_bytes(ref.metadata_uri, max_size=MAX_METADATA_BYTES)
+    data = _read_metadata(ref.metadata_uri, storage)
     try:
         metadata = decode_metadata(data)
     except RepairError as error:
@@ -57,3 +61,58 @@ def recorded_paths(metadata: CheckpointMetadata) -> list[str]:
         elif isinstance(handle, SegmentFileHandle):
             paths.append(handle.physical_path)
     return paths
+
+
+# -- reading each _metadata once per operation -----------------------------------------------------
+
+#: ``(URI, storage options) -> bytes`` of the ``_metadata`` files read while :func:`metadata_read_once`
+#: is active in this process (None: not active); ``_read_once_depth`` counts the active blocks.
+_read_once: dict[tuple, bytes] | None = None
+_read_once_depth = 0
+_read_once_lock = threading.Lock()
+
+F = TypeVar("F", bound=Callable)
+
+
+@contextmanager
+def metadata_read_once() -> Iterator[None]:
+    """Within the block, each ``_metadata`` this process loads is read from storage once.
+
+    An operation's tasks re-load the snapshot wherever they run; those that run in the driver's own
+    process (``--workers 1``) then reuse the bytes the driver read, which saves a request or two per task
+    on an object store. A snapshot's ``_metadata`` does not change while an operation reads it (Flink
+    writes it once); outside the block every load reads it again, so a later operation sees a file
+    replaced meanwhile."""
+    global _read_once, _read_once_depth
+    with _read_once_lock:
+        if _read_once_depth == 0:
+            _read_once = {}
+        _read_once_depth += 1
+    try:
+        yield
+    finally:
+        with _read_once_lock:
+            _read_once_depth -= 1
+            if _read_once_depth == 0:
+                _read_once = None
+
+
+def reading_metadata_once(function: F) -> F:
+    """``function`` run inside :func:`metadata_read_once`."""
+    @functools.wraps(function)
+    def wrapper(*args, **kwargs):
+        with metadata_read_once():
+            return function(*args, **kwargs)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _read_metadata(uri: str, storage: st.Storage) -> bytes:
+    cache = _read_once
+    if cache is None:
+        return storage.read_bytes(uri, max_size=MAX_METADATA_BYTES)
+    key = (uri, storage.options)
+    data = cache.get(key)
+    if data is None:
+        data = cache[key] = storage.read_bytes(uri, max_size=MAX_METADATA_BYTES)
+    return data

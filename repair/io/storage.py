@@ -43,7 +43,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass
-from typing import Iterable, Iterator
+from typing import Callable, Iterable, Iterator, Union
 
 import pyarrow as pa
 import pyarrow.fs as pafs
@@ -67,6 +67,7 @@ from repair.io.uris import (
 __all__ = [
     "absolute",
     "iso_utc",
+    "ByteBudget",
     "DEFAULT_CHUNK_SIZE",
     "DEFAULT_MAX_READ_BYTES",
     "DirectoryPublisher",
@@ -102,6 +103,23 @@ LOCAL_READ_SIZE = 1024 * 1024
 LOCAL_RETRY_BUDGET = 1.0
 #: Default bound of :meth:`Storage.read_bytes`.
 DEFAULT_MAX_READ_BYTES = 512 * 1024 * 1024
+#: Whole-file scans of remote files (``open_input(uri, scan=True)``): a file of up to this many bytes
+#: is read in one request at its first read, and every later read is served from memory. Each request
+#: to an object store waits tens of milliseconds for its first byte, and an SST is read as footer,
+#: metaindex, properties, index, then its blocks: one request for all of them instead of half a dozen.
+SCAN_WHOLE_MAX = 16 << 20
+#: ... a larger remote file keeps this many of its last bytes, read in one request at the first read that
+#: lands in them: an SST's footer, metaindex, index, properties and filter blocks (its data blocks are read
+#: in large ranges as the scan asks for them).
+SCAN_TAIL = 1 << 20
+#: Bytes that the reads of :data:`SCAN_WHOLE_MAX` and :data:`SCAN_TAIL` may hold in memory at once in one
+#: process, whatever the number of files open (``REPAIR_READ_BUFFER_MB``); a file whose buffer does not
+#: fit is read by ranges, as asked, instead of waiting.
+READ_BUFFER_BYTES = max(0, int(os.environ.get("REPAIR_READ_BUFFER_MB") or 128)) << 20
+
+#: What :meth:`Storage.write_atomic` writes: bytes, an iterable of byte chunks, or a function writing into
+#: the output stream it is given (a ``pyarrow.NativeFile``: e.g. a Parquet writer, with no copy through Python).
+Data = Union[bytes, bytearray, memoryview, Iterable[bytes], Callable[[pa.NativeFile], None]]
 
 #: Kinds where a rename is atomic, so files and directories are staged under a temporary name.
 _RENAME_KINDS = frozenset({"local", "hdfs"})
@@ -180,17 +198,52 @@ class FileInfo:
     mtime: float | None
 
 
+class ByteBudget:
+    """Bytes that may be held at once (read buffers of one process), taken without waiting."""
+
+    def __init__(self, limit: int):
+        self.limit = limit
+        self.held = 0
+        #: The most bytes held at once so far.
+        self.peak = 0
+        self._lock = threading.Lock()
+
+    def try_take(self, size: int) -> bool:
+        """Takes ``size`` bytes if they fit under the limit (True), else takes nothing (False)."""
+        with self._lock:
+            if self.held + size > self.limit:
+                return False
+            self.held += size
+            self.peak = max(self.peak, self.held)
+            return True
+
+    def give_back(self, size: int) -> None:
+        with self._lock:
+            self.held -= size
+
+
+#: The read buffers of this process (see :data:`READ_BUFFER_BYTES`).
+READ_BUFFERS = ByteBudget(READ_BUFFER_BYTES)
+
+
 class InputFile:
     """Random-access reads of one file; a :class:`~repair.formats.bytes.random_access.RandomAccess`.
 
     ``read(offset, length)`` returns ``length`` bytes, fewer only at the end of the file. Reads are
     positional and may come from several threads. Close it (or use ``with``) when done.
+
+    ``buffer_whole`` / ``buffer_tail`` (remote whole-file scans, see :meth:`Storage.open_input`): at the
+    first read, the whole file, or at the first read that lands in them its last ``buffer_tail`` bytes,
+    are read in one request (if :data:`READ_BUFFERS` has room) and later reads inside them are served from
+    memory as ``memoryview`` slices; other reads are ranged requests. The buffer is freed on close.
     """
 
-    __slots__ = ("uri", "_file", "_size", "preferred_read_size", "_retry")
+    __slots__ = ("uri", "_file", "_size", "preferred_read_size", "_retry", "_buffer_whole", "_buffer_tail",
+                 "_buffer", "_buffer_start", "_held", "_buffer_lock", "_budget")
 
     def __init__(self, uri: str, file: pa.NativeFile, size: int, preferred_read_size: int | None = None,
-                 retry: RetryPolicy | None = None):
+                 retry: RetryPolicy | None = None, *, buffer_whole: bool = False, buffer_tail: int = 0,
+                 budget: ByteBudget | None = None):
         self.uri = uri
         self._file = file
         self._size = size
@@ -198,17 +251,69 @@ class InputFile:
         #: Size of sequential reads that suits this store (``None``: no preference); whole-file scans
         #: such as SST verification use it.
         self.preferred_read_size = preferred_read_size
+        self._buffer_whole = buffer_whole
+        self._buffer_tail = min(buffer_tail, size)
+        self._buffer: memoryview | None = None
+        self._buffer_start = 0
+        self._held = 0
+        self._buffer_lock = threading.Lock() if buffer_whole or buffer_tail else None
+        self._budget = budget or READ_BUFFERS
 
     @property
     def size(self) -> int:
         return self._size
 
-    def read(self, offset: int, length: int) -> bytes:
+    def read(self, offset: int, length: int):
         if offset < 0 or length < 0:
             raise ValueError(f"negative offset or length: {offset}, {length}")
         length = max(min(length, self._size - offset), 0)
         if length == 0:
             return b""
+        if self._buffer_lock is not None:
+            buffered = self._read_buffered(offset, length)
+            if buffered is not None:
+                return buffered
+        return self._read_range(offset, length)
+
+    def _read_buffered(self, offset: int, length: int) -> memoryview | None:
+        """The bytes from the buffer (filled first if this read is the one that fills it), or None."""
+        buffer = self._buffer
+        if buffer is None:
+            if not (self._buffer_whole or self._buffer_tail):
+                return None
+            with self._buffer_lock:
+                if self._buffer is None and (self._buffer_whole or self._buffer_tail):
+                    start = 0 if self._buffer_whole else self._size - self._buffer_tail
+                    if offset >= start:  # a read before the tail leaves it for later
+                        self._fill_buffer(start)
+                buffer = self._buffer
+            if buffer is None:
+                return None
+        start = offset - self._buffer_start
+        if start < 0 or start + length > len(buffer):
+            return None
+        return buffer[start : start + length]
+
+    def _fill_buffer(self, start: int) -> None:
+        """Reads ``[start, size)`` into the buffer, once, if the budget has room (else never tries again).
+        Called with the lock held; other threads see the buffer, or that there will be none, afterwards."""
+        size = self._size - start
+        try:
+            if not self._budget.try_take(size):
+                return
+            try:
+                data = self._read_range(start, size)
+            except BaseException:
+                self._budget.give_back(size)
+                raise
+            self._held = size
+            self._buffer_start = start
+            self._buffer = memoryview(data)
+        finally:
+            self._buffer_whole = False
+            self._buffer_tail = 0
+
+    def _read_range(self, offset: int, length: int) -> bytes:
         def read_once() -> bytes:
             data = self._file.read_at(length, offset)
             if len(data) < length:  # the file holds them: the connection lost them, not the file
@@ -219,6 +324,10 @@ class InputFile:
             return self._retry.call(read_once)
 
     def close(self) -> None:
+        if self._held:
+            self._budget.give_back(self._held)
+            self._held = 0
+        self._buffer = None
         self._file.close()
 
     def __enter__(self) -> "InputFile":
@@ -362,14 +471,23 @@ class Storage:
         return location, self.filesystem(location)
 
     # -- reading ---------------------------------------------------------------------------------
-    def open_input(self, uri: str) -> InputFile:
-        """Opens ``uri`` for random-access reads; :class:`StorageError` if missing or unreadable."""
+    def open_input(self, uri: str, *, scan: bool = False) -> InputFile:
+        """Opens ``uri`` for random-access reads; :class:`StorageError` if missing or unreadable.
+
+        ``scan``: the caller will read the whole file (verification). On a remote store a file of up to
+        :data:`SCAN_WHOLE_MAX` bytes is then read in one request at the first read, a larger one's last
+        :data:`SCAN_TAIL` bytes at the first read that lands in them, within :data:`READ_BUFFERS`
+        (see :class:`InputFile`). Local files are read as asked, either way.
+        """
         location, fs = self._resolve(uri)
         retry = self._retry_for(location)
         with _StorageErrors(uri, "open for reading"):
             file = retry.call(lambda: fs.open_input_file(location.fs_path))
             size = retry.call(file.size)
-            return InputFile(uri, file, size, LOCAL_READ_SIZE if location.kind == "local" else None, retry)
+        if location.kind == "local":
+            return InputFile(uri, file, size, LOCAL_READ_SIZE, retry)
+        whole = scan and size <= SCAN_WHOLE_MAX
+        return InputFile(uri, file, size, None, retry, buffer_whole=whole, buffer_tail=SCAN_TAIL if scan and not whole else 0)
 
     def stat(self, uri: str) -> FileInfo | None:
         """What ``uri`` is, or ``None`` when nothing is there."""
@@ -425,9 +543,9 @@ class Storage:
                 yield file.read(offset, chunk_size)
 
     # -- writing (outputs only) ------------------------------------------------------------------
-    def write_atomic(self, uri: str, data: bytes | Iterable[bytes], *, overwrite: bool = False,
-                     inside: str | None = None) -> int:
-        """Writes ``data`` (bytes, or an iterable of byte chunks) to ``uri`` atomically; returns the size.
+    def write_atomic(self, uri: str, data: Data, *, overwrite: bool = False, inside: str | None = None) -> int:
+        """Writes ``data`` (bytes, an iterable of byte chunks, or a function writing into the output
+        stream it is given) to ``uri`` atomically; returns the size.
 
         Local disks and HDFS: written to ``<uri>.tmp-<random>`` (fsynced on local disks) and renamed.
         Object stores: uploaded to the final key, which becomes visible only when complete. Refuses
@@ -471,7 +589,7 @@ class Storage:
         return DirectoryPublisher(self, uri, commit_file=commit_file)
 
     def _write_retrying(
-        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str,
+        self, location: Location, fs: pafs.FileSystem, fs_path: str, data: Data, uri: str,
         root: str | None = None,
     ) -> int:
         """:meth:`_write_file`, tried again after transient faults (a 503, a reset) within the retry
@@ -483,14 +601,15 @@ class Storage:
 
     @staticmethod
     def _write_file(
-        location: Location, fs: pafs.FileSystem, fs_path: str, data: bytes | Iterable[bytes], uri: str,
+        location: Location, fs: pafs.FileSystem, fs_path: str, data: Data, uri: str,
         root: str | None = None,
     ) -> int:
         """Writes ``data`` to ``fs_path``, creating missing parent directories (only below ``root``,
         which must exist, when given; see :meth:`write_atomic`).
 
-        ``uri`` names the file in errors. Local files are written with Python's own I/O so they can
-        be fsynced before they are renamed into place.
+        ``uri`` names the file in errors. Local files are created exclusively and fsynced before they
+        are renamed into place: chunks with Python's own I/O, a writing function into a
+        ``pyarrow.OSFile`` (its bytes never pass through Python objects).
         """
         chunks = (data,) if isinstance(data, (bytes, bytearray, memoryview)) else data
         written = 0
@@ -499,6 +618,8 @@ class Storage:
                 raise FileNotFoundError(f"{root} is gone (its run was aborted or has ended)")
             if location.kind == "local":
                 _make_parents_below(os.path.dirname(fs_path), root)
+                if callable(data):
+                    return _write_local_natively(fs_path, data)
                 with open(fs_path, "xb") as out:
                     for chunk in chunks:
                         written += out.write(chunk)
@@ -508,9 +629,26 @@ class Storage:
             if location.kind in _RENAME_KINDS:
                 fs.create_dir(fs_path.rsplit("/", 1)[0] or "/", recursive=True)
             with fs.open_output_stream(fs_path) as out:
+                if callable(data):
+                    data(out)
+                    return out.tell()
                 for chunk in chunks:
                     written += out.write(chunk)
         return written
+
+
+def _write_local_natively(fs_path: str, write: Callable[[pa.NativeFile], None]) -> int:
+    """``write`` into a new local file (created exclusively) through a ``pyarrow.OSFile``, fsynced."""
+    os.close(os.open(fs_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666))
+    with pa.OSFile(fs_path, "wb") as out:
+        write(out)
+        written = out.tell()
+    descriptor = os.open(fs_path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+    return written
 
 
 def _make_parents_below(directory: str, root: str | None) -> None:

@@ -30,6 +30,12 @@ if _marker_dir:
             yield next(chunks, b"")
             os._exit(1)
 
-        return _write_atomic(self, uri, first_chunk_then_die(), overwrite=overwrite, inside=inside)
+        def first_bytes_then_die(stream):  # a function writing into the stream (Parquet parts)
+            stream.write(b"PAR1")
+            stream.flush()
+            os._exit(1)
+
+        dying = first_bytes_then_die if callable(data) else first_chunk_then_die()
+        return _write_atomic(self, uri, dying, overwrite=overwrite, inside=inside)
 
     _storage.Storage.write_atomic = _dies_once

@@ -48,7 +48,7 @@ from repair.formats.flink.arrow import StateColumns, merge_state_columns
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import SnapshotRef, discover
-from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.io.snapshot import LoadedSnapshot, load_snapshot, reading_metadata_once
 from repair.ops.export.parts import (
     COLUMN_CHOICES,
     COLUMNS,
@@ -254,6 +254,7 @@ def partition_value(name: str) -> str:
     return urllib.parse.quote(name, safe="")
 
 
+@reading_metadata_once
 def export(
     checkpoint: str,
     out: str,

@@ -13,10 +13,9 @@ written as null, with the reason in the row's ``error`` and its bytes in the ``*
 
 from __future__ import annotations
 
-import io
 import operator
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -135,30 +134,6 @@ class PartStats(StateCounts):
 
     file: str
     rows: int = 0
-
-
-class _ChunkSink(io.RawIOBase):
-    """A write-only file that hands what was written to whoever drains it (the Parquet writer's sink)."""
-
-    def __init__(self):
-        super().__init__()
-        self._chunks: list[bytes] = []
-        self._position = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def write(self, data) -> int:
-        self._chunks.append(bytes(data))
-        self._position += len(data)
-        return len(data)
-
-    def tell(self) -> int:
-        return self._position
-
-    def drain(self) -> list[bytes]:
-        chunks, self._chunks = self._chunks, []
-        return chunks
 
 
 class _BatchWriter:
@@ -281,14 +256,16 @@ def parquet_writer_options(compression: str, *, data_page_size: int = DATA_PAGE_
             "data_page_size": data_page_size}
 
 
-def _parquet_chunks(writer: _BatchWriter, batches: Iterable[pa.RecordBatch], compression: str) -> Iterator[bytes]:
-    sink = _ChunkSink()
-    with pq.ParquetWriter(sink, writer.schema, **parquet_writer_options(compression)) as parquet:
-        for batch in batches:
-            parquet.write_batch(batch)
-            yield from sink.drain()
-    yield from sink.drain()
-    writer.finish()
+def _parquet_writing(writer: _BatchWriter, batches: Iterable[pa.RecordBatch], compression: str) -> Callable[[pa.NativeFile], None]:
+    """A function writing ``batches`` as Parquet into the output stream it is given (pyarrow writes the
+    pages straight into it: on local disks a native file, with no copy of every page through Python)."""
+    def write(sink: pa.NativeFile) -> None:
+        with pq.ParquetWriter(sink, writer.schema, **parquet_writer_options(compression)) as parquet:
+            for batch in batches:
+                parquet.write_batch(batch)
+        writer.finish()
+
+    return write
 
 
 def write_state_part(storage: st.Storage, staging_uri: str, file: str, columns: StateColumns,
@@ -297,8 +274,8 @@ def write_state_part(storage: st.Storage, staging_uri: str, file: str, columns: 
     (:data:`COLUMN_CHOICES`); replaces a file a failed attempt of the same task left there."""
     stats = PartStats(file)
     writer = _BatchWriter(columns, stats, kept)
-    chunks = _parquet_chunks(writer, _record_batches(writer, stream, columns), compression)
-    stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), chunks, overwrite=True, inside=staging_uri)
+    write = _parquet_writing(writer, _record_batches(writer, stream, columns), compression)
+    stats.bytes = storage.write_atomic(st.resolve_within(staging_uri, file), write, overwrite=True, inside=staging_uri)
     if stream is not None:
         stats.outside_key_groups = stream.outside_key_groups
         stats.lsm = stream.lsm_json()

@@ -107,33 +107,43 @@ def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
 
 
 def _open_checked(task: FileTask, storage: st.Storage, result: FileResult):
-    """Open the file, checking that it exists and holds the recorded bytes; None when it cannot be read."""
-    info = storage.stat(task.uri)
-    if info is None or info.is_dir:
+    """Open the file, checking that it exists and holds the recorded bytes; None when it cannot be read.
+
+    The file is opened for a whole-file scan (on an object store, a small file is then read in one
+    request); only when it cannot be opened does a ``stat`` tell a missing file (a verdict) from one
+    that is there but unreadable (a storage fault, raised: never a verdict)."""
+    segment = bool(task.start) or not task.whole_file
+    try:
+        source = storage.open_input(task.uri, scan=not segment)
+    except StorageError:
+        info = storage.stat(task.uri)
+        if info is not None and not info.is_dir:
+            raise
         result.exists = False
         what = "a directory instead of a file" if info is not None else "file is missing"
         if task.kind == "manifest" and info is None:
             what += ": RocksDB fails to open with 'MANIFEST-...: No such file or directory'"
         result.problems.append(Problem("missing_file", what, expected=f"{task.size} bytes", found="nothing"))
         return None
+    size = source.size
     end = task.start + task.size
     if task.kind == "changelog":
         pass  # the size recorded counts the change stream's bytes (see _check_changelog)
-    elif (task.whole_file and info.size != task.size) or info.size < end:
+    elif (task.whole_file and size != task.size) or size < end:
         expected = f"{task.size} bytes" if task.whole_file else f"at least {end} bytes"
-        kind = "truncated_file" if info.size < end else "size_mismatch"
+        kind = "truncated_file" if size < end else "size_mismatch"
         if task.kind == "options":
             # Flink downloads OPTIONS with the other files, but RocksDB never reads it back (see _check_options).
-            result.problems.append(Problem(kind, f"OPTIONS file has {info.size} bytes, _metadata records {task.size}; {OPTIONS_UNUSED}",
-                                           expected=expected, found=f"{info.size} bytes", severity="warning"))
-            return storage.open_input(task.uri)
+            result.problems.append(Problem(kind, f"OPTIONS file has {size} bytes, _metadata records {task.size}; {OPTIONS_UNUSED}",
+                                           expected=expected, found=f"{size} bytes", severity="warning"))
+            return source
         result.problems.append(
-            Problem(kind, f"file has {info.size} bytes, _metadata records {task.size}", expected=expected, found=f"{info.size} bytes")
+            Problem(kind, f"file has {size} bytes, _metadata records {task.size}", expected=expected, found=f"{size} bytes")
         )
-        if info.size < end:
+        if size < end:
+            source.close()
             return None
-    source = storage.open_input(task.uri)
-    if task.start or not task.whole_file:
+    if segment:
         return _Segment(source, task.start, task.size)
     return source
 
@@ -158,7 +168,7 @@ def _whole(source, result: FileResult) -> bytes:
         raise RepairError(f"file of {source.size} bytes is larger than the limit of {MAX_WHOLE_FILE} for this kind")
     data = source.read(0, source.size)
     result.bytes_checked += len(data)
-    return data
+    return data if isinstance(data, bytes) else bytes(data)
 
 
 def _check_sst(source, result: FileResult) -> None:
