@@ -82,7 +82,7 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
         entry(row)["history"] = _value(row["value"])
     for row in exported_rows(out, "totals"):
         entry(row)["totals"] = dict(sorted((op, total) for op, total in _value(row["value"])))
-    for state in ("scalars", "arrays", "numbers"):
+    for state in ("scalars", "arrays", "numbers", "lone", "uuid", "tag-set", "wave"):
         for row in exported_rows(out, state):
             entry(row)[state] = _value(row["value"])
     for row in exported_rows(out, "_timer_state/event_user-timers"):
@@ -94,6 +94,9 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
     ordered = [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
     assert ordered == expected["by-object"]
     assert {type(e["key"]) for e in ordered} == {int, str} and {type(e["last"]) for e in ordered} == {int, str}
+    # the lone boxed values cover each of Kryo's fixed-width and one-byte wrappers, alone (their class id first)
+    lone_classes = {row["value_raw"][0] - 2 for row in exported_rows(out, "lone")}
+    assert lone_classes == {kryo.FLOAT, kryo.DOUBLE, kryo.SHORT, kryo.CHAR, kryo.BOOLEAN, kryo.BYTE}
 
 
 def test_inspect_names_the_kryo_key(exported):
