@@ -276,9 +276,10 @@ def test_kryo_registrations_name_the_class_that_stays_raw():
 
 @pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
 def test_an_edited_json_text_column_is_refused_not_dropped(name, tmp_path):
-    """Kryo values are exported as JSON text, which write-savepoint does not read back (it writes the raw
-    bytes): an unchanged export writes, while text edited by the user would be lost, so it is refused,
-    naming the part and the row."""
+    """Kryo values are exported as JSON text: an unchanged export writes their raw bytes; edited text is
+    written in the Java classes of the bytes it replaces (``tests/test_kryo_encoder.py``), and text that
+    does not fit them (a number where the list held Strings) is refused, naming the part and the row,
+    rather than lost. A JSON column no encoder reads back (e.g. a Scala Either) is refused the same way."""
     import shutil
 
     import pyarrow as pa
@@ -286,6 +287,8 @@ def test_an_edited_json_text_column_is_refused_not_dropped(name, tmp_path):
 
     from repair import write_savepoint
     from repair.errors import FormatError
+    from repair.formats.flink.row_codecs import RowColumn
+    from repair.ops.write_savepoint.rows import JSON_TEXT, RowPieces
 
     out = tmp_path / "export"
     assert main(["export", job_root(name), "--out", str(out), "--workers", "1"]) == 0
@@ -294,9 +297,14 @@ def test_an_edited_json_text_column_is_refused_not_dropped(name, tmp_path):
     part = next(p for p in sorted(out.glob("operator=*/state=history/part-*.parquet")) if pq.read_metadata(p).num_rows)
     table = pq.read_table(part)
     rows = table.to_pylist()
-    rows[0]["value"] = json.dumps(["edited"])
+    rows[0]["value"] = json.dumps(["edited", 5])
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
     with pytest.raises(FormatError) as refused:
         write_savepoint(str(out), str(tmp_path / "sp"))
-    assert f"{part.name}, row 0" in str(refused.value) and "JSON columns are not read back" in str(refused.value)
+    assert f"{part.name}, row 0" in str(refused.value) and "a String is needed, not 5" in str(refused.value)
     assert not (tmp_path / "sp").exists()
+    # the same column without a Kryo encoder: its edited text is refused as not read back
+    pieces = object.__new__(RowPieces)
+    pieces.columns = {"value": RowColumn("value_raw", lambda data: ["a"], None, lambda row: None)}
+    with pytest.raises(FormatError, match="JSON columns are not read back"):
+        pieces._refuse_edited_json_text({JSON_TEXT + "value": json.dumps(["b"])}, "value", b"raw", "part-0, row 0")

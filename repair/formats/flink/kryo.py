@@ -436,7 +436,8 @@ class _Graph:
         if length == 0:
             return None
         length -= 1
-        if length > r.remaining:
+        # every element takes a byte at least, but in a list of nulls only (its element class null)
+        if length > (r.remaining if not same_type else max(r.remaining, _MAX_NULLS)):
             raise FormatError("kryo collection size", r.offset, f"at most {r.remaining} elements", length)
         if sorted_set:
             self._no_comparator()
@@ -445,8 +446,10 @@ class _Graph:
         if not length:
             return []
         cls = self.read_class()
-        if cls is None:  # all elements null
+        if cls is None:  # all elements null: no bytes of their own
             return [NULL] * length
+        if length > r.remaining:
+            raise FormatError("kryo collection size", r.offset, f"at most {r.remaining} elements", length)
         has_null = r.bool("kryo collection has null")
         return [self.read_object(cls, nullable=has_null) for _ in range(length)]
 
@@ -470,6 +473,10 @@ class _Graph:
             key = self.read_class_and_object()
             out.append((key, self.read_class_and_object()))
         return out
+
+
+#: The most elements read of a Kryo 5 collection of nulls only (they take no bytes to bound them by).
+_MAX_NULLS = 1 << 20
 
 
 def fixed_codecs(generation: int) -> dict[int, tuple[struct.Struct, int]]:

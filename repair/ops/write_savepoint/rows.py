@@ -9,6 +9,7 @@ local scratch file per new subtask; :func:`subtask_entries` makes one subtask's 
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from collections import defaultdict
@@ -101,6 +102,9 @@ class RowPieces:
         column: RowColumn = self.columns[name]
         raw = row[column.raw]
         wanted = column.compose(row)
+        text = row.get(JSON_TEXT + name)
+        if column.encode_like is not None and wanted is None and text is not None and (raw is None or self._edited(row, name, raw)):
+            return self._encode_json_text(row, name, text, raw, where)
         if raw is not None:
             if wanted is None:
                 self._refuse_edited_json_text(row, name, raw, where)
@@ -125,6 +129,29 @@ class RowPieces:
             raise FormatError(name, 0, "a value the state's serializer writes", repr(wanted), detail=str(error)).in_source(where) from None
         self.encoded[column.raw] = self.encoded.get(column.raw, 0) + 1
         return data, wanted, True
+
+    def _encode_json_text(self, row: dict, name: str, text: str, raw: bytes | None, where: str) -> tuple[bytes, Any, bool]:
+        """A value given as JSON text (a Kryo column), written in the Java classes of the raw bytes it
+        replaces (:mod:`repair.formats.flink.kryo_encoder`)."""
+        column: RowColumn = self.columns[name]
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            raise FormatError(name, 0, "JSON text", text[:80], detail=str(error)).in_source(where) from None
+        try:
+            data = column.encode_like(value, raw, row)  # type: ignore[misc]
+        except EncodeError as error:
+            raise FormatError(name, 0, "a value the state's Kryo serializer writes", text[:200], detail=str(error)).in_source(where) from None
+        self.encoded[column.raw] = self.encoded.get(column.raw, 0) + 1
+        return data, value, True
+
+    def _edited(self, row: dict, name: str, raw: bytes) -> bool:
+        """Whether the JSON text of column ``name`` is no longer what export wrote for ``raw``."""
+        try:
+            self._refuse_edited_json_text(row, name, raw, "")
+        except FormatError:
+            return True
+        return False
 
     def _refuse_edited_json_text(self, row: dict, name: str, raw: bytes, where: str) -> None:
         """A column exported as JSON text is not read back (nothing here encodes from it): its raw bytes
