@@ -73,7 +73,7 @@ def _edit(state: str, value):
     if state == "history":
         return [*value[1:], "edited", "ünïcode ☃", value[0]]
     if state == "totals":
-        return [[op, total * 3] for op, total in value] + [["new-op", -5]]
+        return [[op, total * 3] for op, total in value]  # a HashMap: new keys would take Java's hash order
     if state == "scalars":
         return [1.5, -0.25, -12, "é", 7, not value[5]]
     if state == "arrays":
