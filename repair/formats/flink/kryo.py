@@ -26,8 +26,14 @@ set on the snapshot as its ``kryo_generation`` attribute); without it both are t
 (:func:`read_class_and_object`), and fixed-width values alone (floats, chars, shorts and doubles, whose
 byte order differs between the generations) are then ambiguous.
 
+Also read: ``java.util.UUID`` (Flink's chill registration 82), ``TreeSet``/``TreeMap`` without a
+comparator, and a Java enum written by name (Kryo's ``EnumSerializer``: the ordinal + 1) where those
+bytes are the whole value. The reader keeps the graph as :class:`Node` s (classes, reference markers,
+back-references), which :mod:`repair.formats.flink.kryo_encoder` writes back byte for byte; :func:`plain`
+gives the Python value.
+
 Anything else (other classes written by name, e.g. POJOs of Kryo's ``FieldSerializer``; user
-registrations, whose ids depend on the job's configuration) raises
+registrations, whose ids depend on the job's configuration; Flink's other chill registrations) raises
 :class:`~repair.formats.flink.values.UnsupportedSerializerError` with the reason, so the raw bytes
 are kept.
 """
@@ -150,6 +156,13 @@ BIG_INTEGER, BIG_DECIMAL, DATE, TREE_MAP = "java.math.BigInteger", "java.math.Bi
 #: registrations in order): Kryo's ten own registrations and the 75 of Flink's chill registrar come first
 #: (the same in Flink 1.20 and 2.1: fixtures ``flink-*-kryo``).
 FIRST_USER_REGISTRATION = 85
+#: Flink's chill registrations of JDK classes (``FlinkChillPackageRegistrar``, Flink 1.x and 2.x alike),
+#: from id 73; ids 10 to 72 are the Scala classes Flink 1.x's ``FlinkScalaKryoInstantiator`` registers where
+#: ``flink-scala`` is on the classpath (else Flink falls back to Kryo's own and these, with the same ids).
+CHILL_JAVA_FIRST = 73
+CHILL_JAVA = ("java.util.Arrays$ArrayList", "java.util.BitSet", "java.util.PriorityQueue", "java.util.regex.Pattern",
+              "java.sql.Date", "java.sql.Time", "java.sql.Timestamp", "java.net.URI", "java.net.InetSocketAddress",
+              "java.util.UUID", "java.util.Locale", "java.text.SimpleDateFormat")
 #: Classes Kryo writes by name (not registered) whose default serializers are read here.
 COLLECTIONS = ("java.util.ArrayList", "java.util.LinkedList", "java.util.HashSet", "java.util.LinkedHashSet")
 #: ``TreeSet`` (``TreeSetSerializer``): a collection whose comparator (null here) Kryo writes too.
@@ -197,6 +210,12 @@ class Registrations:
 
     def describe(self, registration_id: int) -> str:
         index = registration_id - FIRST_USER_REGISTRATION
+        if CHILL_JAVA_FIRST <= registration_id < FIRST_USER_REGISTRATION:
+            return (f"registration id {registration_id}, {CHILL_JAVA[registration_id - CHILL_JAVA_FIRST]}, written by the serializer "
+                    "of Flink's chill registrations (not decoded yet)")
+        if 10 <= registration_id < CHILL_JAVA_FIRST:
+            return (f"registration id {registration_id}, one of the Scala classes Flink 1.x's FlinkScalaKryoInstantiator "
+                    "registers when flink-scala is on the classpath (not decoded)")
         if not 0 <= index < len(self.classes):
             return f"registration id {registration_id} (not one of the snapshot's registrations)"
         name, serializer = self.classes[index], self.serializers[index] if index < len(self.serializers) else "?"
