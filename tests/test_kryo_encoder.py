@@ -30,7 +30,7 @@ from repair.ops.write_savepoint import write_savepoint
 from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, fixture_info, job_root
 
 #: KryoJob's states whose values (and keys) are Kryo and decoded.
-DECODED = ("last", "history", "totals", "scalars", "arrays", "numbers", "lone", "uuid", "tag-set", "wave")
+DECODED = ("last", "history", "totals", "scalars", "arrays", "numbers", "lone", "uuid", "tag-set", "wave", "jdk")
 
 
 def _generation(name: str) -> int:
@@ -88,6 +88,11 @@ def _edit(state: str, value):
         return sorted({*value, "added ☃"})
     if state == "wave":
         return {**value, "ordinal": (value["ordinal"] + 1) % 4}
+    if state == "jdk":  # Timestamp, java.sql Date and Time, URI, Pattern, Locale, Arrays.asList, BitSet
+        timestamp, date, time, uri, pattern, locale, as_list, bits = value
+        return [{"time": timestamp["time"] + 1001, "nanos": (timestamp["nanos"] // 1_000_000 + 1) % 1000 * 1_000_000 + 7},
+                date - 86_400_000, time + 1, uri + "&edited=☃", {**pattern, "pattern": "[a-z]+"}, locale,
+                [*as_list, "third"], sorted({*bits, 64, 130})]
     raise AssertionError(state)
 
 
@@ -132,6 +137,18 @@ def test_edits_that_do_not_fit_the_classes_they_replace_are_refused(exported):
         encode_like({"op": "add"}, _state_rows(out, "note")[0]["value_raw"], generation)
     with pytest.raises(KryoEncodeError, match="generation"):
         encode_like(1, last, None)
+    jdk = _state_rows(out, "jdk")[0]
+    value = json.loads(jdk["value"])
+    with pytest.raises(KryoEncodeError, match="nanos"):  # nanos that disagree with the time's milliseconds
+        encode_like([{"time": value[0]["time"], "nanos": (value[0]["nanos"] + 1_000_000) % 1_000_000_000}, *value[1:]], jdk["value_raw"], generation)
+    if generation == 2:  # Flink 1.x: a Locale is Java-serialized, a Pattern has no flags
+        with pytest.raises(KryoEncodeError, match="Java-serialized"):
+            encode_like([*value[:5], "fr_FR", *value[6:]], jdk["value_raw"], generation)
+        with pytest.raises(KryoEncodeError, match="writes no flags"):
+            encode_like([*value[:4], {"pattern": "x", "flags": 2}, *value[5:]], jdk["value_raw"], generation)
+    else:
+        changed = encode_like([*value[:5], "fr_FR", *value[6:]], jdk["value_raw"], generation)
+        assert kryo.read_class_and_object(ByteReader(changed), generation=generation)[5] == "fr_FR"
 
 
 _JSON_VALUES = st.recursive(

@@ -47,6 +47,7 @@ from typing import Any, Callable
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
+from repair.formats.bytes.java_serialization import JavaObject, read_java_object
 from repair.formats.flink.row_data import decimal_text
 
 KRYO_SNAPSHOT_CLASS = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
@@ -171,6 +172,16 @@ MAPS = ("java.util.HashMap", "java.util.LinkedHashMap")
 #: ``java.util.UUID``: registered by Flink's chill registrations (``FlinkChillPackageRegistrar``, ids 73
 #: to 84, in Flink 1.x and 2.x alike) as id 82 with its own serializer; its nodes are named by class.
 UUID_REGISTRATION, UUID = 82, "java.util.UUID"
+#: Flink's other chill registrations read here (their nodes keep the registration id): ``Arrays.asList``
+#: (Kryo 2.24: chill's size and elements with their classes; Kryo 5: a collection), ``BitSet`` (the
+#: number of words, then each ``long``, big-endian in Kryo 2.24, little-endian in Kryo 5: the set bits'
+#: indexes), ``Pattern`` (its text; Kryo 5 also its flags, which chill's serializer drops), ``java.sql.Date``
+#: and ``Time`` (epoch ms as a positive varlong), ``Timestamp`` (chill: ``getTime()`` and the nanos; Kryo 5:
+#: the whole seconds' ms and the nanos; ``{"time", "nanos"}``), ``URI`` (its text) and ``Locale`` (Kryo 5:
+#: language, country, variant strings; Kryo 2.24: Java serialization, the first one of a graph only; its
+#: ``language_COUNTRY_variant`` text).
+AS_LIST, BIT_SET, PATTERN, SQL_DATE, SQL_TIME, TIMESTAMP, URI_ID, LOCALE = 73, 74, 76, 77, 78, 79, 80, 83
+CHILL_READ = frozenset((AS_LIST, BIT_SET, PATTERN, SQL_DATE, SQL_TIME, TIMESTAMP, URI_ID, LOCALE))
 KNOWN_NAMES = frozenset((*COLLECTIONS, *SORTED_SETS, *MAPS, *PRIMITIVE_ARRAYS, *OBJECT_ARRAYS, BIG_INTEGER, BIG_DECIMAL, DATE, TREE_MAP))
 #: Kryo generations: 2 (Kryo 2.24, Flink 1.x) and 5 (Kryo 5, Flink 2.x) differ in collection headers.
 GENERATIONS = (5, 2)
@@ -243,6 +254,9 @@ class Node:
     value: Any = None
     same: "Node | None" = None
     enum: bool = False
+    #: What a serializer writes before the value and the value does not show (Kryo 2.24's
+    #: ``Arrays.asList``: the array's component class).
+    header: Any = None
 
 
 NULL = Node(None)
@@ -266,6 +280,8 @@ def plain(node: Node, memo: dict[int, Any] | None = None) -> Any:
         memo[id(node)] = out
         out.extend(plain(element, memo) for element in value)
         return out
+    if cls in CHILL_READ:
+        return _plain_chill(node, memo)
     if cls in MAPS or cls == TREE_MAP:
         entries: list = []
         memo[id(node)] = entries
@@ -281,6 +297,29 @@ def plain(node: Node, memo: dict[int, Any] | None = None) -> Any:
     return value
 
 
+def locale_text(language: str, country: str, variant: str) -> str:
+    """``Locale.toString()`` of a language, country and variant (no script or extensions)."""
+    if variant:
+        return f"{language}_{country}_{variant}"
+    return f"{language}_{country}" if country else language
+
+
+def _plain_chill(node: Node, memo: dict[int, Any]) -> Any:
+    cls, value = node.cls, node.value
+    if cls == AS_LIST:
+        out: list = []
+        memo[id(node)] = out
+        out.extend(plain(element, memo) for element in value)
+        return out
+    if cls == PATTERN:
+        return {"pattern": value[0]} if len(value) == 1 else {"pattern": value[0], "flags": value[1]}
+    if cls == TIMESTAMP:
+        return {"time": value[0], "nanos": value[1]}
+    if cls == LOCALE:
+        return locale_text(*value[:3])
+    return value
+
+
 class _Graph:
     """One ``readClassAndObject`` graph: its class-name table (Kryo numbers the classes written by name
     per graph) and the Kryo generation whose collection headers and byte order to read."""
@@ -292,6 +331,8 @@ class _Graph:
         #: The tracked objects read so far, by reference id (Kryo numbers them in the order it meets them).
         self.objects: list[Node] = []
         self.fixed = fixed_codecs(generation)
+        #: Whether a Java serialization stream was read in this graph (Kryo 2.24's ``JavaSerializer`` keeps one per graph).
+        self.java_stream = False
 
     def read_class(self) -> int | str | None:
         """A registration id, a class name, or None (null)."""
@@ -363,7 +404,7 @@ class _Graph:
             if nullable and not r.bool("kryo not null"):
                 return NULL
             return Node(cls, self.wrapper(cls))  # type: ignore[arg-type]
-        if isinstance(cls, int) and cls not in (STRING, UUID_REGISTRATION):
+        if isinstance(cls, int) and cls not in (STRING, UUID_REGISTRATION) and cls not in CHILL_READ:
             raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {self.registrations.describe(cls)}")
         if isinstance(cls, str) and cls not in KNOWN_NAMES:
             raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {_by_name(cls)}")
@@ -380,6 +421,10 @@ class _Graph:
             node.value = read_string(r)
         elif cls == UUID_REGISTRATION:
             node.value = self._uuid()
+        elif cls in CHILL_READ:
+            node.value = self._chill(cls, at)  # type: ignore[arg-type]
+            if cls == AS_LIST and self.generation == 2:
+                node.header = self.component
         elif cls in COLLECTIONS or cls in SORTED_SETS:
             node.value = self._collection(sorted_set=cls in SORTED_SETS)
         elif cls in MAPS or cls == TREE_MAP:
@@ -397,6 +442,55 @@ class _Graph:
         else:
             node.value = self._object_array(OBJECT_ARRAYS[cls])  # type: ignore[index]
         return node
+
+    def _chill(self, cls: int, at: int) -> Any:
+        r = self.r
+        if cls == AS_LIST:
+            if self.generation == 5:
+                return self._collection()
+            size = read_varint(r, "kryo Arrays.asList size")
+            if size > r.remaining:
+                raise FormatError("kryo Arrays.asList size", r.offset, f"at most {r.remaining} elements", size)
+            self.component = self.read_class()  # the array's component class, then every element with its own
+            return [self.read_class_and_object() for _ in range(size)]
+        if cls == BIT_SET:
+            words = read_varint(r, "kryo BitSet words")
+            if words * 8 > r.remaining:
+                raise FormatError("kryo BitSet words", r.offset, f"at most {r.remaining // 8} words", words)
+            codec = struct.Struct((">" if self.generation == 2 else "<") + "Q")
+            return [i * 64 + bit for i in range(words) for word in [codec.unpack(r.raw(8, "kryo BitSet word"))[0]]
+                    for bit in range(64) if word >> bit & 1]
+        if cls == PATTERN:
+            pattern = read_string(r)
+            return (pattern,) if self.generation == 2 else (pattern, read_varint(r, "kryo Pattern flags"))
+        if cls in (SQL_DATE, SQL_TIME):
+            return read_varlong(r, "kryo java.sql date", zigzag=False)
+        if cls == TIMESTAMP:  # as (getTime(), getNanos())
+            time, nanos = read_varlong(r, "kryo Timestamp", zigzag=False), read_varint(r, "kryo Timestamp nanos")
+            return (time, nanos) if self.generation == 2 else (time + nanos // 1_000_000, nanos)
+        if cls == URI_ID:
+            return read_string(r)
+        if self.generation == 5:  # LOCALE
+            return read_string(r), read_string(r), read_string(r), None
+        return self._java_locale(at)
+
+    def _java_locale(self, at: int) -> tuple[str, str, str, bytes]:
+        """Kryo 2.24's ``Locale``: chill's ``JavaSerializer``, a Java serialization stream (one per graph:
+        a second object would continue it without its header)."""
+        if self.java_stream:
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a second Java-serialized object in one value")
+        self.java_stream = True
+        r = self.r
+        start = r.pos
+        try:
+            value, consumed = read_java_object(bytes(r.data[start:r.end]), base=r.offset)
+        except FormatError as error:
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a Java-serialized Locale ({error})") from None
+        fields = [value.get(name) if isinstance(value, JavaObject) else None for name in ("language", "country", "variant")]
+        if not isinstance(value, JavaObject) or value.class_name != "java.util.Locale" or not all(isinstance(f, str) for f in fields):
+            raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a Java-serialized object that is no Locale")
+        r.pos = start + consumed
+        return fields[0], fields[1], fields[2], bytes(r.data[start:r.pos])
 
     def _uuid(self) -> tuple[int, int]:
         """The ``UUID`` serializer of Flink's chill registrations (id 82): its most and least significant

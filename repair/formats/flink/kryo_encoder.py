@@ -104,13 +104,14 @@ def _varint_flag(flag: bool, value: int) -> bytes:
     return bytes([first | 0x40]) + varint(value)
 
 
-def string(value: str | None, generation: int) -> bytes:
+def string(value: str | None, generation: int, ascii_max: int | None = None) -> bytes:
     """``Output.writeString``: null ``0x80``, ASCII (the last char's high bit set) or a length + 1
-    (0x80 flag) and the UTF-16 code units in 1, 2 or 3 bytes."""
+    (0x80 flag) and the UTF-16 code units in 1, 2 or 3 bytes (``ascii_max``: Kryo 5's ``writeAscii``,
+    ASCII at any length)."""
     if value is None:
         return b"\x80"
     units = struct.unpack(f">{len(value.encode('utf-16-be', 'surrogatepass')) // 2}H", value.encode("utf-16-be", "surrogatepass"))
-    if 1 < len(units) <= _ASCII_MAX[generation] and all(u <= 0x7F for u in units):
+    if 1 < len(units) <= (ascii_max or _ASCII_MAX[generation]) and all(u <= 0x7F for u in units):
         data = bytearray(units)
         data[-1] |= 0x80
         return bytes(data)
@@ -211,6 +212,8 @@ class _Writer:
         elif cls == UUID:
             most, least = value
             out += varlong(most) + varlong(least) if self.generation == 2 else struct.pack("<qq", most, least)
+        elif cls in kryo.CHILL_READ:
+            self._chill(node)
         elif cls in COLLECTIONS or cls in SORTED_SETS:
             self._collection(value, sorted_set=cls in SORTED_SETS)
         elif cls in MAPS or cls == TREE_MAP:
@@ -235,6 +238,36 @@ class _Writer:
             out += varint(len(value) + 1)
             for item in value:
                 self.write_class_and_object(item) if element is None else self.write_object(item, nullable=True)
+
+    def _chill(self, node: Node) -> None:
+        """Flink's chill registrations of JDK classes (see :mod:`repair.formats.flink.kryo`)."""
+        cls, value, out, generation = node.cls, node.value, self.out, self.generation
+        if cls == kryo.AS_LIST:
+            if generation == 5:
+                self._collection(value, sorted_set=False)
+                return
+            out += varint(len(value))
+            self.write_class(node.header)
+            for element in value:
+                self.write_class_and_object(element)
+        elif cls == kryo.BIT_SET:
+            words = [0] * (max(value) // 64 + 1 if value else 0)
+            for bit in value:
+                words[bit // 64] |= 1 << bit % 64
+            out += varint(len(words)) + b"".join(struct.pack((">" if generation == 2 else "<") + "Q", w) for w in words)
+        elif cls == kryo.PATTERN:
+            out += string(value[0], generation) + (varint(value[1]) if generation == 5 else b"")
+        elif cls in (kryo.SQL_DATE, kryo.SQL_TIME):
+            out += varlong(value, zigzag=False)
+        elif cls == kryo.TIMESTAMP:
+            time, nanos = value
+            out += varlong(time if generation == 2 else time - nanos // 1_000_000, zigzag=False) + varint(nanos)
+        elif cls == kryo.URI_ID:
+            out += string(value, generation)
+        elif generation == 2:  # a Locale, Java-serialized: only as it was read
+            out += value[3]
+        else:
+            out += b"".join(string(part, generation, ascii_max=1 << 31) for part in value[:2]) + string(value[2], generation)
 
     def _primitive_array(self, element: int, value: Any) -> None:
         if value is None:
@@ -427,6 +460,8 @@ def retarget(template: Node, value: Any) -> Node:
             raise KryoEncodeError(f"a UUID as its text is needed, not {value!r}") from None
         signed = [(b - (1 << 64)) if b >> 63 else b for b in (bits >> 64, bits & (1 << 64) - 1)]
         return Node(cls, tuple(signed))
+    if cls in kryo.CHILL_READ:
+        return _retarget_chill(template, value)
     if cls in COLLECTIONS or cls in SORTED_SETS:
         return Node(cls, _elements(template.value or [], _list(value, cls)))
     if cls in MAPS or cls == TREE_MAP:
@@ -453,6 +488,51 @@ def retarget(template: Node, value: Any) -> Node:
     if element is None:
         return Node(cls, _elements(template.value or [], values))
     return Node(cls, [NULL if v is None else retarget(Node(element), v) for v in values])
+
+
+def _dict(value: Any, keys: tuple[str, ...], what: str) -> dict:
+    if not isinstance(value, dict) or set(value) != set(keys):
+        raise KryoEncodeError(f"a {what} {{{', '.join(repr(k) for k in keys)}}} is needed, not {value!r}")
+    return value
+
+
+def _retarget_chill(template: Node, value: Any) -> Node:
+    """A value of one of Flink's chill registrations of JDK classes, in the layout of ``template``."""
+    cls = template.cls
+    if cls == kryo.AS_LIST:
+        return Node(cls, _elements(template.value or [], _list(value, "Arrays.asList")), header=template.header)
+    if cls == kryo.BIT_SET:
+        bits = _list(value, "BitSet: its set bits")
+        if not all(type(b) is int and 0 <= b < 1 << 20 for b in bits):
+            raise KryoEncodeError(f"a BitSet's set bits (integers from 0) are needed, not {value!r}")
+        return Node(cls, sorted(set(bits)))
+    if cls == kryo.PATTERN:
+        with_flags = len(template.value) == 2
+        keys = ("pattern", "flags") if with_flags else ("pattern",)
+        given = _dict(value, keys, "Pattern" + ("" if with_flags else " (Flink 1.x's chill serializer writes no flags)"))
+        if not isinstance(given["pattern"], str) or (with_flags and _integer(given["flags"], 32, "Pattern flags") < 0):
+            raise KryoEncodeError(f"a Pattern's text and flags are needed, not {value!r}")
+        return Node(cls, (given["pattern"], given["flags"]) if with_flags else (given["pattern"],))
+    if cls in (kryo.SQL_DATE, kryo.SQL_TIME):
+        return Node(cls, _integer(value, 64, "java.sql date (epoch ms)"))
+    if cls == kryo.TIMESTAMP:
+        given = _dict(value, ("time", "nanos"), "Timestamp")
+        time, nanos = _integer(given["time"], 64, "Timestamp time"), given["nanos"]
+        if type(nanos) is not int or not 0 <= nanos < 1_000_000_000 or (time - nanos // 1_000_000) % 1000:
+            raise KryoEncodeError(f"a Timestamp's nanos (0 to 999999999) agreeing with its time's milliseconds are needed, not {value!r}")
+        return Node(cls, (time, nanos))
+    if cls == kryo.URI_ID:
+        if not isinstance(value, str):
+            raise KryoEncodeError(f"a URI as its text is needed, not {value!r}")
+        return Node(cls, value)
+    if template.value[3] is not None:  # a Java-serialized Locale (Kryo 2.24)
+        raise KryoEncodeError("a Locale of Flink 1.x is Java-serialized (chill's JavaSerializer): only kept as it is, not written anew")
+    if not isinstance(value, str):
+        raise KryoEncodeError(f"a Locale as language_COUNTRY_variant text is needed, not {value!r}")
+    parts = (value.split("_", 2) + ["", ""])[:3]
+    if kryo.locale_text(*parts) != value:
+        raise KryoEncodeError(f"a Locale as language_COUNTRY_variant text is needed, not {value!r}")
+    return Node(cls, (*parts, None))
 
 
 def encode_like(value: Any, template: bytes | None, generation: int | None, type_class: str | None = None,
