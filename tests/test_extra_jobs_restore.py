@@ -65,6 +65,8 @@ def test_real_flink_restores_edited_kryo_values(name, tmp_path):
     for state in written:
         assert restored[state] == written[state], state
     assert sum(len(written[state]) for state in written if state in DECODED) == 40 * len(DECODED)
+    assert {r["list_index"]: r["value"] for part in (tmp_path / "again").glob("operator=*/state=seen/*.parquet")
+            for r in pq.read_table(part).to_pylist()} == edited["seen"]  # operator state, restored and written by Flink
     for state in (s for s in DECODED if s != "totals"):  # what Flink restored is the edit (totals: its hash order)
         assert {r["key"]: r["value"] for part in (tmp_path / "again").glob(f"operator=*/state={state}/*.parquet")
                 for r in pq.read_table(part).to_pylist()} == edited[state], state

@@ -4,8 +4,8 @@
 * every Kryo key and value of the fixtures, read as nodes and written again, is Flink's bytes exactly,
   and so is the encoding of the JSON text export wrote for it;
 * an edited value, written in the classes of the bytes it replaces, decodes to the edited value;
-* ``write-savepoint`` writes a Kryo column whose JSON text was edited in the Parquet, and exports back
-  the edited value (the real-Flink restore of such a savepoint is ``test_real_flink_restores_edited_kryo_values``);
+* ``write-savepoint`` writes a Kryo column whose JSON text was edited in the Parquet (keyed and operator
+  state), and exports back the edited value (the real-Flink restore of such a savepoint is ``test_real_flink_restores_edited_kryo_values``);
 * values that do not fit the classes they replace, or whose bytes are not read here, are refused.
 """
 
@@ -185,7 +185,17 @@ def edit_export(out) -> dict[str, dict[str, str]]:
     and key."""
     for state in DECODED:
         assert _edit_json(out, state, lambda value, state=state: _edit(state, value)) > 0
-    return {state: {row["key"]: row["value"] for row in _state_rows(out, state)} for state in DECODED}
+    assert _edit_json(out, "seen", _edit_seen) == 3  # the seen operator's ListState<Object>: operator state
+    edited = {state: {row["key"]: row["value"] for row in _state_rows(out, state)} for state in DECODED}
+    edited["seen"] = {row["list_index"]: row["value"] for row in _state_rows(out, "seen")}
+    return edited
+
+
+def _edit_seen(value):
+    """An element of the seen operator's list: its count (a Long), last user (a String), last tags (an ArrayList)."""
+    if isinstance(value, int):
+        return value + 1000
+    return value + " ☃" if isinstance(value, str) else [*value, "x"]
 
 
 @pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
@@ -199,6 +209,7 @@ def test_write_savepoint_writes_edited_kryo_json_and_exports_it_back(name, tmp_p
     for state in DECODED:
         assert {row["key"]: row["value"] for row in _state_rows(tmp_path / "again", state)} == edited[state], state
         assert all(row["error"] is None for row in _state_rows(tmp_path / "again", state))
+    assert {row["list_index"]: row["value"] for row in _state_rows(tmp_path / "again", "seen")} == edited["seen"]
 
 
 def test_an_edited_kryo_key_is_refused_its_hash_is_unknown(tmp_path):
@@ -223,3 +234,13 @@ def test_nan_and_back_references_survive():
     assert kryo.read_class_and_object(ByteReader(changed), generation=5) == ["b", "c"]
     nan = write_node(kryo.Node(kryo.DOUBLE, math.nan), 2)
     assert encode_like(math.nan, nan, 2) == nan
+
+
+def test_edited_json_text_of_operator_state_without_a_kryo_encoder_is_refused_not_lost():
+    from repair.formats.flink.serializers import SerializerSnapshot
+    from repair.ops.write_savepoint.operator_rows import with_encoded_value
+    from repair.ops.write_savepoint.rows import JSON_TEXT
+
+    row = {JSON_TEXT + "value": json.dumps(["edited"]), "value_raw": b"\x00\x01", "value": None}
+    with pytest.raises(FormatError, match="JSON columns are not read back"):
+        with_encoded_value(row, SerializerSnapshot("a.NotKnownSerializerSnapshot", 1), "part-00000.parquet, row 0")

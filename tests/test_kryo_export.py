@@ -95,6 +95,9 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
         item["timers"].sort()
         if "amount-by-tag" in item:
             item["amount-by-tag"] = dict(sorted(item["amount-by-tag"].items()))
+    # the seen operator's ListState<Object> (operator state, Kryo): a Long, a String, an ArrayList
+    seen = sorted((row["list_index"], _value(row["value"])) for row in exported_rows(out, "seen"))
+    assert [value for _, value in seen] == expected["seen"] and all(row["error"] is None for row in exported_rows(out, "seen"))
     ordered = [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
     assert ordered == expected["by-object"]
     assert {type(e["key"]) for e in ordered} == {int, str} and {type(e["last"]) for e in ordered} == {int, str}

@@ -61,13 +61,13 @@ def _is_ttl(snapshot: SerializerSnapshot | None) -> bool:
 
 def _plain(raw: str, snapshot: SerializerSnapshot | None, compose: Callable[[dict], Any]) -> RowColumn:
     decoder = decoder_for(snapshot)
-    return RowColumn(raw, lambda data: decoder.decode_all(data, 0, raw), encoder_for(snapshot), compose, _kryo_like(snapshot))
+    return RowColumn(raw, lambda data: decoder.decode_all(data, 0, raw), encoder_for(snapshot), compose, kryo_like(snapshot))
 
 
 KryoLike = Callable[[Any, "bytes | None", dict], bytes]
 
 
-def _kryo_like(snapshot: SerializerSnapshot | None) -> KryoLike | None:
+def kryo_like(snapshot: SerializerSnapshot | None) -> KryoLike | None:
     """The ``encode_like`` of a Kryo value, alone or under TTL (its last-access time from the row's
     ``ttl_timestamp``, else the one in the raw bytes)."""
     snapshot = _unwrap(snapshot)
@@ -85,7 +85,7 @@ def _kryo_like(snapshot: SerializerSnapshot | None) -> KryoLike | None:
 
         return encode
     if _is_ttl(snapshot) and snapshot.nested:
-        inner = _kryo_like(snapshot.nested[-1])
+        inner = kryo_like(snapshot.nested[-1])
         if inner is None:
             return None
 
@@ -127,7 +127,7 @@ def _map_value(snapshot: SerializerSnapshot | None) -> RowColumn:
     def encode_entry(value: Any) -> bytes:
         return b"\x01" if value is None else b"\x00" + encode(value)
 
-    like = _kryo_like(snapshot)
+    like = kryo_like(snapshot)
 
     def encode_entry_like(value: Any, raw: bytes | None, row: dict) -> bytes:
         if value is None:
