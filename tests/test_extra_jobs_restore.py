@@ -72,6 +72,28 @@ def test_real_flink_restores_edited_kryo_values(name, tmp_path):
                 for r in pq.read_table(part).to_pylist()} == edited[state], state
 
 
+@pytest.mark.slow  # a JVM per case
+@pytest.mark.parametrize("name", ["flink-1.20-kryo", "flink-2.1-kryo"])
+def test_real_flink_restores_kryo_keys_moved_to_another_max_parallelism(name, tmp_path):
+    """The Kryo fixture written by write-savepoint for max parallelism 256 and parallelism 3 (every Kryo key
+    moved to the key group of its Long's or String's hashCode): real Flink restores it at that max
+    parallelism on the heap backend and snapshots the same rows."""
+    from fixtures.restore import resnapshot
+
+    info = fixture_info(FIXTURES / name)
+    export(job_root(name), str(tmp_path / "export"))
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "written"), max_parallelism=256, parallelism=3)
+    again = resnapshot(info["flink_version"], tmp_path / "written", "KryoJob", tmp_path / "flink", parallelism=3,
+                       max_parallelism=256, state_backend="hashmap", extra_conf=info["spec"]["extra"])
+    export(str(tmp_path / "written"), str(tmp_path / "written-export"))
+    export(str(again), str(tmp_path / "again"))
+    written, restored = _decoded_rows(tmp_path / "written-export"), _decoded_rows(tmp_path / "again")
+    assert sorted(written) == sorted(restored)
+    for state in written:
+        assert restored[state] == written[state], state
+    assert len(written["last"]) == 40
+
+
 def _decoded_rows(export_dir) -> dict[str, list]:
     """Every state's rows of an export without their raw key and value bytes, order-free; a HashMap's
     entries (``totals``) in sorted order (Java's hash order depends on the map's capacity)."""

@@ -212,18 +212,54 @@ def test_write_savepoint_writes_edited_kryo_json_and_exports_it_back(name, tmp_p
     assert {row["list_index"]: row["value"] for row in _state_rows(tmp_path / "again", "seen")} == edited["seen"]
 
 
-def test_an_edited_kryo_key_is_refused_its_hash_is_unknown(tmp_path):
-    name = KRYO_FIXTURE_NAMES[0]
+@pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
+def test_an_edited_kryo_key_is_written_into_its_key_group(name, tmp_path, capsys):
+    """A Kryo key of a boxed JDK type or a String has the hashCode of its Java class (read from the bytes):
+    an edited key is written into the key group Flink assigns it, and verify agrees."""
+    from repair.cli.app import main
+    from repair.formats.flink.keygroups import assign_key_group, java_long_hash, java_string_hash
+
     export(job_root(name), str(tmp_path / "export"))
     part = next(p for p in sorted((tmp_path / "export").glob("operator=*/state=last/*.parquet")) if pq.read_metadata(p).num_rows)
     table = pq.read_table(part)
     rows = table.to_pylist()
     old = json.loads(rows[0]["key"])
-    rows[0]["key"] = json_text(old + 1 if isinstance(old, int) else old + " else")
+    new = 10**15 + 7 if isinstance(old, int) else "someone new ☃"
+    rows[0]["key"] = json_text(new)
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
-    with pytest.raises(FormatError, match="an unchanged key"):
-        write_savepoint(str(tmp_path / "export"), str(tmp_path / "written"))
-    assert not (tmp_path / "written").exists()
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "written"))
+    export(str(tmp_path / "written"), str(tmp_path / "again"))
+    moved = [row for row in _state_rows(tmp_path / "again", "last") if row["key"] == json_text(new)]
+    hashed = java_long_hash(new) if isinstance(new, int) else java_string_hash(new)
+    assert len(moved) == 1 and moved[0]["key_group"] == assign_key_group(hashed, 128) and moved[0]["value"] == rows[0]["value"]
+    assert main(["verify", str(tmp_path / "written"), "--json", "--workers", "1"]) == 0
+    capsys.readouterr()
+
+
+@pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
+def test_the_key_group_of_every_kryo_key_is_computed_from_its_bytes(name, tmp_path):
+    """Every row of every keyed state (and timer) of the Kryo fixtures: the key group computed from the Kryo
+    key's bytes (a Long's or a String's hashCode) is the one Flink put it in; so write-savepoint can move
+    Kryo keys to another max parallelism."""
+    from repair.formats.flink.key_hash import RawKeyHash, key_group_of
+    from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT, SerializerSnapshot
+    from repair.formats.flink.key_hash import key_hasher
+
+    hasher = key_hasher(SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={KRYO_GENERATION: _generation(name)}))
+    assert isinstance(hasher, RawKeyHash)
+    export(job_root(name), str(tmp_path / "export"))
+    checked = 0
+    for part in (tmp_path / "export").glob("operator=*/state=*/*.parquet"):
+        for row in pq.read_table(part).to_pylist():
+            if row["key_raw"] is None:
+                continue
+            raw = row["key_raw"][8:] if "timer" in part.parent.name else row["key_raw"]
+            assert key_group_of(hasher, 0, 128, raw) == row["key_group"], (part, row["key"])
+            checked += 1
+    assert checked > 1000
+    write_savepoint(str(tmp_path / "export"), str(tmp_path / "rescaled"), max_parallelism=256, parallelism=3)
+    export(str(tmp_path / "rescaled"), str(tmp_path / "again"))
+    assert all(key_group_of(hasher, 0, 256, r["key_raw"]) == r["key_group"] for r in _state_rows(tmp_path / "again", "last"))
 
 
 def test_nan_and_back_references_survive():

@@ -176,11 +176,7 @@ class RowPieces:
         (and, for an unchanged key and max parallelism, checked against the row's), else the row's."""
         recorded = row["key_group"]
         if self.hasher is None:
-            if changed:
-                raise FormatError("key", 0, "an unchanged key (its hashCode, so its key group, is unknown)", "a changed key").in_source(where)
-            if recorded is None or not 0 <= recorded < self.new_max:
-                raise FormatError("key_group", 0, f"a key group in 0..{self.new_max - 1}", recorded).in_source(where)
-            return recorded
+            return self._recorded_key_group(recorded, changed, where)
         if key is None:
             try:
                 key = self.columns["key"].decode(key_raw)
@@ -188,10 +184,25 @@ class RowPieces:
                 raise error.in_source(where) from None
         if isinstance(key, Timer):
             key = key.key
-        group = key_group_of(self.hasher, key, self.new_max)
+        try:
+            raw_key = key_raw[8:] if self.kind == "priority-queue" else key_raw  # a timer's raw key starts with its timestamp
+            group = key_group_of(self.hasher, key, self.new_max, raw_key)
+        except (ValueError, RepairError) as error:  # a Kryo key of a class whose hashCode is user code
+            if changed or self.old_max != self.new_max:
+                raise FormatError("key", 0, "a key whose hashCode is known (to compute its key group)", repr(key),
+                                  detail=str(error)).in_source(where) from None
+            return self._recorded_key_group(recorded, changed, where)
         if self.old_max == self.new_max and not changed and recorded != group:
             raise FormatError("key_group", 0, f"{group} (the key group of key {key!r})", recorded).in_source(where)
         return group
+
+    def _recorded_key_group(self, recorded: int | None, changed: bool, where: str) -> int:
+        """The row's own key group, for a key whose hashCode is unknown: only while the key is unchanged."""
+        if changed:
+            raise FormatError("key", 0, "an unchanged key (its hashCode, so its key group, is unknown)", "a changed key").in_source(where)
+        if recorded is None or not 0 <= recorded < self.new_max:
+            raise FormatError("key_group", 0, f"a key group in 0..{self.new_max - 1}", recorded).in_source(where)
+        return recorded
 
     def piece(self, row: dict, where: str) -> "Piece":
         key_raw, key, changed = self._bytes(row, "key", where)
