@@ -241,9 +241,8 @@ def test_the_key_group_of_every_kryo_key_is_computed_from_its_bytes(name, tmp_pa
     """Every row of every keyed state (and timer) of the Kryo fixtures: the key group computed from the Kryo
     key's bytes (a Long's or a String's hashCode) is the one Flink put it in; so write-savepoint can move
     Kryo keys to another max parallelism."""
-    from repair.formats.flink.key_hash import RawKeyHash, key_group_of
+    from repair.formats.flink.key_hash import RawKeyHash, key_group_of, key_hasher
     from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT, SerializerSnapshot
-    from repair.formats.flink.key_hash import key_hasher
 
     hasher = key_hasher(SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={KRYO_GENERATION: _generation(name)}))
     assert isinstance(hasher, RawKeyHash)

@@ -18,7 +18,6 @@ markers and back-references, string forms, collection headers and byte order), a
 
 from __future__ import annotations
 
-import json
 import struct
 import uuid
 from decimal import Decimal, InvalidOperation
@@ -27,6 +26,7 @@ from typing import Any
 from repair.errors import RepairError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
+from repair.formats.flink.arrow import json_text
 from repair.formats.flink.kryo import (
     BIG_DECIMAL,
     BIG_INTEGER,
@@ -337,8 +337,6 @@ def write_node(node: Node, generation: int) -> bytes:
 
 def _same(node: Node, value: Any) -> bool:
     """Whether ``value`` (a decoded or JSON-parsed value) is what ``node`` holds, as export writes it."""
-    from repair.formats.flink.arrow import json_text
-
     return json_text(plain(node)) == json_text(value)
 
 
@@ -551,7 +549,3 @@ def encode_like(value: Any, template: bytes | None, generation: int | None, type
         return template
     return write_node(retarget(node, value), generation)
 
-
-def parse_json(text: str) -> Any:
-    """A Kryo column's JSON text as export wrote it (NaN and Infinity as Python's ``json`` writes them)."""
-    return json.loads(text)
