@@ -88,11 +88,11 @@ def _edit(state: str, value):
         return sorted({*value, "added ☃"})
     if state == "wave":
         return {**value, "ordinal": (value["ordinal"] + 1) % 4}
-    if state == "jdk":  # Timestamp, java.sql Date and Time, URI, Pattern, Locale, Arrays.asList, BitSet
-        timestamp, date, time, uri, pattern, locale, as_list, bits = value
+    if state == "jdk":  # Timestamp, java.sql Date and Time, URI, Pattern, Locale, Arrays.asList, BitSet, PriorityQueue, InetSocketAddress
+        timestamp, date, time, uri, pattern, locale, as_list, bits, queue, address = value
         return [{"time": timestamp["time"] + 1001, "nanos": (timestamp["nanos"] // 1_000_000 + 1) % 1000 * 1_000_000 + 7},
                 date - 86_400_000, time + 1, uri + "&edited=☃", {**pattern, "pattern": "[a-z]+"}, locale,
-                [*as_list, "third"], sorted({*bits, 64, 130})]
+                [*as_list, "third"], sorted({*bits, 64, 130}), [*queue, 10**6], {"host": "edited.example.com", "port": 65535}]
     raise AssertionError(state)
 
 

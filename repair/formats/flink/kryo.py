@@ -179,9 +179,11 @@ UUID_REGISTRATION, UUID = 82, "java.util.UUID"
 #: and ``Time`` (epoch ms as a positive varlong), ``Timestamp`` (chill: ``getTime()`` and the nanos; Kryo 5:
 #: the whole seconds' ms and the nanos; ``{"time", "nanos"}``), ``URI`` (its text) and ``Locale`` (Kryo 5:
 #: language, country, variant strings; Kryo 2.24: Java serialization, the first one of a graph only; its
-#: ``language_COUNTRY_variant`` text).
-AS_LIST, BIT_SET, PATTERN, SQL_DATE, SQL_TIME, TIMESTAMP, URI_ID, LOCALE = 73, 74, 76, 77, 78, 79, 80, 83
-CHILL_READ = frozenset((AS_LIST, BIT_SET, PATTERN, SQL_DATE, SQL_TIME, TIMESTAMP, URI_ID, LOCALE))
+#: ``language_COUNTRY_variant`` text), ``PriorityQueue`` (as a ``TreeSet``: a null comparator and the
+#: elements in the queue's heap order) and ``InetSocketAddress`` (its host string and port: ``{"host", "port"}``).
+AS_LIST, BIT_SET, PRIORITY_QUEUE, PATTERN, SQL_DATE, SQL_TIME, TIMESTAMP, URI_ID, INET_SOCKET_ADDRESS, LOCALE = (
+    73, 74, 75, 76, 77, 78, 79, 80, 81, 83)
+CHILL_READ = frozenset((AS_LIST, BIT_SET, PRIORITY_QUEUE, PATTERN, SQL_DATE, SQL_TIME, TIMESTAMP, URI_ID, INET_SOCKET_ADDRESS, LOCALE))
 KNOWN_NAMES = frozenset((*COLLECTIONS, *SORTED_SETS, *MAPS, *PRIMITIVE_ARRAYS, *OBJECT_ARRAYS, BIG_INTEGER, BIG_DECIMAL, DATE, TREE_MAP))
 #: Kryo generations: 2 (Kryo 2.24, Flink 1.x) and 5 (Kryo 5, Flink 2.x) differ in collection headers.
 GENERATIONS = (5, 2)
@@ -306,7 +308,7 @@ def locale_text(language: str, country: str, variant: str) -> str:
 
 def _plain_chill(node: Node, memo: dict[int, Any]) -> Any:
     cls, value = node.cls, node.value
-    if cls == AS_LIST:
+    if cls in (AS_LIST, PRIORITY_QUEUE):
         out: list = []
         memo[id(node)] = out
         out.extend(plain(element, memo) for element in value)
@@ -317,6 +319,8 @@ def _plain_chill(node: Node, memo: dict[int, Any]) -> Any:
         return {"time": value[0], "nanos": value[1]}
     if cls == LOCALE:
         return locale_text(*value[:3])
+    if cls == INET_SOCKET_ADDRESS:
+        return {"host": value[0], "port": value[1]}
     return value
 
 
@@ -453,6 +457,10 @@ class _Graph:
                 raise FormatError("kryo Arrays.asList size", r.offset, f"at most {r.remaining} elements", size)
             self.component = self.read_class()  # the array's component class, then every element with its own
             return [self.read_class_and_object() for _ in range(size)]
+        if cls == PRIORITY_QUEUE:
+            return self._collection(sorted_set=True)
+        if cls == INET_SOCKET_ADDRESS:
+            return read_string(r), read_varint(r, "kryo InetSocketAddress port")
         if cls == BIT_SET:
             words = read_varint(r, "kryo BitSet words")
             if words * 8 > r.remaining:

@@ -250,6 +250,10 @@ class _Writer:
             self.write_class(node.header)
             for element in value:
                 self.write_class_and_object(element)
+        elif cls == kryo.PRIORITY_QUEUE:
+            self._collection(value, sorted_set=True)
+        elif cls == kryo.INET_SOCKET_ADDRESS:
+            out += string(value[0], generation) + varint(value[1])
         elif cls == kryo.BIT_SET:
             words = [0] * (max(value) // 64 + 1 if value else 0)
             for bit in value:
@@ -499,6 +503,13 @@ def _retarget_chill(template: Node, value: Any) -> Node:
     cls = template.cls
     if cls == kryo.AS_LIST:
         return Node(cls, _elements(template.value or [], _list(value, "Arrays.asList")), header=template.header)
+    if cls == kryo.PRIORITY_QUEUE:
+        return Node(cls, _elements(template.value or [], _list(value, "PriorityQueue, in its heap order")))
+    if cls == kryo.INET_SOCKET_ADDRESS:
+        given = _dict(value, ("host", "port"), "InetSocketAddress")
+        if not isinstance(given["host"], str) or type(given["port"]) is not int or not 0 <= given["port"] <= 65535:
+            raise KryoEncodeError(f"an InetSocketAddress's host text and port (0 to 65535) are needed, not {value!r}")
+        return Node(cls, (given["host"], given["port"]))
     if cls == kryo.BIT_SET:
         bits = _list(value, "BitSet: its set bits")
         if not all(type(b) is int and 0 <= b < 1 << 20 for b in bits):
