@@ -48,7 +48,6 @@ def test_real_flink_restores_edited_kryo_values(name, tmp_path):
     exactly the rows of the written one: the edited values. (Not always the same bytes: Flink's Kryo
     writes a back-reference where one Java object is met twice, e.g. the one empty String every ``""``
     reads as, where the encoder wrote each element of the JSON list anew.)"""
-    from fixtures.restore import resnapshot
     from tests.test_kryo_encoder import DECODED, edit_export
 
     info = fixture_info(FIXTURES / name)
@@ -56,14 +55,7 @@ def test_real_flink_restores_edited_kryo_values(name, tmp_path):
     edited = edit_export(tmp_path / "export")
     result = write_savepoint(str(tmp_path / "export"), str(tmp_path / "written"))
     assert {s.state for op in result.operators for s in op.states if s.encoded} == set(DECODED)
-    again = resnapshot(info["flink_version"], tmp_path / "written", "KryoJob", tmp_path / "flink",
-                       parallelism=info["parallelism"], state_backend="hashmap", extra_conf=info["spec"]["extra"])
-    export(str(tmp_path / "written"), str(tmp_path / "written-export"))
-    export(str(again), str(tmp_path / "again"))
-    written, restored = _decoded_rows(tmp_path / "written-export"), _decoded_rows(tmp_path / "again")
-    assert sorted(written) == sorted(restored)
-    for state in written:
-        assert restored[state] == written[state], state
+    written = _heap_resnapshot_equals_written(info, tmp_path, parallelism=info["parallelism"])
     assert sum(len(written[state]) for state in written if state in DECODED) == 40 * len(DECODED)
     assert {r["list_index"]: r["value"] for part in (tmp_path / "again").glob("operator=*/state=seen/*.parquet")
             for r in pq.read_table(part).to_pylist()} == edited["seen"]  # operator state, restored and written by Flink
@@ -78,20 +70,28 @@ def test_real_flink_restores_kryo_keys_moved_to_another_max_parallelism(name, tm
     """The Kryo fixture written by write-savepoint for max parallelism 256 and parallelism 3 (every Kryo key
     moved to the key group of its Long's or String's hashCode): real Flink restores it at that max
     parallelism on the heap backend and snapshots the same rows."""
-    from fixtures.restore import resnapshot
-
     info = fixture_info(FIXTURES / name)
     export(job_root(name), str(tmp_path / "export"))
     write_savepoint(str(tmp_path / "export"), str(tmp_path / "written"), max_parallelism=256, parallelism=3)
-    again = resnapshot(info["flink_version"], tmp_path / "written", "KryoJob", tmp_path / "flink", parallelism=3,
-                       max_parallelism=256, state_backend="hashmap", extra_conf=info["spec"]["extra"])
+    written = _heap_resnapshot_equals_written(info, tmp_path, parallelism=3, max_parallelism=256)
+    assert len(written["last"]) == 40
+
+
+def _heap_resnapshot_equals_written(info: dict, tmp_path, **job) -> dict[str, list]:
+    """Real Flink resumes KryoJob from ``tmp_path/written`` on the heap backend (every value deserialized
+    and serialized again) with the ``job`` settings and takes a savepoint (exported to ``tmp_path/again``):
+    its rows equal the written savepoint's (returned, as :func:`_decoded_rows`)."""
+    from fixtures.restore import resnapshot
+
+    again = resnapshot(info["flink_version"], tmp_path / "written", "KryoJob", tmp_path / "flink", state_backend="hashmap",
+                       extra_conf=info["spec"]["extra"], **job)
     export(str(tmp_path / "written"), str(tmp_path / "written-export"))
     export(str(again), str(tmp_path / "again"))
     written, restored = _decoded_rows(tmp_path / "written-export"), _decoded_rows(tmp_path / "again")
     assert sorted(written) == sorted(restored)
     for state in written:
         assert restored[state] == written[state], state
-    assert len(written["last"]) == 40
+    return written
 
 
 def _decoded_rows(export_dir) -> dict[str, list]:
