@@ -5,10 +5,11 @@ running ``fixtures/extra_jobs/src/fixturejob/KryoJob.java``: a ``keyBy`` returni
 accounts and String users), ``ValueState<Object>`` of a Long or String, of a ``java.util.ArrayList`` and of
 a ``java.util.HashMap`` (written by class name; Kryo 5 writes collection headers of its own and
 back-references to a String met before), boxed Float/Double/Short/Character/Byte/Boolean (whose byte
-order differs between the generations) and arrays of primitives, Strings and Objects, Long and map states
-and event-time timers under the Kryo key; ``expected.json`` is ``fixtures/kryo_state_model.py``'s. The
-states of an enum, of classes registered with Kryo (its FieldSerializer, a serializer of their own) and of
-an unregistered class stay raw, each row's error naming the class. The readers set the Kryo generation
+order differs between the generations), alone too, arrays of primitives, Strings and Objects, a UUID, a
+TreeSet, a Java enum, the JDK classes of Flink's chill registrations, Long and map states, event-time
+timers under the Kryo key and an operator ListState<Object>; ``expected.json`` is
+``fixtures/kryo_state_model.py``'s. The states of classes registered with Kryo (its FieldSerializer, a
+serializer of their own) and of an unregistered class stay raw, each row's error naming the class. The readers set the Kryo generation
 from the checkpoint's _metadata version, so a Float, Double, Short or Character alone (not in a
 collection) decodes too.
 """
