@@ -5,10 +5,11 @@ running ``fixtures/extra_jobs/src/fixturejob/KryoJob.java``: a ``keyBy`` returni
 accounts and String users), ``ValueState<Object>`` of a Long or String, of a ``java.util.ArrayList`` and of
 a ``java.util.HashMap`` (written by class name; Kryo 5 writes collection headers of its own and
 back-references to a String met before), boxed Float/Double/Short/Character/Byte/Boolean (whose byte
-order differs between the generations) and arrays of primitives, Strings and Objects, Long and map states
-and event-time timers under the Kryo key; ``expected.json`` is ``fixtures/kryo_state_model.py``'s. The
-states of an enum, of classes registered with Kryo (its FieldSerializer, a serializer of their own) and of
-an unregistered class stay raw, each row's error naming the class. The readers set the Kryo generation
+order differs between the generations), alone too, arrays of primitives, Strings and Objects, a UUID, a
+TreeSet, a Java enum, the JDK classes of Flink's chill registrations, Long and map states, event-time
+timers under the Kryo key and an operator ListState<Object>; ``expected.json`` is
+``fixtures/kryo_state_model.py``'s. The states of classes registered with Kryo (its FieldSerializer, a
+serializer of their own) and of an unregistered class stay raw, each row's error naming the class. The readers set the Kryo generation
 from the checkpoint's _metadata version, so a Float, Double, Short or Character alone (not in a
 collection) decodes too.
 """
@@ -24,6 +25,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from fixtures import kryo_state_model
 from repair.cli.app import main
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
@@ -54,7 +56,7 @@ def exported(request, tmp_path_factory):
 
 
 def test_kryo_keys_and_values_equal_the_computed_state(exported):
-    _, out, expected = exported
+    fixture_name, out, expected = exported
     summary = json.loads((out / "_export.json").read_text())
     raw_states = expected["raw_states"]
     for state in (s for op in summary["operators"] for s in op["states"]):
@@ -82,18 +84,27 @@ def test_kryo_keys_and_values_equal_the_computed_state(exported):
         entry(row)["history"] = _value(row["value"])
     for row in exported_rows(out, "totals"):
         entry(row)["totals"] = dict(sorted((op, total) for op, total in _value(row["value"])))
-    for state in ("scalars", "arrays", "numbers"):
+    for state in ("scalars", "arrays", "numbers", "lone", "uuid", "tag-set", "wave", "jdk"):
         for row in exported_rows(out, state):
             entry(row)[state] = _value(row["value"])
+    flink = fixture_info(FIXTURES / fixture_name)["flink_version"]
+    for item in expected["by-object"]:  # Flink 1.x's chill serializer keeps no Pattern flags
+        item["jdk"][4] = kryo_state_model.pattern_of(item["jdk"][4], flink)
     for row in exported_rows(out, "_timer_state/event_user-timers"):
         entry(row)["timers"].append(row["timestamp"])
     for item in found.values():
         item["timers"].sort()
         if "amount-by-tag" in item:
             item["amount-by-tag"] = dict(sorted(item["amount-by-tag"].items()))
+    # the seen operator's ListState<Object> (operator state, Kryo): a Long, a String, an ArrayList
+    seen = sorted((row["list_index"], _value(row["value"])) for row in exported_rows(out, "seen"))
+    assert [value for _, value in seen] == expected["seen"] and all(row["error"] is None for row in exported_rows(out, "seen"))
     ordered = [found[k] for k in sorted(found, key=lambda k: (k[0], k[1]))]
     assert ordered == expected["by-object"]
     assert {type(e["key"]) for e in ordered} == {int, str} and {type(e["last"]) for e in ordered} == {int, str}
+    # the lone boxed values cover each of Kryo's fixed-width and one-byte wrappers, alone (their class id first)
+    lone_classes = {row["value_raw"][0] - 2 for row in exported_rows(out, "lone")}
+    assert lone_classes == {kryo.FLOAT, kryo.DOUBLE, kryo.SHORT, kryo.CHAR, kryo.BOOLEAN, kryo.BYTE}
 
 
 def test_inspect_names_the_kryo_key(exported):
@@ -273,9 +284,10 @@ def test_kryo_registrations_name_the_class_that_stays_raw():
 
 @pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
 def test_an_edited_json_text_column_is_refused_not_dropped(name, tmp_path):
-    """Kryo values are exported as JSON text, which write-savepoint does not read back (it writes the raw
-    bytes): an unchanged export writes, while text edited by the user would be lost, so it is refused,
-    naming the part and the row."""
+    """Kryo values are exported as JSON text: an unchanged export writes their raw bytes; edited text is
+    written in the Java classes of the bytes it replaces (``tests/test_kryo_encoder.py``), and text that
+    does not fit them (a number where the list held Strings) is refused, naming the part and the row,
+    rather than lost. A JSON column no encoder reads back (e.g. a Scala Either) is refused the same way."""
     import shutil
 
     import pyarrow as pa
@@ -283,6 +295,8 @@ def test_an_edited_json_text_column_is_refused_not_dropped(name, tmp_path):
 
     from repair import write_savepoint
     from repair.errors import FormatError
+    from repair.formats.flink.row_codecs import RowColumn
+    from repair.ops.write_savepoint.rows import JSON_TEXT, RowPieces
 
     out = tmp_path / "export"
     assert main(["export", job_root(name), "--out", str(out), "--workers", "1"]) == 0
@@ -291,9 +305,14 @@ def test_an_edited_json_text_column_is_refused_not_dropped(name, tmp_path):
     part = next(p for p in sorted(out.glob("operator=*/state=history/part-*.parquet")) if pq.read_metadata(p).num_rows)
     table = pq.read_table(part)
     rows = table.to_pylist()
-    rows[0]["value"] = json.dumps(["edited"])
+    rows[0]["value"] = json.dumps(["edited", 5])
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
     with pytest.raises(FormatError) as refused:
         write_savepoint(str(out), str(tmp_path / "sp"))
-    assert f"{part.name}, row 0" in str(refused.value) and "JSON columns are not read back" in str(refused.value)
+    assert f"{part.name}, row 0" in str(refused.value) and "a String is needed, not 5" in str(refused.value)
     assert not (tmp_path / "sp").exists()
+    # the same column without a Kryo encoder: its edited text is refused as not read back
+    pieces = object.__new__(RowPieces)
+    pieces.columns = {"value": RowColumn("value_raw", lambda data: ["a"], None, lambda row: None)}
+    with pytest.raises(FormatError, match="JSON columns are not read back"):
+        pieces._refuse_edited_json_text({JSON_TEXT + "value": json.dumps(["b"])}, "value", b"raw", "part-0, row 0")

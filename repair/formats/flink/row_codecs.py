@@ -11,18 +11,23 @@ holds is made of the row's decoded columns.
   :class:`~repair.formats.flink.values.TtlValue` of ``ttl_timestamp`` and ``value``.
 
 A column's ``encode`` is None where :mod:`repair.formats.flink.value_encoders` cannot write the
-serializer: such values are written from their raw bytes only.
+serializer: such values are written from their raw bytes only. Kryo columns (exported as JSON text) have
+``encode_like`` instead: the value written in the Java classes of the raw bytes it replaces
+(:mod:`repair.formats.flink.kryo_encoder`).
 """
 
 from __future__ import annotations
 
 import math
+import struct
 from dataclasses import dataclass
 from typing import Any, Callable
 
 from repair.formats.flink.backend_meta import StateMetaInfo
-from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, TTL_AWARE_SNAPSHOT, SerializerSnapshot
-from repair.formats.flink.value_encoders import Encode, encoder_for
+from repair.formats.flink.kryo import Registrations
+from repair.formats.flink.kryo_encoder import KryoEncodeError, encode_like
+from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, KRYO_GENERATION, KRYO_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink.value_encoders import Encode, EncodeError, encoder_for
 from repair.formats.flink.values import Timer, TtlValue, decoder_for
 
 #: The raw columns, each with the decoded column it is the bytes of.
@@ -32,12 +37,15 @@ RAW_OF = {"key": "key_raw", "namespace": "namespace_raw", "user_key": "user_key_
 @dataclass(frozen=True)
 class RowColumn:
     """One raw column of a state: ``decode(raw)`` gives the value, ``encode(value)`` the bytes (None:
-    no encoder), ``compose(row)`` the value as the row's decoded columns give it (None: not given)."""
+    no encoder), ``compose(row)`` the value as the row's decoded columns give it (None: not given);
+    ``encode_like(value, raw, row)`` the bytes of a user value given as JSON text, in the classes of the
+    ``raw`` bytes it replaces (None: no such encoder; Kryo only)."""
 
     raw: str
     decode: Callable[[bytes], Any]
     encode: Encode | None
     compose: Callable[[dict], Any]
+    encode_like: Callable[[Any, bytes | None, dict], bytes] | None = None
 
 
 def _unwrap(snapshot: SerializerSnapshot | None) -> SerializerSnapshot | None:
@@ -53,7 +61,44 @@ def _is_ttl(snapshot: SerializerSnapshot | None) -> bool:
 
 def _plain(raw: str, snapshot: SerializerSnapshot | None, compose: Callable[[dict], Any]) -> RowColumn:
     decoder = decoder_for(snapshot)
-    return RowColumn(raw, lambda data: decoder.decode_all(data, 0, raw), encoder_for(snapshot), compose)
+    return RowColumn(raw, lambda data: decoder.decode_all(data, 0, raw), encoder_for(snapshot), compose, kryo_like(snapshot))
+
+
+KryoLike = Callable[[Any, "bytes | None", dict], bytes]
+
+
+def kryo_like(snapshot: SerializerSnapshot | None) -> KryoLike | None:
+    """The ``encode_like`` of a Kryo value, alone or under TTL (its last-access time from the row's
+    ``ttl_timestamp``, else the one in the raw bytes)."""
+    snapshot = _unwrap(snapshot)
+    if snapshot is None:
+        return None
+    if snapshot.class_name == KRYO_SNAPSHOT:
+        attributes = snapshot.attributes
+        registrations = Registrations(attributes.get("kryo_registrations"), attributes.get("kryo_registration_serializers"))
+
+        def encode(value: Any, raw: bytes | None, row: dict) -> bytes:
+            try:
+                return encode_like(value, raw, attributes.get(KRYO_GENERATION), attributes.get("type_class"), registrations)
+            except KryoEncodeError as error:
+                raise EncodeError(str(error)) from None
+
+        return encode
+    if _is_ttl(snapshot) and snapshot.nested:
+        inner = kryo_like(snapshot.nested[-1])
+        if inner is None:
+            return None
+
+        def encode_ttl(value: Any, raw: bytes | None, row: dict) -> bytes:
+            timestamp = row.get("ttl_timestamp")
+            if timestamp is None:
+                if raw is None or len(raw) < 8:
+                    raise EncodeError("a TTL value needs its ttl_timestamp")
+                return raw[:8] + inner(value, raw[8:], row)
+            return struct.pack(">q", timestamp) + inner(value, raw[8:] if raw is not None else None, row)
+
+        return encode_ttl
+    return None
 
 
 def _column(name: str) -> Callable[[dict], Any]:
@@ -82,7 +127,15 @@ def _map_value(snapshot: SerializerSnapshot | None) -> RowColumn:
     def encode_entry(value: Any) -> bytes:
         return b"\x01" if value is None else b"\x00" + encode(value)
 
-    return RowColumn("value_raw", decode, encode_entry if encode is not None else None, compose)
+    like = kryo_like(snapshot)
+
+    def encode_entry_like(value: Any, raw: bytes | None, row: dict) -> bytes:
+        if value is None:
+            return b"\x01"
+        return b"\x00" + like(value, raw[1:] if raw is not None and raw[:1] == b"\x00" else None, row)  # type: ignore[misc]
+
+    return RowColumn("value_raw", decode, encode_entry if encode is not None else None, compose,
+                     encode_entry_like if like is not None else None)
 
 
 def _timer_compose(row: dict) -> Any:

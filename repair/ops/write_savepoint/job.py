@@ -83,6 +83,7 @@ from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_ele
 from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
 from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
+from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.operator_state import iter_operator_handle
 from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
 
@@ -483,7 +484,7 @@ class _Writer:
                       old_max: int, new_max: int, spill: Spill) -> None:
         """Every row of the operator's keyed states as a piece of an entry, spilled to its new subtask
         (``written.states`` gets one :class:`WrittenState` per state, in state id order)."""
-        decoded = meta[1]
+        decoded = mark_kryo_generation(self.snapshot, meta[1])  # Kryo values are read and written in the source's generation
         dropped = self.drops.get(op.operator_id, set())
         states = {s["state"]: s for s in exported.get("states", []) if s["state"] not in dropped}
         unknown = sorted(name for name, s in states.items() if s.get("source") not in COPIED_SOURCES and decoded.state(name) is None)

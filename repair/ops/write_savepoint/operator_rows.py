@@ -4,15 +4,24 @@ null or stale)."""
 
 from __future__ import annotations
 
+import json
+
 from repair.errors import FormatError, RepairError
-from repair.formats.flink.row_codecs import same_value
+from repair.formats.flink.arrow import json_text
+from repair.formats.flink.row_codecs import kryo_like, same_value
 from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
+from repair.ops.write_savepoint.rows import JSON_TEXT
 
 
 def with_encoded_value(row: dict, serializer, where: str) -> dict:
     """``row`` with ``value_raw`` encoded from ``value`` where the raw bytes are null or hold another value
-    (a list element changed in the Parquet; serializers :mod:`repair.formats.flink.value_encoders` writes)."""
+    (a list element changed in the Parquet; serializers :mod:`repair.formats.flink.value_encoders` writes).
+    A value exported as JSON text whose text was edited is written by the Kryo encoder in the classes of
+    the bytes it replaces; other JSON text is not read back, so an edit of it is refused, not lost."""
+    text = row.get(JSON_TEXT + "value")
+    if text is not None:
+        return _with_json_text(row, serializer, text, where)
     encode = encoder_for(serializer)
     if row.get("value") is None or encode is None:
         return row
@@ -27,6 +36,28 @@ def with_encoded_value(row: dict, serializer, where: str) -> dict:
         return {**row, "value_raw": encode(row["value"])}
     except EncodeError as error:
         raise FormatError("value", 0, "a value the state's serializer writes", repr(row["value"]), detail=str(error)).in_source(where) from None
+
+
+def _with_json_text(row: dict, serializer, text: str, where: str) -> dict:
+    raw = row["value_raw"]
+    if raw is not None:
+        try:
+            if json_text(decoder_for(serializer).decode_all(raw, 0, "value")) == text:
+                return row
+        except RepairError:
+            pass
+    encode = kryo_like(serializer)
+    if encode is None:
+        raise FormatError("value", 0, "the JSON text export wrote for value_raw (JSON columns are not read back: change "
+                          "value_raw itself, or remove the row)", text[:200]).in_source(where)
+    try:
+        value = json.loads(text)
+    except ValueError as error:
+        raise FormatError("value", 0, "JSON text", text[:80], detail=str(error)).in_source(where) from None
+    try:
+        return {**row, "value_raw": encode(value, raw, row)}
+    except EncodeError as error:
+        raise FormatError("value", 0, "a value the state's Kryo serializer writes", text[:200], detail=str(error)).in_source(where) from None
 
 
 def list_elements(rows: list[tuple[tuple, str]]) -> list[bytes]:

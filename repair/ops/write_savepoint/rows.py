@@ -9,6 +9,7 @@ local scratch file per new subtask; :func:`subtask_entries` makes one subtask's 
 
 from __future__ import annotations
 
+import json
 import os
 import struct
 from collections import defaultdict
@@ -101,6 +102,9 @@ class RowPieces:
         column: RowColumn = self.columns[name]
         raw = row[column.raw]
         wanted = column.compose(row)
+        text = row.get(JSON_TEXT + name)
+        if column.encode_like is not None and wanted is None and text is not None and (raw is None or self._edited(row, name, raw)):
+            return self._encode_json_text(row, name, text, raw, where)
         if raw is not None:
             if wanted is None:
                 self._refuse_edited_json_text(row, name, raw, where)
@@ -126,6 +130,29 @@ class RowPieces:
         self.encoded[column.raw] = self.encoded.get(column.raw, 0) + 1
         return data, wanted, True
 
+    def _encode_json_text(self, row: dict, name: str, text: str, raw: bytes | None, where: str) -> tuple[bytes, Any, bool]:
+        """A value given as JSON text (a Kryo column), written in the Java classes of the raw bytes it
+        replaces (:mod:`repair.formats.flink.kryo_encoder`)."""
+        column: RowColumn = self.columns[name]
+        try:
+            value = json.loads(text)
+        except ValueError as error:
+            raise FormatError(name, 0, "JSON text", text[:80], detail=str(error)).in_source(where) from None
+        try:
+            data = column.encode_like(value, raw, row)  # type: ignore[misc]
+        except EncodeError as error:
+            raise FormatError(name, 0, "a value the state's Kryo serializer writes", text[:200], detail=str(error)).in_source(where) from None
+        self.encoded[column.raw] = self.encoded.get(column.raw, 0) + 1
+        return data, value, True
+
+    def _edited(self, row: dict, name: str, raw: bytes) -> bool:
+        """Whether the JSON text of column ``name`` is no longer what export wrote for ``raw``."""
+        try:
+            self._refuse_edited_json_text(row, name, raw, "")
+        except FormatError:
+            return True
+        return False
+
     def _refuse_edited_json_text(self, row: dict, name: str, raw: bytes, where: str) -> None:
         """A column exported as JSON text is not read back (nothing here encodes from it): its raw bytes
         are written. Text that is no longer what export wrote for them is an edit that would be lost."""
@@ -149,11 +176,7 @@ class RowPieces:
         (and, for an unchanged key and max parallelism, checked against the row's), else the row's."""
         recorded = row["key_group"]
         if self.hasher is None:
-            if changed:
-                raise FormatError("key", 0, "an unchanged key (its hashCode, so its key group, is unknown)", "a changed key").in_source(where)
-            if recorded is None or not 0 <= recorded < self.new_max:
-                raise FormatError("key_group", 0, f"a key group in 0..{self.new_max - 1}", recorded).in_source(where)
-            return recorded
+            return self._recorded_key_group(recorded, changed, where)
         if key is None:
             try:
                 key = self.columns["key"].decode(key_raw)
@@ -161,10 +184,25 @@ class RowPieces:
                 raise error.in_source(where) from None
         if isinstance(key, Timer):
             key = key.key
-        group = key_group_of(self.hasher, key, self.new_max)
+        try:
+            raw_key = key_raw[8:] if self.kind == "priority-queue" else key_raw  # a timer's raw key starts with its timestamp
+            group = key_group_of(self.hasher, key, self.new_max, raw_key)
+        except (ValueError, RepairError) as error:  # a Kryo key of a class whose hashCode is user code
+            if changed or self.old_max != self.new_max:
+                raise FormatError("key", 0, "a key whose hashCode is known (to compute its key group)", repr(key),
+                                  detail=str(error)).in_source(where) from None
+            return self._recorded_key_group(recorded, changed, where)
         if self.old_max == self.new_max and not changed and recorded != group:
             raise FormatError("key_group", 0, f"{group} (the key group of key {key!r})", recorded).in_source(where)
         return group
+
+    def _recorded_key_group(self, recorded: int | None, changed: bool, where: str) -> int:
+        """The row's own key group, for a key whose hashCode is unknown: only while the key is unchanged."""
+        if changed:
+            raise FormatError("key", 0, "an unchanged key (its hashCode, so its key group, is unknown)", "a changed key").in_source(where)
+        if recorded is None or not 0 <= recorded < self.new_max:
+            raise FormatError("key_group", 0, f"a key group in 0..{self.new_max - 1}", recorded).in_source(where)
+        return recorded
 
     def piece(self, row: dict, where: str) -> "Piece":
         key_raw, key, changed = self._bytes(row, "key", where)
