@@ -815,3 +815,93 @@ def test_real_flink_2_restores_rocksdb_rescaled_up_and_down_at_another_paralleli
     export(str(_root(name)), str(tmp_path / "first"))
     last = _rescale_chain(tmp_path / "first", tmp_path, [(256, 3), (300, 1), (128, 3)])
     _restore(last, name, 3, 128)
+
+
+def _late_tags(records) -> dict[str, str]:
+    """per-user's late-tag (``fixture.late-state``) in Python: the tag of each user's latest add from the
+    third wave on (PerUserFunction.LATE_WAVE), cleared by a clear of those waves."""
+    late: dict[str, str] = {}
+    for r in records:
+        if r.wave < 2:
+            continue
+        if r.op == "clear":
+            late.pop(r.user, None)
+        elif r.op != "untag":
+            late[r.user] = r.tag
+    return late
+
+
+def _registered_after_materialization(checkpoint: Path, operator: str, state: str) -> bool:
+    """Whether every subtask of ``operator`` in the changelog checkpoint has materialized state whose
+    meta data lacks ``state``, which only its changelog (a METADATA change) registers."""
+    from repair.formats.flink.handles import ChangelogBackendHandle, IncrementalKeyedHandle
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.resolved import read_resolved
+    from repair.io.snapshot import load_snapshot
+    from repair.readers.changelog import metadata_changes
+    from repair.readers.full_snapshot import read_key_groups_meta_bytes
+
+    storage = st.default_storage()
+    layout = discover(str(checkpoint), storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    found = []
+    for sub in snapshot.metadata.operator(operator_id_for_uid(operator)).subtasks:
+        handle = sub.managed_keyed_state
+        assert isinstance(handle, ChangelogBackendHandle)
+        materialized = next((h for h in handle.materialized if h is not None), None)
+        if materialized is None:
+            return False
+        data = (read_resolved(storage, snapshot.resolver.resolve(materialized.meta)) if isinstance(materialized, IncrementalKeyedHandle)
+                else read_key_groups_meta_bytes(snapshot, storage, materialized))
+        in_meta = state in {s.name for s in decode_keyed_backend_meta(data).states}
+        logged = state in {change.state.name for change in metadata_changes(snapshot, storage, handle)}
+        found.append(logged and not in_meta)
+    return all(found)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("flink_version, backend", [("1.20.3", "rocksdb"), ("2.1.1", "hashmap")])
+def test_real_flink_restores_a_state_registered_after_the_last_materialization(flink_version, backend, tmp_path):
+    """The changelog state backend: per-user's late-tag (``fixture.late-state``) is first registered in
+    the third wave, after a materialization, so a checkpoint taken before the next one has it in its
+    changelog only (materialized meta data without it, a METADATA change registering it). A fresh real
+    Flink run; the first such checkpoint is exported (late-tag's rows the tags computed from the input)
+    and written back unchanged and rescaled 128 -> 256 at parallelism 3; real Flink restores both with
+    exactly the state computed in Python from the records the checkpoint covers, late-tag included."""
+    from fixtures import state_model
+    from fixtures.generate import FixtureSpec, generate
+    from fixtures.restore import restore_state
+
+    spec = FixtureSpec(f"late-state-{backend}-changelog", flink_version, "a state registered after a materialization",
+                       state_backend=backend, changelog=True, extra={"fixture.late-state": "true"})
+    for attempt in range(3):  # when materializations and checkpoints fall otherwise, run again
+        fixture = generate(spec, tmp_path / f"run-{attempt}", staging=tmp_path / f"staging-{attempt}")
+        job = next((fixture / "checkpoints").iterdir())
+        info = json.loads((fixture / "fixture.json").read_text())
+        late = [job / f"chk-{n}" for n in info["retained_checkpoints"]
+                if _registered_after_materialization(job / f"chk-{n}", "per-user", "late-tag")]
+        if late:
+            break
+    else:
+        pytest.fail("no retained checkpoint of three runs has late-tag registered only after a materialization")
+    checkpoint = late[0]
+    records = state_model.read_records(fixture / "records.tsv")[: info["records_per_checkpoint"][checkpoint.name[4:]]]
+    expected = state_model.expected_state(records)
+    tags = _late_tags(records)
+    assert tags
+    for user, tag in tags.items():
+        expected["keyed"]["per-user"][user]["late-tag"] = tag
+    export(str(checkpoint), str(tmp_path / "export"))
+    manifest = json.loads((tmp_path / "export" / "_export.json").read_text())
+    path = next(state["path"] for op in manifest["operators"] if op["operator_id"] == PER_USER
+                for state in op["states"] if state["state"] == "late-tag")
+    rows = pq.read_table(tmp_path / "export" / path).to_pylist()
+    assert {row["key"]: row["value"] for row in rows} == tags and len(rows) == len(tags)
+    for max_parallelism, parallelism in ((None, None), (256, 3)):
+        out = tmp_path / f"sp-{max_parallelism}"
+        write_savepoint(str(tmp_path / "export"), str(out), max_parallelism=max_parallelism, parallelism=parallelism)
+        restored = restore_state(flink_version, out, records, parallelism=parallelism or 2, max_parallelism=max_parallelism,
+                                 extra_conf={"fixture.late-state": "true"})
+        assert restored["keyed"] == expected["keyed"]
+        assert restored["operator"] == expected["operator"]
