@@ -315,6 +315,71 @@ def test_the_cli_writes_and_prints_the_json(default_export, tmp_path, capsys):
     assert main(["write-savepoint", str(default_export), "--out", str(tmp_path / "sp")]) == 2  # exists
 
 
+# -- tasks: in-process, in a process pool, on Spark -----------------------------------------------------------
+
+
+def _files(directory: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(directory)): p.read_bytes() for p in sorted(directory.rglob("*")) if p.is_file()}
+
+
+def _same_savepoint_wherever_tasks_run(export_dir: Path, tmp_path: Path, **where) -> None:
+    """The savepoint written with ``where`` (workers, master) is the in-process one, file by file and
+    byte for byte, unchanged and rescaled; no spilled file is left in it."""
+    for options in ({}, {"max_parallelism": 256, "parallelism": 3}):
+        label = "-".join(map(str, options.values())) or "same"
+        write_savepoint(str(export_dir), str(tmp_path / f"one-{label}"), workers=1, **options)
+        write_savepoint(str(export_dir), str(tmp_path / f"tasks-{label}"), **where, **options)
+        mine, theirs = _files(tmp_path / f"one-{label}"), _files(tmp_path / f"tasks-{label}")
+        assert list(mine) == list(theirs) and mine == theirs
+        assert sorted(p.name for p in (tmp_path / f"tasks-{label}").iterdir() if p.is_dir()) == []
+
+
+def test_the_savepoint_is_the_same_written_in_a_process_pool(default_export, tmp_path):
+    _same_savepoint_wherever_tasks_run(default_export, tmp_path, workers=2)
+
+
+@pytest.mark.slow
+def test_the_savepoint_is_the_same_written_by_spark_tasks(default_export, tmp_path):
+    _same_savepoint_wherever_tasks_run(default_export, tmp_path, master="local[2]")
+    assert main(["write-savepoint", str(default_export), "--out", str(tmp_path / "cli"), "--master", "local[2]",
+                 "--parallelism", "3", "--max-parallelism", "256"]) == 0
+    assert _files(tmp_path / "cli") == _files(tmp_path / "one-256-3")
+
+
+def test_memory_holds_one_key_groups_entries_not_a_subtasks(default_export, tmp_path, monkeypatch):
+    """The stream task sorts bucket by bucket: each batch of entries it holds is one key group's (at
+    most 256 key groups per subtask: one bucket each), and with fewer buckets a few key groups' (the
+    stream the same)."""
+    from repair.ops.write_savepoint import keyed_tasks
+
+    batches: list[list] = []
+
+    def recorded(pieces, states):
+        entries = original(pieces, states)
+        batches.append(entries)
+        return entries
+
+    original = keyed_tasks.subtask_entries
+    monkeypatch.setattr(keyed_tasks, "subtask_entries", recorded)
+    write_savepoint(str(default_export), str(tmp_path / "per-group"), workers=1)
+    assert batches and all(len({e.key_group for e in batch}) == 1 for batch in batches)
+    per_operator_subtask = sum(len(b) for b in batches) / (5 * 2)  # five keyed operators, two subtasks
+    assert max(len(b) for b in batches) < per_operator_subtask
+    batches.clear()
+    monkeypatch.setattr(keyed_tasks, "MAX_BUCKETS", 4)
+    write_savepoint(str(default_export), str(tmp_path / "four-buckets"), workers=1)
+    groups = [{e.key_group for e in batch} for batch in batches]  # 64 key groups per subtask: 16 per bucket
+    assert max(map(len, groups)) > 1 and all(max(g) - min(g) < 16 and min(g) // 16 == max(g) // 16 for g in groups)
+    assert _files(tmp_path / "four-buckets") == _files(tmp_path / "per-group")
+
+
+def test_a_failed_task_leaves_no_output_and_no_spilled_files(default_export, tmp_path):
+    copy = _copy_export(default_export, tmp_path)
+    _rewrite_part(_part(copy, "balance"), lambda t: pa.concat_tables([t, t.slice(2, 1)]))
+    _fails(copy, tmp_path, "duplicate", workers=2)
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith("savepoint")]
+
+
 # -- values changed in the Parquet --------------------------------------------------------------------------
 
 PER_USER, PER_ACCOUNT, PER_TYPE = (operator_id_for_uid(uid) for uid in ("per-user", "per-account", "per-type"))
