@@ -865,6 +865,14 @@ def test_real_flink_restores_the_written_savepoint(default_export, tmp_path, max
     ("flink-2.3-heap-changelog", None, None),
     ("flink-1.15-default", 256, 3),  # metadata version 3 (no trailer)
     ("flink-2.1-forst", 200, 3),  # a ForSt checkpoint, its savepoint restored by RocksDB
+    ("flink-2.1-default", None, None),
+    ("flink-1.20-heap", 256, 3),
+    ("flink-1.20-p3-external-xxhash-lz4", 128, 2),  # max parallelism 256 -> 128, parallelism 3 -> 2
+    ("flink-2.1-p3-external-xxh3-zstd", 300, 2),
+    ("flink-1.20-file-merging", 256, 3),  # segments of merged files
+    ("flink-1.20-bloom-filter", None, None),
+    ("flink-1.20-rocksdb-full-snappy", 200, 3),  # full (native) RocksDB checkpoints
+    ("flink-2.1-heap-changelog", 256, 3),
 ])
 def test_real_flink_restores_the_written_savepoint_of_other_fixtures(name, max_parallelism, parallelism, tmp_path):
     export(str(_root(name)), str(tmp_path / "export"))

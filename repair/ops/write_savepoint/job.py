@@ -65,6 +65,7 @@ from repair.formats.flink.full_snapshot.raw_timers import REGISTRATION_ORDER, Ti
 from repair.formats.flink.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
+    EmptySegmentFileHandle,
     HandleType,
     IncrementalKeyedHandle,
     KeyGroupRange,
@@ -296,8 +297,8 @@ class _Writer:
                 raise UsageError(f"operator {label}: subtask {sub.index} finished; savepoints of finished subtasks are not written")
             for slot in ("managed_operator_state", "raw_operator_state", "raw_keyed_state"):
                 handle = getattr(sub, slot)
-                if handle is None:
-                    continue
+                if handle is None or isinstance(handle.delegate, EmptySegmentFileHandle):
+                    continue  # file merging's placeholder for no state: none, as Flink restores it
                 if slot == "raw_keyed_state" and keyed and self._holds_timers(handle):
                     continue  # written as keyed state (_write_keyed)
                 if slot == "raw_keyed_state" and rescaled:
