@@ -43,6 +43,9 @@ RAW_COLUMNS = {"key_group": pa.int32(), "list_index": pa.int32(), "key_raw": pa.
                "namespace_raw": pa.binary(), "user_key_raw": pa.binary(), "value_raw": pa.binary()}
 #: The decoded columns read where a part has them (raw bytes are encoded from them where absent or stale).
 DECODED_COLUMNS = ("key", "namespace", "user_key", "value", "ttl_timestamp", "timestamp")
+#: Rows read from a part at a time (as Python objects, the largest use of a task's memory: pyarrow's
+#: default of 65,536 rows of 1 KB keys held 1.1 GB, 1,024 rows 0.28 GB, and ran faster).
+ROWS_PER_BATCH = 1024
 #: Prefix of a decoded column exported as JSON text in a row (``json:value``): no value is encoded from it.
 JSON_TEXT = "json:"
 
@@ -65,7 +68,7 @@ def part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, An
     present = [name for name in DECODED_COLUMNS if schema.get_field_index(name) >= 0]
     json_text_columns = [name for name in present if (schema.field(name).metadata or {}).get(b"repair.encoding") == b"json"]
     number = 0
-    for batch in parquet.iter_batches(columns=[*RAW_COLUMNS, *present]):
+    for batch in parquet.iter_batches(batch_size=ROWS_PER_BATCH, columns=[*RAW_COLUMNS, *present]):
         for row in batch.to_pylist():
             for name in json_text_columns:  # not read back: kept aside, to tell an edit (refused) from the export's text
                 row[JSON_TEXT + name] = row.pop(name)
