@@ -198,7 +198,8 @@ class Piece:
 
 
 def subtask_entries(pieces: Iterator[tuple[int, Piece]], states: list) -> list[Entry]:
-    """One subtask's entries from the pieces of its rows (``(state id, piece)``), sorted; a list's
+    """The entries of the pieces given (``(state id, piece)``: a stream task gives one key group's, or a
+    few key groups', of one new subtask), sorted; a list's
     elements joined in index order; a repeated key or list index is an error naming both rows.
     ``states`` (by state id) have ``state``, ``kind`` and an ``entries`` count, incremented here."""
     values: dict[tuple[int, bytes], Piece] = {}
