@@ -7,8 +7,10 @@ Measures, each in its own process (best of ``--runs``; wall seconds, CPU seconds
 * ``write-savepoint``: the export written back unchanged (one process: one core);
 * ``write-savepoint --max-parallelism 256 --parallelism 3``: key groups recomputed from every key;
 * ``rescale``: export and write-back in one (``--workers 1``, and ``--workers 2`` for the export part);
-* ``rescale --master local[2]``: the same with the export's tasks on Spark (two local executor threads;
-  the Spark JVM's CPU is not in the CPU seconds, which count this process and its reaped children).
+* ``rescale --master local[2]``: the same with the export's and the write-back's tasks on Spark (two
+  local executor threads). CPU seconds count this process, its reaped children and its descendants still
+  running at the end (the Spark JVM and its Python workers); peak RSS is this process's and its reaped
+  children's, and ``live MB`` the largest of the descendants still running (e.g. the Spark JVM).
 
 ``--variants`` picks some of them (by the short names of :data:`VARIANTS`), e.g. only the rescales of
 the 1 GB checkpoint on a shared machine.
@@ -69,8 +71,41 @@ def one(kind: str, checkpoint: str, export_dir: str, out: str) -> dict:
         counts = {"entries": document["entries"], "rows": sum(s["rows"] for op in document["operators"] for s in op["states"])}
     seconds = time.perf_counter() - started
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return {"seconds": seconds, "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime,
-            "max_rss_mb": max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children.ru_maxrss) / 1024, **counts}
+    live_cpu, live_peaks = live_descendants()
+    return {"seconds": seconds, "cpu": time.process_time() - cpu + children.ru_utime + children.ru_stime + live_cpu,
+            "max_rss_mb": max(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, children.ru_maxrss) / 1024,
+            "live_peak_rss_mb": max(live_peaks, default=0) / 1024, **counts}
+
+
+def live_descendants() -> tuple[float, list[int]]:
+    """CPU seconds (their own and their reaped children's) and peak RSS in KB of this process's
+    descendants still running: the Spark JVM and its Python workers, which the rusage of reaped
+    children leaves out (they run until this process exits)."""
+    import os
+
+    parents, stats = {}, {}
+    ticks = os.sysconf("SC_CLK_TCK")
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2:].split()
+        parents[int(pid)] = int(fields[1])
+        stats[int(pid)] = sum(int(f) for f in fields[11:15]) / ticks  # utime stime cutime cstime
+    me, cpu, peaks = os.getpid(), 0.0, []
+    for pid in stats:
+        ancestor = parents.get(pid)
+        while ancestor and ancestor != me:
+            ancestor = parents.get(ancestor)
+        if ancestor == me:
+            cpu += stats[pid]
+            try:
+                status = Path(f"/proc/{pid}/status").read_text()
+                peaks.extend(int(line.split()[1]) for line in status.splitlines() if line.startswith("VmHWM:"))
+            except OSError:
+                pass
+    return cpu, peaks
 
 
 def run(kind: str, checkpoint: str, export_dir: str, scratch: Path) -> dict:
@@ -118,10 +153,11 @@ def main(argv: list[str] | None = None) -> int:
         counted = next(m for m in best.values() if "entries" in m)
         entries = counted["entries"]
         print(f"checkpoint: {checkpoint}; {entries} entries ({counted['rows']} rows)")
-        print(f"{'variant':58} {'wall s':>7} {'cpu s':>7} {'entries/s':>10} {'per cpu s':>10} {'RSS MB':>7}")
+        print(f"{'variant':58} {'wall s':>7} {'cpu s':>7} {'entries/s':>10} {'per cpu s':>10} {'RSS MB':>7} {'live MB':>7}")
         for name, m in best.items():
             print(f"{name:58} {m['seconds']:7.2f} {m['cpu']:7.2f} {entries / m['seconds']:10.0f} {entries / m['cpu']:10.0f} "
-                  f"{m['max_rss_mb']:7.0f}")
+                  f"{m['max_rss_mb']:7.0f} {m['live_peak_rss_mb']:7.0f}")
+            print(json.dumps({"variant": name, **m}))
     return 0
 
 

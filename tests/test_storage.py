@@ -435,6 +435,41 @@ def test_a_task_writing_after_an_abort_does_not_bring_the_staging_directory_back
     assert list(tmp_path.iterdir()) == []
 
 
+def test_intermediate_files_of_tasks_are_moved_in_and_discarded_before_publishing(tmp_path, local_storage):
+    """Tasks move local scratch files below the staging directory (renamed on the same file system) and
+    the driver discards them before the commit: only adopted files are published."""
+    target = tmp_path / "out"
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    with local_storage.publish_dir(str(target)) as out:
+        staging = out.share()
+        for name in ("spilled", "kept"):
+            (scratch / name).write_bytes(name.encode())
+        assert local_storage.put_local_file(str(scratch / "spilled"), f"{staging}/_spilled-x/a/subtask-0", inside=staging) == 7
+        local_storage.put_local_file(str(scratch / "kept"), f"{staging}/keyed-0", inside=staging)
+        assert not list(scratch.iterdir())  # moved, not copied
+        out.discard("_spilled-x")
+        out.discard("_spilled-never-written")
+        out.adopt(["keyed-0"])
+        out.write("_metadata", b"meta")
+    assert sorted(p.name for p in target.iterdir()) == ["_metadata", "keyed-0"]
+    (scratch / "late").write_bytes(b"late")
+    with pytest.raises(StorageError, match="not found"):  # the staging directory was published: never made again
+        local_storage.put_local_file(str(scratch / "late"), f"{staging}/_spilled-x/b", inside=staging)
+
+
+def test_s3_intermediate_files_are_uploaded_and_discarded(s3, s3_storage, bucket, tmp_path):
+    target = f"s3://{bucket}/repaired/sp"
+    (tmp_path / "spilled").write_bytes(b"pieces")
+    with s3_storage.publish_dir(target) as out:
+        staging = out.share()
+        s3_storage.put_local_file(str(tmp_path / "spilled"), f"{staging}/_spilled-x/a/subtask-0", inside=staging)
+        assert "repaired/sp/_spilled-x/a/subtask-0" in s3.keys(bucket) and not (tmp_path / "spilled").exists()
+        out.discard("_spilled-x")
+        out.write("_metadata", b"meta")
+    assert sorted(k for k in s3.keys(bucket) if k.startswith("repaired/sp/") and not k.endswith("/")) == ["repaired/sp/_metadata"]
+
+
 def test_publish_dir_refuses_unsafe_names(tmp_path, local_storage):
     with pytest.raises(StorageError, match="refusing name '../escape'"):
         with local_storage.publish_dir(str(tmp_path / "out")) as out:

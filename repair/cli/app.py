@@ -274,14 +274,17 @@ def write_savepoint(
     parallelism: Optional[int] = typer.Option(None, "--parallelism", metavar="N", min=1, max=32768, help="Subtasks of every keyed operator (default: the source's)."),
     source: Optional[str] = typer.Option(None, "--source", metavar="CHECKPOINT", help="The checkpoint the export was made from, when it is no longer where _export.json says."),
     drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", metavar="UID/STATE", help="UID/STATE: leave this keyed state out (its meta data too). Repeatable."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Write the keyed state as a Spark job on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes writing the keyed state when not on Spark (default: one per core)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Write an export back as a canonical savepoint (the format every state backend restores), _metadata last."""
     from repair.cli.render import render_write_savepoint
     from repair.ops.write_savepoint import write_savepoint as run_write_savepoint
 
+    _say_spark(master)
     result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source,
-                                 drop_states=drop_state or [])
+                                 drop_states=drop_state or [], master=master, workers=workers)
     _show(result, json_output, render_write_savepoint)
 
 
@@ -291,8 +294,8 @@ def rescale(
     out: str = typer.Option(..., "--out", metavar="DIR", help="New savepoint directory to create (must not exist or be empty)."),
     max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", metavar="N", min=1, max=32768, help="The new max parallelism; key groups are recomputed from the keys."),
     parallelism: Optional[int] = typer.Option(None, "--parallelism", metavar="N", min=1, max=32768, help="Subtasks of every keyed operator (default: the checkpoint's)."),
-    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process decoding."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Export and write back as Spark jobs on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes exporting and writing back when not on Spark (default: one per core)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """A checkpoint as a canonical savepoint with a new max parallelism: export and write-savepoint in one, no Parquet kept."""

@@ -35,6 +35,7 @@ directory without its commit file as incomplete, exactly as Flink does.
 
 from __future__ import annotations
 
+import errno
 import functools
 import hashlib
 import os
@@ -575,6 +576,29 @@ class Storage:
             raise
         return size
 
+    def put_local_file(self, local_path: str, uri: str, *, inside: str | None = None) -> int:
+        """Moves the local scratch file ``local_path`` to ``uri`` (replacing a file there); returns its
+        size. On a local disk it is renamed when both are on the same file system (nothing copied, not
+        fsynced: for intermediate files), else its bytes are written with :meth:`write_atomic`
+        (``overwrite=True``, ``inside`` as there) and it is deleted."""
+        location, _ = self._resolve(uri)
+        if location.kind == "local":
+            root = None if inside is None else self._resolve(inside)[0].fs_path.rstrip("/")
+            with _StorageErrors(uri, "move a scratch file into place"):
+                if root is not None and not os.path.isdir(root):
+                    raise FileNotFoundError(f"{root} is gone (its run was aborted or has ended)")
+                _make_parents_below(os.path.dirname(location.fs_path), root)
+                size = os.path.getsize(local_path)
+                try:
+                    os.replace(local_path, location.fs_path)
+                    return size
+                except OSError as error:
+                    if error.errno != errno.EXDEV:
+                        raise
+        size = self.write_atomic(uri, _local_file_chunks(local_path), overwrite=True, inside=inside)
+        os.remove(local_path)
+        return size
+
     def is_new_output(self, uri: str) -> bool:
         """Whether ``uri`` can take a new output directory: it does not exist, is an empty directory, or
         holds an earlier run's incomplete output on an object store (its in-progress marker), which
@@ -649,6 +673,12 @@ def _write_local_natively(fs_path: str, write: Callable[[pa.NativeFile], None]) 
     finally:
         os.close(descriptor)
     return written
+
+
+def _local_file_chunks(path: str, chunk_size: int = DEFAULT_CHUNK_SIZE) -> Iterator[bytes]:
+    with open(path, "rb") as file:
+        while chunk := file.read(chunk_size):
+            yield chunk
 
 
 def _make_parents_below(directory: str, root: str | None) -> None:
@@ -875,6 +905,20 @@ class DirectoryPublisher:
         for name in names:
             resolve_within(self.uri, name)
             self._adopted.add(name.strip("/"))
+
+    def discard(self, name: str) -> None:
+        """Deletes ``name`` (a file or directory below :attr:`staging_uri` that other processes wrote and
+        that is not part of the output, e.g. intermediate files), if it exists."""
+        resolve_within(self.uri, name)
+        if self._state != "open":
+            return
+        fs_path = f"{self._root}/{name.strip('/')}"
+        with _StorageErrors(self.uri, f"delete {name}"):
+            info = self._fs.get_file_info(fs_path)
+            if info.type == pafs.FileType.Directory:
+                self._fs.delete_dir(fs_path)
+            elif info.type != pafs.FileType.NotFound:
+                self._fs.delete_file(fs_path)
 
     def _remove_strays(self) -> None:
         mine = {path[len(self._root) + 1 :] for path in self._written} | self._adopted

@@ -37,9 +37,12 @@ Bad input raises a :class:`~repair.errors.RepairError` naming the file and row (
 not match, a key group outside the max parallelism or a key in the wrong key group, duplicate keys of a
 value or map state, duplicate list indexes, missing raw bytes) and nothing is published.
 
-Memory: the rows are read once, state by state, and spilled to a local scratch file per new subtask
-(each row's key bytes, value bytes and where it came from); then each subtask's entries are collected,
-checked for duplicates, sorted and written. Memory holds one subtask's entries of one operator.
+Tasks and memory (:mod:`repair.ops.write_savepoint.keyed_tasks`): a task per Parquet part spills its
+rows' pieces (key bytes, value bytes, where they came from) per new subtask below the output's staging
+directory; then a task per new subtask deals its pieces into local bucket files by key group and
+writes its stream bucket by bucket, each bucket's entries checked for duplicates and sorted. The tasks
+run in this process, in a process pool (``workers``) or on Spark (``master``). Memory holds one
+bucket's entries (a key group's, for up to 256 key groups per subtask), not a subtask's.
 """
 
 from __future__ import annotations
@@ -47,13 +50,12 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from dataclasses import dataclass, field
-from typing import Iterable, Iterator
+from typing import Iterable
 
 from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
 from repair.formats.flink.changelog.dstl import MetadataChange
 from repair.formats.flink.full_snapshot.canonical_writer import (
-    iter_key_group_stream,
     keyed_meta,
     meta_with_states,
     meta_without_states,
@@ -63,6 +65,7 @@ from repair.formats.flink.full_snapshot.raw_timers import REGISTRATION_ORDER, Ti
 from repair.formats.flink.handles import (
     ByteStreamHandle,
     ChangelogBackendHandle,
+    EmptySegmentFileHandle,
     HandleType,
     IncrementalKeyedHandle,
     KeyGroupRange,
@@ -80,7 +83,9 @@ from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
-from repair.ops.write_savepoint.rows import RowPieces, Spill, part_rows, subtask_entries
+from repair.ops.runner import default_workers, run_tasks
+from repair.ops.write_savepoint.keyed_tasks import SpillTask, StreamTask, spill_part, write_subtask_stream
+from repair.ops.write_savepoint.rows import RowPieces, part_rows
 from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.kryo_generation import mark_kryo_generation
@@ -99,6 +104,9 @@ KEYED_SOURCES = ("incremental-keyed", "full-snapshot-keyed", "changelog-keyed", 
 COPIED_SOURCES = ("operator",)
 #: Metadata versions written (those Flink 1.11 to 2.x restore).
 METADATA_VERSIONS = (3, 4, 5, 6)
+#: Where, below the output's staging directory, an operator's keyed state rows are spilled per new
+#: subtask (``_spilled-<operator id>``, deleted once its streams are written).
+SHUFFLE_DIR = "_spilled"
 # -- results -------------------------------------------------------------------------------------
 
 
@@ -178,6 +186,8 @@ def write_savepoint(
     parallelism: int | None = None,
     source: str | None = None,
     drop_states: Iterable[str] = (),
+    workers: int | None = None,
+    master: str | None = None,
     storage: st.Storage | None = None,
 ) -> WriteSavepointResult:
     """Write the export in ``export_dir`` as a canonical savepoint in ``out`` (a new directory).
@@ -185,7 +195,10 @@ def write_savepoint(
     ``max_parallelism`` and ``parallelism`` (of every keyed operator; default: the source's) re-assign
     key groups and subtasks; ``source`` is the checkpoint the export was made from when it is no longer
     where ``_export.json`` says; ``drop_states`` (``OPERATOR/STATE``: uid, name or operator id, then a
-    keyed state's name) are left out, meta data included.
+    keyed state's name) are left out, meta data included. The keyed state is written by tasks
+    (:mod:`repair.ops.write_savepoint.keyed_tasks`) run on Spark with ``master``, else in ``workers``
+    processes (default: a pool of one per core when there are more than two tasks); the savepoint is
+    the same wherever they run.
     """
     storage = storage or st.default_storage()
     for name, value in (("max_parallelism", max_parallelism), ("parallelism", parallelism)):
@@ -210,7 +223,7 @@ def write_savepoint(
             raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
         drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
-        writer = _Writer(storage, export_dir, snapshot, publisher, result, drops)
+        writer = _Writer(storage, export_dir, snapshot, publisher, result, drops, workers=workers, master=master)
         writer.skipped = [entry for entry in manifest.get("skipped", []) if isinstance(entry, dict)]
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
@@ -258,8 +271,11 @@ class _Writer:
     """Writes the operators of one savepoint into ``publisher``."""
 
     def __init__(self, storage: st.Storage, export_dir: str, snapshot: LoadedSnapshot, publisher: st.DirectoryPublisher,
-                 result: WriteSavepointResult, drops: dict[str, set[str]]):
+                 result: WriteSavepointResult, drops: dict[str, set[str]], *, workers: int | None = None, master: str | None = None):
         self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
+        #: Where the keyed state's tasks run (:func:`~repair.ops.runner.run_tasks`; workers None: a pool when it pays).
+        self.workers, self.master = workers, master
+        self._shared: str | None = None
         #: Keyed states to leave out, by operator id.
         self.drops = drops
         #: The export's ``skipped`` entries (what it could not export, and why).
@@ -282,8 +298,8 @@ class _Writer:
                 raise UsageError(f"operator {label}: subtask {sub.index} finished; savepoints of finished subtasks are not written")
             for slot in ("managed_operator_state", "raw_operator_state", "raw_keyed_state"):
                 handle = getattr(sub, slot)
-                if handle is None:
-                    continue
+                if handle is None or isinstance(handle.delegate, EmptySegmentFileHandle):
+                    continue  # file merging's placeholder for no state: none, as Flink restores it
                 if slot == "raw_keyed_state" and keyed and self._holds_timers(handle):
                     continue  # written as keyed state (_write_keyed)
                 if slot == "raw_keyed_state" and rescaled:
@@ -363,31 +379,48 @@ class _Writer:
             meta = (trimmed, decode_keyed_backend_meta(trimmed))
             written.dropped = sorted(dropped)
         head = uncompressed_meta(meta[0])
-        with scratch_directory("write-savepoint") as scratch, Spill(scratch, new_max, new_parallelism) as spill:
-            self._keyed_pieces(op, exported, meta, written, op.max_parallelism, new_max, spill)
+        parts = self._keyed_parts(op, exported, meta, written)
+        staging = self._staging()
+        shuffle = f"{SHUFFLE_DIR}-{op.operator_id}"
+        spill_tasks = [SpillTask(self.storage, staging, part, meta[0], state_id, op.max_parallelism, new_max, new_parallelism,
+                                 f"{shuffle}/{state_id}-{number}")
+                       for state_id, number, part in parts]
+        try:
+            spilled = self._run(spill_part, spill_tasks)
+            for (state_id, _, _), part in zip(parts, spilled):
+                state = written.states[state_id]
+                state.parts += 1
+                state.rows += part.rows
+                for column, count in part.encoded.items():
+                    state.encoded[column] = state.encoded.get(column, 0) + count
+            names = [(s.state, s.kind) for s in written.states]
+            stream_tasks = []
             for index in range(new_parallelism):
                 start, end = key_group_range_for_operator(new_max, new_parallelism, index)
-                key_groups = KeyGroupRange(start, end - start + 1)
-                entries = subtask_entries(spill.read(index), written.states)
-                offsets: list[int] = []
-                self._write_stream(op, index, key_groups, iter_key_group_stream(head, key_groups, entries, offsets), offsets, subtasks)
+                stream_tasks.append(StreamTask(self.storage, staging, f"keyed-{op.operator_id}-{index}", index,
+                                               KeyGroupRange(start, end - start + 1), head,
+                                               [part.files[index] for part in spilled if index in part.files], names))
+            streams = self._run(write_subtask_stream, stream_tasks)
+        finally:
+            self.publisher.discard(shuffle)
+        for stream in streams:
+            self.publisher.adopt([stream.name])
+            self.result.files += 1
+            for state, count in zip(written.states, stream.entries):
+                state.entries += count
+            subtasks[stream.index].managed_keyed_state = KeyGroupsHandle(
+                HandleType.SAVEPOINT_KEY_GROUPS, stream_tasks[stream.index].key_groups, list(stream.offsets),
+                RelativeFileHandle(stream.name, stream.size))
 
-    def _write_stream(self, op: OperatorState, index: int, key_groups: KeyGroupRange, chunks: Iterator[bytes], offsets: list[int],
-                      subtasks: dict[int, SubtaskState]) -> None:
-        """Write one subtask's key-group stream (``offsets`` is complete once ``chunks`` are consumed)."""
-        name = f"keyed-{op.operator_id}-{index}"
-        size = 0
+    def _staging(self) -> str:
+        """The publisher's staging directory, shared with the tasks."""
+        if self._shared is None:
+            self._shared = self.publisher.share()
+        return self._shared
 
-        def counted() -> Iterator[bytes]:
-            nonlocal size
-            for chunk in chunks:
-                size += len(chunk)
-                yield chunk
-
-        self.publisher.write(name, counted())
-        self.result.files += 1
-        subtasks[index].managed_keyed_state = KeyGroupsHandle(
-            HandleType.SAVEPOINT_KEY_GROUPS, key_groups, list(offsets), RelativeFileHandle(name, size))
+    def _run(self, func, tasks: list) -> list:
+        workers = self.workers if self.workers is not None else (min(default_workers(), len(tasks)) if len(tasks) > 2 else 1)
+        return run_tasks(func, tasks, workers=workers, master=self.master)
 
     def _rewritten(self, handle: OperatorStateHandle, elements: dict[str, list[bytes]], name: str) -> OperatorStateHandle:
         """``handle``'s operator state file with the list states in ``elements`` replaced, written into the
@@ -480,9 +513,9 @@ class _Writer:
                              f"its changelog)")
         return data, decode_keyed_backend_meta(data)
 
-    def _keyed_pieces(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta], written: WrittenOperator,
-                      old_max: int, new_max: int, spill: Spill) -> None:
-        """Every row of the operator's keyed states as a piece of an entry, spilled to its new subtask
+    def _keyed_parts(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta],
+                     written: WrittenOperator) -> list[tuple[int, int, str]]:
+        """The Parquet parts of the operator's keyed states, ``(state id, number, part)`` in state id order
         (``written.states`` gets one :class:`WrittenState` per state, in state id order)."""
         decoded = mark_kryo_generation(self.snapshot, meta[1])  # Kryo values are read and written in the source's generation
         dropped = self.drops.get(op.operator_id, set())
@@ -492,6 +525,7 @@ class _Writer:
             raise UsageError(f"operator {op.operator_uid or op.operator_id}: state {', '.join(map(repr, unknown))} is in the export "
                              f"but not in the keyed meta data of the source's subtasks (registered after their last "
                              f"materialization?), so it has no serializers to write it with")
+        parts = []
         for state_id, info in enumerate(decoded.states):
             entry = states.get(info.name)
             if entry is None:
@@ -500,15 +534,10 @@ class _Writer:
             if entry.get("source") not in KEYED_SOURCES:
                 raise UsageError(f"operator {op.operator_id}: state {info.name!r} was exported from "
                                  f"{entry.get('source')!r}, not from keyed state")
-            state = WrittenState(info.name, info.kind)
-            written.states.append(state)
-            rows = RowPieces(info, decoded.key_serializer, old_max, new_max)
-            for part in self._parts(entry["path"]):
-                state.parts += 1
-                for where, row in part_rows(self.storage, part):
-                    state.rows += 1
-                    spill.add(state_id, rows.piece(row, where))
-            state.encoded = rows.encoded
+            written.states.append(WrittenState(info.name, info.kind))
+            RowPieces(info, decoded.key_serializer, op.max_parallelism, written.max_parallelism)  # refuses what no task can write
+            parts.extend((state_id, number, part) for number, part in enumerate(self._parts(entry["path"])))
+        return parts
 
     def _parts(self, path: str) -> list[str]:
         directory = st.resolve_within(self.export_dir, path)
@@ -541,7 +570,7 @@ def rescale(
 ) -> WriteSavepointResult:
     """``checkpoint`` (a snapshot, or a job root's newest) as a canonical savepoint in ``out`` with a new
     max parallelism and/or parallelism: exported to a local scratch directory (deleted afterwards, on
-    Spark with ``master``) and written back. The result's ``export`` is None."""
+    Spark with ``master``, or in ``workers`` processes) and written back likewise. The result's ``export`` is None."""
     from repair.ops.export.job import export
 
     if max_parallelism is None and parallelism is None:
@@ -556,6 +585,6 @@ def rescale(
         exported = st.join(scratch, "export")
         export(checkpoint, exported, master=master, workers=workers, storage=storage)
         result = write_savepoint(exported, out, max_parallelism=max_parallelism, parallelism=parallelism,
-                                 source=checkpoint, storage=storage)
+                                 source=checkpoint, workers=workers, master=master, storage=storage)
     result.export = None
     return result
