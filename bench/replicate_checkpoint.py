@@ -97,6 +97,7 @@ def replicate_metadata(metadata: CheckpointMetadata, copies: int, copy_of) -> tu
                 files.append((source, target))
                 return new_handle
 
+            # every handle of this operator (all its slots), mapped as repair relocate maps a whole file
             holder = CheckpointMetadata(metadata.version, metadata.checkpoint_id, [], [op], dialect=metadata.dialect)
             holder.map_stream_handles(retarget)
             operators.append(op)
@@ -155,8 +156,9 @@ def replicate(source: Path, copies: int, out: Path, *, log=print) -> dict:
         raise
     tables = [final_root / target for _, target in files]
     tables = [p for p in tables if p.parent.name == "shared" and make_checkpoint.is_block_based_table(p)]
-    new_info = {
-        **(info or {}),
+    new_info = {  # the keys of bench/make_checkpoint.py's bench.json that hold for the copy; the source's under "source"
+        "flink_version": (info or {}).get("flink_version"),
+        "parallelism": (info or {}).get("parallelism"),
         "job_id": job_id,
         "checkpoint": f"checkpoints/{job_id}/{chk}",
         "replicated_from": str(checkpoint),
@@ -166,6 +168,7 @@ def replicate(source: Path, copies: int, out: Path, *, log=print) -> dict:
         "sst_bytes": sum(p.stat().st_size for p in tables),
         "generation_seconds": round(time.time() - started, 1),
         "subsumed_left": [],
+        "source": info,
     }
     (out / "bench.json").write_text(json.dumps(new_info, indent=2) + "\n")
     log(f"wrote {out} in {new_info['generation_seconds']:.0f} s: {new_info['sst_files']} SST files, {new_info['sst_bytes'] / 1e9:.2f} GB")
