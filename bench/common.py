@@ -51,6 +51,8 @@ class Variant:
     #: Peak of the summed resident set sizes of all processes of each run (kB), sampled every 0.1 s:
     #: what the whole variant held at once (pool workers, Spark's JVM and Python workers together).
     tree_rss_kb: list[int] = field(default_factory=list)
+    #: The 1-minute load average of the machine when each run started (``/proc/loadavg``).
+    loads: list[float] = field(default_factory=list)
     error: str | None = None
 
     @property
@@ -118,6 +120,7 @@ def run_variant(variant: Variant) -> list[str]:
     """
     import subprocess
 
+    load = os.getloadavg()[0]
     started = time.perf_counter()
     processes = [
         subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO)
@@ -138,6 +141,7 @@ def run_variant(variant: Variant) -> list[str]:
     variant.inner.append(max((worker_seconds(out) or 0.0 for out in stdouts), default=None) if variant.worker else None)
     variant.max_rss_kb.append(max(usage.ru_maxrss for _, _, usage in outputs))
     variant.tree_rss_kb.append(memory.peak_kb)
+    variant.loads.append(load)
     return stdouts
 
 
@@ -190,6 +194,31 @@ def run_all(variants: list[Variant], runs: int, *, after_run: Callable[[Variant,
             else:
                 print(f"run {run + 1}: {v.name}: {v.walls[-1]:.2f} s", flush=True)
     return load_before, os.getloadavg()[0]
+
+
+def measured(variants: list[Variant], name: str) -> Variant | None:
+    """The variant called ``name`` if it ran at least once."""
+    return next((v for v in variants if v.name == name and v.walls), None)
+
+
+def print_speedups(variants: list[Variant], pairs: list[tuple[str, str, str]]) -> dict[str, float]:
+    """For each ``(label, baseline, other)`` whose variants both ran: print ``label = N.NNx``, the median
+    wall time of ``baseline`` over that of ``other`` (how many times faster ``other`` is). Returns them."""
+    import statistics
+
+    found = {}
+    for label, baseline, other in pairs:
+        base, faster = measured(variants, baseline), measured(variants, other)
+        if base and faster:
+            found[label] = statistics.median(base.walls) / statistics.median(faster.walls)
+            print(f"{label} = {found[label]:.2f}x")
+    return found
+
+
+def write_results(path: Path | None, results: dict) -> None:
+    """Write a bench's results as JSON to ``path`` (nothing when None)."""
+    if path is not None:
+        path.write_text(json.dumps(results, indent=2) + "\n")
 
 
 def spread(variants: list[Variant]) -> float:

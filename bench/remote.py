@@ -37,7 +37,7 @@ BENCH = Path(__file__).resolve().parent
 sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
-from common import Variant, json_document, machine, repair_command, run_all  # noqa: E402
+from common import Variant, json_document, machine, print_speedups, repair_command, run_all, write_results  # noqa: E402
 
 
 def _s3_env(endpoint: str) -> list[str]:
@@ -137,15 +137,10 @@ def main(argv: list[str] | None = None) -> int:
             median = statistics.median(v.walls)
             print(f"{v.name:40s} median {median:7.2f} s  {sst_bytes / 1e6 / median:7.1f} MB/s  CPU {statistics.median(v.cpus):6.2f} s  "
                   f"runs {', '.join(f'{w:.2f}' for w in v.walls)}")
-    for work in ("verify", "fallback", "export"):
-        local = next((v for v in variants if v.name == f"{work}, local disk" and v.walls), None)
-        if local is None:
-            continue
-        for v in variants:
-            if v.name.startswith(work + ",") and v is not local and v.walls:
-                print(f"{work}: {v.name.split(', ', 1)[1]} / local throughput = {statistics.median(local.walls) / statistics.median(v.walls):.2f}x")
-    if args.results:
-        args.results.write_text(json.dumps(results, indent=2) + "\n")
+    print_speedups(variants, [(f"{work}: {v.name.split(', ', 1)[1]} / local throughput", f"{work}, local disk", v.name)
+                              for work in ("verify", "fallback", "export") for v in variants
+                              if v.name.startswith(work + ",") and v.name != f"{work}, local disk"])
+    write_results(args.results, results)
     return 0
 
 
