@@ -42,6 +42,7 @@ sys.path.insert(0, str(BENCH.parent))
 sys.path.insert(0, str(BENCH))
 
 import make_checkpoint  # noqa: E402
+
 from repair.formats.flink.handles import FileHandle, RelativeFileHandle  # noqa: E402
 from repair.formats.flink.keygroups import operator_id_for_uid  # noqa: E402
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, decode_metadata, encode_metadata  # noqa: E402

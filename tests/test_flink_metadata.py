@@ -46,7 +46,14 @@ from repair.formats.flink.metadata import (
     encode_metadata,
 )
 from tests._flink_state_files import SAMPLES, all_metadata, fixture_dirs, fixture_info, local_file, metadata_id
-from tests.conftest import FIXTURE_NAMES, checkpoint_parallelism, fixture_spec, logs_state_changes, materialized, timers_in_raw_keyed_state
+from tests.conftest import (
+    FIXTURE_NAMES,
+    checkpoint_parallelism,
+    fixture_spec,
+    logs_state_changes,
+    materialized,
+    timers_in_raw_keyed_state,
+)
 
 REAL = all_metadata()
 #: Those of the DataStream fixture job, whose fixture.json names uids and states.

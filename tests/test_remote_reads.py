@@ -17,8 +17,8 @@ import threading
 import pytest
 
 from repair.errors import StorageError
-from repair.io.resolved import IN_FLIGHT
 from repair.io import storage as storage_module
+from repair.io.resolved import IN_FLIGHT
 from repair.io.storage import ByteBudget, Storage
 from repair.ops.export.job import export
 from repair.ops.fallback import fallback

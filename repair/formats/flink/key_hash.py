@@ -12,14 +12,14 @@ JDK types (:class:`RawKeyHash`: the class is read from the bytes; other classes 
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
 import math
 import struct
+from dataclasses import dataclass
 from typing import Any, Callable
 
-from repair.formats.flink.keygroups import assign_key_group, java_int_hash, java_long_hash, java_string_hash
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
+from repair.formats.flink.keygroups import assign_key_group, java_int_hash, java_long_hash, java_string_hash
 from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT, SerializerSnapshot
 
 _B = "org.apache.flink.api.common.typeutils.base."

@@ -26,7 +26,13 @@ from typing import Any, Callable
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.kryo import Registrations
 from repair.formats.flink.kryo_encoder import KryoEncodeError, encode_like
-from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, KRYO_GENERATION, KRYO_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink.serializers import (
+    COMPOSITE_SNAPSHOTS,
+    KRYO_GENERATION,
+    KRYO_SNAPSHOT,
+    TTL_AWARE_SNAPSHOT,
+    SerializerSnapshot,
+)
 from repair.formats.flink.value_encoders import Encode, EncodeError, encoder_for
 from repair.formats.flink.values import Timer, TtlValue, decoder_for
 

@@ -82,9 +82,9 @@ from repair.io.layout import discover
 from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
-from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.write_savepoint.keyed_tasks import SpillTask, StreamTask, spill_part, write_subtask_stream
+from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
 from repair.ops.write_savepoint.rows import RowPieces, part_rows
 from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
