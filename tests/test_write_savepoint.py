@@ -287,6 +287,31 @@ def test_rescale_is_export_and_write_savepoint_in_one(default_export, tmp_path, 
         rescale(str(_root(DEFAULT)), str(tmp_path / "other"))
 
 
+def test_rescale_with_scratch_writes_the_same_savepoint_and_leaves_the_scratch_directory_empty(tmp_path, read_only_guard):
+    """``--scratch DIR``: the intermediate export below DIR (on a Spark cluster, storage every executor
+    reads), deleted afterwards; the savepoint is the one written with local scratch space."""
+    from repair.ops.write_savepoint import rescale
+
+    root = str(read_only_guard(_root(DEFAULT)))
+    rescale(root, str(tmp_path / "local"), max_parallelism=256, parallelism=3)
+    (tmp_path / "scratch").mkdir()
+    rescale(root, str(tmp_path / "shared"), max_parallelism=256, parallelism=3, scratch=str(tmp_path / "scratch"))
+    assert _files(tmp_path / "shared") == _files(tmp_path / "local")
+    assert list((tmp_path / "scratch").iterdir()) == []
+    with pytest.raises(UsageError, match="needs --scratch DIR"):  # before any Spark starts
+        rescale(root, str(tmp_path / "cluster"), max_parallelism=256, master="spark://127.0.0.1:1")
+    assert not (tmp_path / "cluster").exists()
+
+
+def test_rescale_with_scratch_on_s3_leaves_nothing_there(s3, s3_storage, tmp_path):
+    from repair.ops.write_savepoint import rescale
+
+    bucket = s3.new_bucket({"keep/readme": b"the user's"})
+    rescale(str(_root(DEFAULT)), str(tmp_path / "sp"), max_parallelism=256, scratch=f"s3://{bucket}/tmp", storage=s3_storage)
+    assert decode_metadata((tmp_path / "sp" / "_metadata").read_bytes()).operators[0].max_parallelism == 256
+    assert [k for k in s3.keys(bucket) if not k.endswith("/")] == ["keep/readme"]
+
+
 def test_from_and_to_s3_the_same_savepoint(s3, s3_storage, default_export, tmp_path):
     """The export and the source checkpoint on S3, the savepoint written to S3: the same files as locally."""
     root = _root(DEFAULT)

@@ -296,6 +296,7 @@ def rescale(
     parallelism: Optional[int] = typer.Option(None, "--parallelism", metavar="N", min=1, max=32768, help="Subtasks of every keyed operator (default: the checkpoint's)."),
     master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Export and write back as Spark jobs on this master (local[*], spark://host:port)."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes exporting and writing back when not on Spark (default: one per core)."),
+    scratch: Optional[str] = typer.Option(None, "--scratch", metavar="DIR", help="Where the intermediate export goes (default: local scratch space); on a Spark cluster, a directory every executor reads (s3://, hdfs://)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """A checkpoint as a canonical savepoint with a new max parallelism: export and write-savepoint in one, no Parquet kept."""
@@ -303,7 +304,8 @@ def rescale(
     from repair.ops.write_savepoint import rescale as run_rescale
 
     _say_spark(master)
-    result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers)
+    result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers,
+                         scratch=scratch)
     _show(result, json_output, render_write_savepoint)
 
 

@@ -867,7 +867,7 @@ class DirectoryPublisher:
             self._fs.delete_file(self._marker_path)
 
     def __exit__(self, exc_type, error, traceback) -> None:
-        if error is None:
+        if error is None and self._state != "aborted":  # aborted in the block on purpose: nothing to publish
             self.commit()
         else:
             self.abort()

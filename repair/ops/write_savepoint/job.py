@@ -48,9 +48,11 @@ bucket's entries (a key group's, for up to 256 key groups per subtask), not a su
 from __future__ import annotations
 
 import json
+import secrets
 from collections import defaultdict
+from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Iterator
 
 from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
@@ -566,25 +568,51 @@ def rescale(
     parallelism: int | None = None,
     master: str | None = None,
     workers: int | None = None,
+    scratch: str | None = None,
     storage: st.Storage | None = None,
 ) -> WriteSavepointResult:
     """``checkpoint`` (a snapshot, or a job root's newest) as a canonical savepoint in ``out`` with a new
-    max parallelism and/or parallelism: exported to a local scratch directory (deleted afterwards, on
-    Spark with ``master``, or in ``workers`` processes) and written back likewise. The result's ``export`` is None."""
+    max parallelism and/or parallelism: exported to an intermediate directory (deleted afterwards, on
+    Spark with ``master``, or in ``workers`` processes) and written back likewise. The result's ``export`` is None.
+
+    The intermediate export is in local scratch space, or below ``scratch`` (a directory URI that every
+    Spark executor reads, e.g. on S3 or HDFS: needed with a Spark cluster whose executors run on other hosts)."""
     from repair.ops.export.job import export
 
     if max_parallelism is None and parallelism is None:
         raise UsageError("rescale needs a new max parallelism or parallelism (or both)")
+    if master is not None and not master.startswith("local") and scratch is None:
+        raise UsageError(f"rescale on the Spark cluster {master} needs --scratch DIR: a directory every executor "
+                         "reads (e.g. s3://bucket/tmp) for the intermediate export; local scratch space is one host's")
     storage = storage or st.default_storage()
     layout = discover(checkpoint, storage)
     ref = layout.snapshots[-1]
     st.refuse_output_inside(out, {layout.root or ref.directory, ref.directory})
+    if scratch is not None:
+        st.refuse_output_inside(scratch, {layout.root or ref.directory, ref.directory})
     if not storage.is_new_output(out):
         raise UsageError(f"{out} already exists and is not empty; the savepoint goes to a new directory")
-    with scratch_directory("rescale") as scratch:
-        exported = st.join(scratch, "export")
+    with _intermediate_directory(scratch, storage) as intermediate:
+        exported = st.join(intermediate, "export")
         export(checkpoint, exported, master=master, workers=workers, storage=storage)
         result = write_savepoint(exported, out, max_parallelism=max_parallelism, parallelism=parallelism,
                                  source=checkpoint, workers=workers, master=master, storage=storage)
     result.export = None
     return result
+
+
+@contextmanager
+def _intermediate_directory(scratch: str | None, storage: st.Storage) -> Iterator[str]:
+    """A new directory for rescale's intermediate export, deleted on exit: local scratch space, or
+    below ``scratch`` as the staging area of a publisher that never publishes (its clean-up deletes
+    everything written there, and a later run deletes what a killed one left on local disks and HDFS)."""
+    if scratch is None:
+        with scratch_directory("rescale") as directory:
+            yield directory
+        return
+    area = storage.publish_dir(st.join(scratch, f"repair-rescale-{secrets.token_hex(4)}"), commit_file=None)
+    with area:
+        try:
+            yield area.share()
+        finally:
+            area.abort()
