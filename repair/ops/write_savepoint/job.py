@@ -76,6 +76,7 @@ from repair.formats.flink.handles import (
     RelativeFileHandle,
 )
 from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
+from repair.formats.flink.kryo import generation_of_metadata_version
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
 from repair.formats.flink.operator_state import replace_states
 from repair.formats.flink.savepoint_properties import savepoint_trailer
@@ -384,8 +385,9 @@ class _Writer:
         parts = self._keyed_parts(op, exported, meta, written)
         staging = self._staging()
         shuffle = f"{SHUFFLE_DIR}-{op.operator_id}"
+        generation = generation_of_metadata_version(self.snapshot.metadata.version)
         spill_tasks = [SpillTask(self.storage, staging, part, meta[0], state_id, op.max_parallelism, new_max, new_parallelism,
-                                 f"{shuffle}/{state_id}-{number}")
+                                 f"{shuffle}/{state_id}-{number}", generation)
                        for state_id, number, part in parts]
         try:
             spilled = self._run(spill_part, spill_tasks)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+from repair.formats.flink.backend_meta import decode_keyed_backend_meta, set_meta_kryo_generation
 from repair.formats.flink.full_snapshot.canonical_writer import iter_key_group_stream
 from repair.formats.flink.handles import KeyGroupRange
 from repair.io import storage as st
@@ -50,6 +50,8 @@ class SpillTask:
     parallelism: int
     #: Where below ``staging`` the part's spilled files go (``<prefix>/subtask-<index>``).
     prefix: str
+    #: The Kryo generation of the source's Flink (its Kryo values are read and written in it), or None.
+    kryo_generation: int | None = None
 
 
 @dataclass
@@ -63,6 +65,8 @@ class SpilledPart:
 
 def spill_part(task: SpillTask) -> SpilledPart:
     meta = decode_keyed_backend_meta(task.meta)
+    if task.kryo_generation is not None:
+        set_meta_kryo_generation(meta, task.kryo_generation)
     pieces = RowPieces(meta.states[task.state_id], meta.key_serializer, task.old_max, task.new_max)
     rows = 0
     files: dict[int, str] = {}
