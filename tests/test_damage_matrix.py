@@ -117,20 +117,20 @@ def test_a_file_nobody_may_read_is_unknown_and_agrees_only_with_a_refusal(tmp_pa
     unreadable = sorted((prepared.chk_dir / "shared").iterdir())[0]  # a file the checkpoint references
     real_open = st.Storage.open_input
 
-    def open_input(self, uri):
+    def open_input(self, uri, **options):
         if uri.endswith(unreadable.name):
             raise PermissionError(13, "Permission denied", uri)
-        return real_open(self, uri)
+        return real_open(self, uri, **options)
 
-    monkeypatch.setattr(st.Storage, "open_input", lambda self, uri: _as_storage_error(open_input, self, uri))
+    monkeypatch.setattr(st.Storage, "open_input", lambda self, uri, **options: _as_storage_error(open_input, self, uri, **options))
     ours, kinds = judge(prepared)
     assert (ours, kinds) == ("unknown", ["unreadable"])
     assert agrees(ours, "error") and not agrees(ours, "ok")
     assert fallback(str(prepared.root)).chosen is None
 
 
-def _as_storage_error(open_input, storage, uri):
+def _as_storage_error(open_input, storage, uri, **options):
     from repair.io.storage import _StorageErrors
 
     with _StorageErrors(uri, "open for reading"):
-        return open_input(storage, uri)
+        return open_input(storage, uri, **options)

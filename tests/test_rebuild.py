@@ -137,9 +137,14 @@ def test_real_flink_restores_a_rebuilt_changelog_checkpoint(tmp_path):
     the changes applied. Freshly generated: a changelog checkpoint names the DSTL files where Flink
     wrote them."""
     spec = SPECS["flink-1.20-changelog"]
-    fresh = generate(spec, tmp_path / "fresh", staging=tmp_path / "staging")
-    root = tmp_path / "staging" / "checkpoints" / spec.name / fixture_info(fresh)["job_id"]
-    newest = damage.checkpoint_ids(root)[-1]
+    for attempt in range(3):  # the newest checkpoint must hold changes logged since its materialization (timing)
+        fresh = generate(spec, tmp_path / f"fresh-{attempt}", staging=tmp_path / f"staging-{attempt}")
+        root = tmp_path / f"staging-{attempt}" / "checkpoints" / spec.name / fixture_info(fresh)["job_id"]
+        newest = damage.checkpoint_ids(root)[-1]
+        if any(_dstl_files(h) for h in _changelog_handles(decode_metadata((root / f"chk-{newest}" / "_metadata").read_bytes())).values()):
+            break
+    else:
+        pytest.fail("three runs of the changelog job checkpointed nothing logged since a materialization")
     records = state_model.read_records(fresh / "records.tsv")
     restore = dict(parallelism=spec.parallelism, max_parallelism=spec.max_parallelism, state_backend=spec.state_backend,
                    extra_conf=spec.extra)
@@ -152,10 +157,7 @@ def test_real_flink_restores_a_rebuilt_changelog_checkpoint(tmp_path):
 
     source = decode_metadata((root / f"chk-{newest}" / "_metadata").read_bytes())
     rebuilt = decode_metadata((tmp_path / "out" / f"chk-{newest}" / "_metadata").read_bytes())
-    changelog = lambda metadata: {(op.operator_id, sub.index): sub.managed_keyed_state  # noqa: E731
-                                  for op in metadata.operators for sub in op.subtasks
-                                  if isinstance(sub.managed_keyed_state, ChangelogBackendHandle)}
-    before, after = changelog(source), changelog(rebuilt)
+    before, after = _changelog_handles(source), _changelog_handles(rebuilt)
     assert before.keys() == after.keys()
     target = (result.rebuilt[0].operator, result.rebuilt[0].subtask)
     for key, handle in after.items():
@@ -169,6 +171,12 @@ def test_real_flink_restores_a_rebuilt_changelog_checkpoint(tmp_path):
     expected = json.loads((fresh / "expected.json").read_text())
     assert restored["keyed"] == expected["keyed"]
     assert restored["operator"] == expected["operator"]
+
+
+def _changelog_handles(metadata) -> dict:
+    """``(operator id, subtask) -> ChangelogBackendHandle`` of a checkpoint's metadata."""
+    return {(op.operator_id, sub.index): sub.managed_keyed_state for op in metadata.operators for sub in op.subtasks
+            if isinstance(sub.managed_keyed_state, ChangelogBackendHandle)}
 
 
 def _dstl_files(handle: ChangelogBackendHandle) -> list:
