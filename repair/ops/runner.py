@@ -56,7 +56,7 @@ def run_tasks(
                 if on_done:
                     on_done(task, result)
         return results
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks))) as pool:
+    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_die_with_parent) as pool:
         results = []
         try:
             if threads > 1:  # each process runs groups of ``threads`` tasks at once
@@ -140,6 +140,23 @@ def _unwrap(result):
     if isinstance(result, _Failure):
         result.raise_again()
     return result
+
+
+def _die_with_parent() -> None:
+    """In a pool worker: on Linux, be killed when the process that started the pool dies (killed with
+    SIGKILL it cannot stop its workers), so no worker goes on writing, or holding scratch space that a
+    rerun must then leave alone because its owner still runs. Best effort elsewhere."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+    if os.getppid() == 1:  # the parent died before the call above
+        os._exit(1)
 
 
 def default_workers() -> int:
