@@ -150,30 +150,28 @@ class RowPieces:
         return data, value, True
 
     def _edited(self, row: dict, name: str, raw: bytes) -> bool:
-        """Whether the JSON text of column ``name`` is no longer what export wrote for ``raw``."""
-        try:
-            self._refuse_edited_json_text(row, name, raw, "")
-        except FormatError:
-            return True
-        return False
-
-    def _refuse_edited_json_text(self, row: dict, name: str, raw: bytes, where: str) -> None:
-        """A column exported as JSON text is not read back (nothing here encodes from it): its raw bytes
-        are written. Text that is no longer what export wrote for them is an edit that would be lost."""
+        """Whether the JSON text of column ``name`` is no longer what export wrote for ``raw`` (text of
+        bytes export could not decode either is not theirs: not an edit)."""
         text = row.get(JSON_TEXT + name)
         if text is None:
-            return
+            return False
         try:
             value = self.columns[name].decode(raw)
         except RepairError:
-            return  # export could not decode them either: its text is not theirs
+            return False
         if isinstance(value, TtlValue):  # the column holds the user value; ttl_timestamp its own column
             value = value.value
         elif isinstance(value, Timer):  # a timer's raw key holds timestamp, key and namespace: the column its key
             value = value.key
-        if json_text(value) != text:
+        return json_text(value) != text
+
+    def _refuse_edited_json_text(self, row: dict, name: str, raw: bytes, where: str) -> None:
+        """A column exported as JSON text is not read back (nothing here encodes from it): its raw bytes
+        are written. Text that is no longer what export wrote for them is an edit that would be lost."""
+        if self._edited(row, name, raw):
             raise FormatError(name, 0, f"the JSON text export wrote for {self.columns[name].raw} (JSON columns are not read "
-                              f"back: change {self.columns[name].raw} itself, or remove the row)", text).in_source(where)
+                              f"back: change {self.columns[name].raw} itself, or remove the row)",
+                              row[JSON_TEXT + name]).in_source(where)
 
     def _key_group(self, row: dict, key: Any, key_raw: bytes, changed: bool, where: str) -> int:
         """The row's key group for the new max parallelism: computed from the key when its hash is known
