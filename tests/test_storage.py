@@ -667,3 +667,36 @@ def test_default_storage_from_environment(s3, bucket, monkeypatch):
     assert storage_module.read_bytes(f"s3a://{bucket}/flink/chk-1/shared/a.sst") == b"A" * 100
     assert storage_module.exists(f"s3a://{bucket}/flink/chk-1")
     assert storage_module.stat(f"s3a://{bucket}/flink/chk-1/shared/b.sst").size == 0
+
+
+def _zombie() -> "subprocess.Popen":
+    """A child that has ended and is not reaped yet: what a killed run's orphaned pool workers stay
+    in a container whose first process reaps no orphans."""
+    import subprocess
+    import time
+
+    child = subprocess.Popen(["true"])
+    deadline = time.monotonic() + 30
+    while Path(f"/proc/{child.pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z":
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    return child
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="zombies are read from /proc")
+def test_a_run_whose_process_ended_unreaped_counts_as_gone_and_its_scratch_is_removed(tmp_path):
+    from repair.io.resolved import remove_abandoned_scratch
+    from repair.io.storage import owner_tag, writer_is_gone
+
+    host = owner_tag().partition("-")[0]
+    child = _zombie()
+    try:
+        dead = tmp_path / f"repair-sst-{host}-{child.pid}-abc123"
+        alive = tmp_path / f"repair-sst-{host}-{os.getppid()}-def456"
+        dead.mkdir(), alive.mkdir()
+        assert writer_is_gone(f"{host}-{child.pid}")
+        assert not writer_is_gone(f"{host}-{os.getppid()}")
+        assert remove_abandoned_scratch(str(tmp_path)) == [str(dead)]
+        assert alive.is_dir() and not dead.exists()
+    finally:
+        child.wait()

@@ -730,7 +730,18 @@ def writer_is_gone(owner: str) -> bool:
         return True
     except OSError:  # exists, owned by someone else
         return False
-    return False
+    return _is_zombie(int(pid))
+
+
+def _is_zombie(pid: int) -> bool:
+    """Whether ``pid`` has ended but was never reaped. A killed run's pool workers are orphans, and a
+    container's first process often reaps no orphans: they stay zombies, which signal 0 still reaches."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rpartition(b")")[2].split()
+    except OSError:  # no /proc (not Linux), or the process just went
+        return False
+    return bool(fields) and fields[0] in (b"Z", b"X")
 
 
 def _remove_abandoned_staging(fs: pafs.FileSystem, target: str) -> list[str]:
