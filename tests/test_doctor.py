@@ -175,3 +175,32 @@ def test_a_misspelled_key_is_flagged_with_the_key_meant():
     misspelled = {f.key: f.fix for f in result.findings if f.check == "misspelled-key"}
     assert misspelled == {"state.backend.typ": "did you mean state.backend.type?",
                           "state.checkpoints.num-retaned": "did you mean state.checkpoints.num-retained?"}
+
+
+@pytest.mark.slow  # runs the fixture job in real Flink 1.20
+def test_real_flink_ignores_a_misspelled_key_silently(tmp_path):
+    """What ``misspelled-key`` rests on: Flink neither refuses nor warns about a key it does not have;
+    the setting meant simply does not apply. The fixture job, told to take incremental checkpoints
+    under a misspelled key only, runs and takes full ones (Flink's default)."""
+    from fixtures import state_model
+    from fixtures.flink_harness import JobSettings, ensure_flink, run_fixture_job
+    from repair.formats.flink.handles import IncrementalKeyedHandle
+    from repair.formats.flink.metadata import decode_metadata
+
+    misspelled = "execution.checkpointing.incremantal"
+    assert _finding(doctor(f"{misspelled}: true\n", flink_version="1.20"), "misspelled-key").fix == "did you mean execution.checkpointing.incremental?"
+
+    records = tmp_path / "records.tsv"
+    state_model.write_records(state_model.read_records(REPO / "fixtures" / "flink-1.20-default" / "records.tsv")[:300], records)
+    settings = JobSettings(checkpoint_dir=tmp_path / "checkpoints", incremental=False, rocksdb_local_dir=tmp_path / "rocksdb",
+                           extra_conf={misspelled: "true"})
+    run_fixture_job(ensure_flink("1.20.3"), "generate", settings, {"--records": str(records), "--log": str(tmp_path / "run.json")})
+
+    metadata = sorted((tmp_path / "checkpoints").glob("*/chk-*/_metadata"), key=lambda p: int(p.parent.name[4:]))
+    assert metadata, "the job took no checkpoint"
+    keyed = [sub.managed_keyed_state for op in decode_metadata(metadata[-1].read_bytes()).operators
+             for sub in op.subtasks if sub.managed_keyed_state is not None]
+    # A full RocksDB checkpoint is a native one that shares nothing: every SST is private to it.
+    assert keyed and all(isinstance(h, IncrementalKeyedHandle) for h in keyed)
+    assert not any(h.shared for h in keyed), "Flink took incremental checkpoints: it read the misspelled key"
+    assert any(f.local_path.endswith(".sst") for h in keyed for f in h.private)
