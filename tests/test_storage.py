@@ -6,6 +6,8 @@ import os
 import pickle
 import posixpath
 import stat as stat_module
+import subprocess
+import time
 from pathlib import Path
 
 import pyarrow as pa
@@ -669,12 +671,9 @@ def test_default_storage_from_environment(s3, bucket, monkeypatch):
     assert storage_module.stat(f"s3a://{bucket}/flink/chk-1/shared/b.sst").size == 0
 
 
-def _zombie() -> "subprocess.Popen":
+def _zombie() -> subprocess.Popen:
     """A child that has ended and is not reaped yet: what a killed run's orphaned pool workers stay
     in a container whose first process reaps no orphans."""
-    import subprocess
-    import time
-
     child = subprocess.Popen(["true"])
     deadline = time.monotonic() + 30
     while Path(f"/proc/{child.pid}/stat").read_bytes().rpartition(b")")[2].split()[0] != b"Z":

@@ -346,3 +346,19 @@ def test_a_heap_state_without_a_known_serializer_is_a_warning_not_an_error(monke
     assert all(f.message.startswith("states not checked: ") for f in result.findings)
     assert all(any(repr(name) in f.message.split(";")[0] for name in hidden) for f in result.findings)
     assert result.ok
+
+
+@pytest.mark.parametrize(("fixture", "share"), [
+    ("flink-1.20-heap", "all"),  # heap key groups and operator state, no snapshot compression
+    ("flink-2.1-heap-p3-snappy", "none"),  # the same with snapshot compression: Snappy's CRC-32C per chunk
+    ("flink-1.20-default", "some"),  # SSTs and MANIFESTs checksummed; operator state is not
+])
+def test_bytes_no_checksum_covers_are_counted_and_said(fixture, share, capsys):
+    """What verify cannot see (a byte changed inside a value no checksum covers: damage matrix, heap
+    key-groups/flipped) it says, in bytes, beside what it checked."""
+    root = str(damage.checkpoint_root(FIXTURES / fixture))
+    checked = verify(root).to_json()["checked"]
+    without = checked["bytes_without_checksum"]
+    assert {"all": without == checked["bytes"], "none": without == 0, "some": 0 < without < checked["bytes"] / 100}[share]
+    assert main(["verify", root]) == 0
+    assert ("carry no checksum" in capsys.readouterr().out) == (share != "none")

@@ -140,6 +140,10 @@ def render_verify(result) -> None:
         f"verified {checked['checkpoints']} snapshot(s), {checked['files']} files, {human_bytes(checked['bytes'])}, "
         f"{checked['blocks']} blocks: {status}", markup=True,
     )
+    if checked["bytes_without_checksum"]:
+        console.print(f"{human_bytes(checked['bytes_without_checksum'])} of them carry no checksum (key groups, operator state or "
+                      "changelogs written without snapshot compression): every record was decoded, but a changed byte "
+                      "inside a value cannot be seen")
     if result.unknown:
         console.print("[yellow]some files could not be read (a storage fault, not damage): those verdicts are unknown; "
                       f"retry when the store answers, e.g. repair --retry-budget 600 verify {escape(result.path)}[/]", markup=True)

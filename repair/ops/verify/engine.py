@@ -192,6 +192,8 @@ class VerifyResult:
     files: int = 0
     bytes: int = 0
     blocks: int = 0
+    #: Of ``bytes``, those no checksum covers (see :attr:`FileResult.bytes_without_checksum`).
+    bytes_without_checksum: int = 0
 
     @property
     def ok(self) -> bool:
@@ -214,6 +216,7 @@ class VerifyResult:
                 "files": self.files,
                 "bytes": self.bytes,
                 "blocks": self.blocks,
+                "bytes_without_checksum": self.bytes_without_checksum,
             },
             "snapshots": [s.to_json() for s in self.snapshots],
             "findings": [f.to_json() for f in self.findings],
@@ -628,6 +631,7 @@ def _assemble(
         files=sum(1 for r in results.values() if r.task.inline is None),
         bytes=sum(r.bytes_checked for r in results.values()),
         blocks=sum(r.blocks_checked for r in results.values()),
+        bytes_without_checksum=sum(r.bytes_without_checksum for r in results.values()),
     )
 
 
