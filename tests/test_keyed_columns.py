@@ -769,7 +769,7 @@ def test_per_type_chars_lists_and_maps_of_real_flink_are_read_column_wise(name):
             fields = [decoder.key, decoder.namespace, decoder.value] + ([decoder.user_key] if stream.kind == "map" else [])
             assert not any(f.last_only for f in fields), stream.name
             for keys, values in entries.batches:
-                batch = _both(stream.meta, entries.key_serializer, list(zip(keys, values)), entries.max_parallelism,
+                batch = _both(stream.meta, entries.key_serializer, list(zip(keys.to_pylist(), values.to_pylist())), entries.max_parallelism,
                               (entries.key_groups.start, entries.key_groups.end))
                 seen[stream.name] = seen.get(stream.name, 0) + batch.num_rows
     assert sorted(seen) == sorted(PER_TYPE_STATES) and all(seen.values()), seen
