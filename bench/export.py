@@ -394,15 +394,15 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
     stages: dict[str, float] = {}
     counts: dict[str, int] = {}
 
-    started = time.perf_counter()
+    started = time.process_time()
     entries = 0
     for stream in iter_incremental_handle(snapshot, storage, handle, op.max_parallelism, engine="rocksdb"):
         for keys, _ in stream.entries.batches:
             entries += len(keys)
-    stages[STAGE_LSM] = time.perf_counter() - started
+    stages[STAGE_LSM] = time.process_time() - started
     counts["entries"] = entries
 
-    started = time.perf_counter()
+    started = time.process_time()
     rows = 0
     for stream in iter_incremental_handle(snapshot, storage, handle, op.max_parallelism, engine="rocksdb"):
         keyed = stream.entries
@@ -414,16 +414,16 @@ def profile_subtask(checkpoint: str, operator_id: str, subtask: int, out: str) -
                 rows += len(decoded["key_group"])
             except ColumnarMiss:
                 rows += len(decode_batch_rows(stream, keys, values))
-    stages[STAGE_ROWS] = time.perf_counter() - started
+    stages[STAGE_ROWS] = time.process_time() - started
     counts["rows"] = rows
 
     with _only_subtask(export_module, operator_id, subtask):
-        started = time.perf_counter()
+        started = time.process_time()
         export_module.export(checkpoint, out + "-timed", workers=1)
-        stages[STAGE_EXPORT] = time.perf_counter() - started
-        started = time.perf_counter()
+        stages[STAGE_EXPORT] = time.process_time() - started
+        started = time.process_time()
         export_module.export(checkpoint, out + "-uncompressed", workers=1, compression="none")
-        stages[STAGE_EXPORT_NONE] = time.perf_counter() - started
+        stages[STAGE_EXPORT_NONE] = time.process_time() - started
         profiler = cProfile.Profile()
         profiler.enable()
         export_module.export(checkpoint, out + "-profiled", workers=1)
@@ -453,52 +453,62 @@ def _only_subtask(export_module, operator_id: str, subtask: int):
         export_module.run_tasks = real_run_tasks
 
 
-def per_state(checkpoint: str, operator_id: str, subtask: int, db: str, out: str) -> dict:
-    """Per state of one subtask: rocksdict's iteration of its column family (on the copy ``db``) and
-    ``export()`` of that state alone, each timed once in this process; entry sizes decide the ratio."""
+#: Rounds of the per-state measurements: each side's best round counts.
+PER_STATE_ROUNDS = 2
+
+
+def per_state(checkpoint: str, operator_id: str, subtask: int, db: str, out: str, rounds: int = PER_STATE_ROUNDS) -> dict:
+    """Per state of one subtask: rocksdict's iteration of its column family (on the copy ``db``),
+    ``export()`` of that state alone, and the Parquet alone (:func:`parquet_write_seconds`), in CPU
+    seconds of this process (``time.process_time``: threads included, other processes' load left
+    out), the three one after the other state by state, in ``rounds`` rounds: the best of each counts."""
     import shutil
 
     from rocksdict import AccessType, Options, Rdict, ReadOptions
 
     import repair.ops.export.job as export_module
 
+    meta = {m.name for m in read_states(checkpoint, operator_id, subtask)}
     options, families = Options.load_latest(db, ignore_unknown_options=True)
     options.set_wal_dir(db)
     opened = Rdict(db, options, column_families=families, access_type=AccessType.read_only(False))
-    states = []
+    states = [{"state": name} for name in sorted(families) if name in meta]
+    best = lambda state, name, seconds: state.__setitem__(name, min(state.get(name, float("inf")), seconds))  # noqa: E731
     try:
-        for name in sorted(families):
-            read = ReadOptions()
-            read.fill_cache(False)
-            entries = size = 0
-            started = time.perf_counter()
-            for key, value in opened.get_column_family(name).items(read_opt=read):
-                entries += 1
-                size += len(key) + len(value)
-            iterate = time.perf_counter() - started
-            states.append({"state": name, "entries": entries, "bytes": size, "rocksdict_seconds": iterate})
+        with _only_subtask(export_module, operator_id, subtask):
+            for _ in range(rounds):
+                for number, state in enumerate(states):
+                    read = ReadOptions()
+                    read.fill_cache(False)
+                    entries = size = 0
+                    started = time.process_time()
+                    for key, value in opened.get_column_family(state["state"]).items(read_opt=read):
+                        entries += 1
+                        size += len(key) + len(value)
+                    best(state, "rocksdict_seconds", time.process_time() - started)
+                    state.update(entries=entries, bytes=size)
+                    target = f"{out}-{number}"
+                    started = time.process_time()
+                    export_module.export(checkpoint, target, workers=1, states=[state["state"]], operators=[operator_id])
+                    best(state, "export_seconds", time.process_time() - started)
+                    if entries:
+                        parquet = state.setdefault("parquet_seconds", {})
+                        for codec, seconds in parquet_write_seconds(Path(target), ("snappy", "none"), runs=1).items():
+                            best(parquet, codec, seconds)
+                    shutil.rmtree(target, ignore_errors=True)
     finally:
         opened.close()
-    meta = {m.name for m in read_states(checkpoint, operator_id, subtask)}
-    states = [s for s in states if s["state"] in meta]
-    with _only_subtask(export_module, operator_id, subtask):
-        for number, state in enumerate(states):
-            target = f"{out}-{number}"
-            started = time.perf_counter()
-            export_module.export(checkpoint, target, workers=1, states=[state["state"]], operators=[operator_id])
-            state["export_seconds"] = time.perf_counter() - started
-            if state["entries"]:
-                state["parquet_seconds"] = {codec: parquet_write_seconds(Path(target), codec) for codec in ("snappy", "none")}
-            shutil.rmtree(target, ignore_errors=True)
     empty = [s["export_seconds"] for s in states if not s["entries"]]
     return {"operator_id": operator_id, "subtask": subtask, "states": [s for s in states if s["entries"]],
-            "fixed_seconds": min(empty) if empty else None, "seconds": sum(s["export_seconds"] for s in states)}
+            "fixed_seconds": min(empty) if empty else None, "seconds": sum(s["export_seconds"] for s in states),
+            "clock": "cpu", "rounds": rounds}
 
 
-def parquet_write_seconds(export_dir: Path, compression: str, runs: int = 2) -> float:
-    """Seconds to write the keyed rows an export wrote (its parts under ``export_dir``, read back row
-    group by row group) again with the export's own Parquet options and ``compression``, to ``/dev/null``:
-    the cost of the output alone, which no export of these rows through pyarrow avoids (best of ``runs``)."""
+def parquet_write_seconds(export_dir: Path, compressions: tuple[str, ...], runs: int = 2) -> dict[str, float]:
+    """CPU seconds to write the keyed rows an export wrote (its parts under ``export_dir``, read back
+    row group by row group: the same row groups) again with the export's own Parquet options and each
+    of ``compressions``, to ``/dev/null``: the cost of the output alone, which no export of these rows
+    through pyarrow avoids (best of ``runs``)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -508,14 +518,16 @@ def parquet_write_seconds(export_dir: Path, compression: str, runs: int = 2) -> 
     for path in sorted(export_dir.glob("operator=*/state=*/*.parquet")):
         file = pq.ParquetFile(path)
         parts.append((file.schema_arrow, [file.read_row_group(i) for i in range(file.num_row_groups)]))
-    best = float("inf")
-    for _ in range(runs):
-        started = time.perf_counter()
-        for schema, groups in parts:
-            with pa.OSFile(os.devnull, "wb") as sink, pq.ParquetWriter(sink, schema, **parquet_writer_options(compression)) as writer:
-                for group in groups:
-                    writer.write_table(group, row_group_size=max(group.num_rows, 1))
-        best = min(best, time.perf_counter() - started)
+    best = {}
+    for compression in compressions:
+        best[compression] = float("inf")
+        for _ in range(runs):
+            started = time.process_time()
+            for schema, groups in parts:
+                with pa.OSFile(os.devnull, "wb") as sink, pq.ParquetWriter(sink, schema, **parquet_writer_options(compression)) as writer:
+                    for group in groups:
+                        writer.write_table(group, row_group_size=max(group.num_rows, 1))
+            best[compression] = min(best[compression], time.process_time() - started)
     return best
 
 
@@ -558,11 +570,17 @@ def per_state_text(results: list[dict] | None) -> str:
     no export writing the same rows could pass (rocksdict's iteration plus the Parquet writing alone: the bound)."""
     if not results:
         return "Not measured in this run (`--profile`)."
-    lines = ["The largest subtask of each operator, state by state, each timed once in a process pinned to one core: "
-             "rocksdict iterating the state's column family, and `export()` of that state alone (`--state`). The "
+    rounds = max(r.get("rounds", 1) for r in results)
+    clock = ("CPU seconds of the process (`time.process_time`: other processes' load left out)"
+             if all(r.get("clock") == "cpu" for r in results) else "wall-clock seconds")
+    lines = ["The largest subtask of each operator, state by state, in a process pinned to one core: rocksdict "
+             "iterating the state's column family, `export()` of that state alone (`--state`), and the Parquet alone, "
+             f"one after the other state by state, in {rounds} rounds, the best round of each counting; times are "
+             f"{clock}. The "
              "export's fixed cost (loading the snapshot, planning, opening the instance, publishing) is measured by "
              "exporting a state without entries and subtracted. **Parquet alone** rewrites the rows that export wrote "
-             "(read back, row group by row group) with the export's own Parquet options to `/dev/null`, best of 2: "
+             "(read back, row group by row group: the same row groups) with the export's own Parquet options to "
+             "`/dev/null`: "
              "the cost of the output by itself, no reading, decoding or disk. **Bound** is rocksdict's time over "
              "rocksdict's plus Parquet alone: the best ratio an export could reach that reads the entries at "
              "rocksdict's speed and writes these rows through pyarrow, even if everything else cost nothing.", ""]
@@ -761,7 +779,7 @@ def profile_text(profile: dict | None, instance: Instance | None, baseline: dict
     rocksdict = per["seconds"] if per else None
     lines = [f"Subtask {instance.subtask} of operator `{instance.operator_id}` ({instance.sst_files} SSTs, "
              f"{instance.sst_bytes / 1e6:.0f} MB, {entries:,} RocksDB entries, {rows:,} rows), one process pinned to "
-             "one core, each stage timed once:", "",
+             "one core, each stage timed once (CPU seconds of the process; the rocksdict row: wall-clock, the best run above):", "",
              "| stage | seconds | RocksDB entries/s | µs per entry |", "|---|---|---|---|"]
     if rocksdict:
         lines.append(f"| rocksdict iteration (best run above) | {rocksdict:.2f} | {entries / rocksdict:,.0f} | {rocksdict / entries * 1e6:.2f} |")

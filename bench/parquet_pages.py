@@ -42,6 +42,8 @@ SIZES = [32 << 10, 64 << 10, 128 << 10, 256 << 10, 1 << 20]
 
 def decoded_batches(checkpoint: str, uid: str, state: str):
     """``(record batches, schema, entries, bytes per entry)`` of ``state`` in the largest subtask of ``uid``."""
+    import pyarrow.compute as pc
+
     from repair.formats.flink.arrow import keyed_state_columns
     from repair.formats.flink.in_rocksdb.keyed_columns import ColumnarStateDecoder
     from repair.formats.flink.keygroups import operator_id_for_uid
@@ -66,7 +68,7 @@ def decoded_batches(checkpoint: str, uid: str, state: str):
             decoded, _ = decoder.decode(keys, values, keyed.key_groups.start, keyed.key_groups.end)
             batches.append(writer.columnar_batch(decoded))
             entries += len(keys)
-            size += sum(map(len, keys)) + sum(map(len, values))
+            size += sum(pc.sum(pc.binary_length(column)).as_py() or 0 for column in (keys, values))  # binary arrays
         return batches, writer.schema, entries, size / max(entries, 1)
     raise LookupError(f"no state {state!r} in operator {uid!r}")
 

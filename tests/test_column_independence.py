@@ -64,7 +64,7 @@ def test_only_the_key_is_undecodable(name):
         known = KeyedStateDecoder(state, key_serializer, max_parallelism)
         unknown = KeyedStateDecoder(_with_custom_timer_key(state, custom), custom, max_parallelism)
         timers = state.kind == "priority-queue"
-        for key, value in zip(keys, values):
+        for key, value in zip(keys.to_pylist(), values.to_pylist()):
             expected_rows = known.rows(key, value)
             found_rows = unknown.rows(key, value)
             assert len(found_rows) == len(expected_rows)

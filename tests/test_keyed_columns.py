@@ -249,6 +249,21 @@ def test_string_lists_and_lists_longer_than_the_round_limit():
     assert len(KeyedStateDecoder(_state("LIST", _list(STRING)), LONG, 128).rows(*long[0])) == MAX_LIST_STEPS + 1
 
 
+def test_list_state_whose_every_list_holds_one_element():
+    """Lists of one element each keep their rows in place (no reordering): the same rows as the row
+    path, for elements of variable and of fixed width, with and without TTL, long keys included."""
+    keys = [bytes([1]) + sv("user-" + "u" * 300 + str(i)) + b"\x00" for i in range(5)]
+    strings = [(key, sv("é" if i == 2 else f"tag-{i}")) for i, key in enumerate(keys)]
+    batch = _both(_state("LIST", _list(STRING)), STRING, strings)
+    assert batch.column("list_index").to_pylist() == [0] * 5
+    assert batch.column("value").to_pylist() == ["tag-0", "tag-1", "é", "tag-3", "tag-4"]
+    assert batch.column("key").to_pylist() == ["user-" + "u" * 300 + str(i) for i in range(5)]
+    _both(_state("LIST", _list(_ttl(STRING))), STRING, [(key, q(7) + sv(f"t{i}")) for i, key in enumerate(keys)])
+    longs = _both(_state("LIST", _list(LONG)), STRING, [(key, q(i)) for i, key in enumerate(keys)])
+    assert longs.column("value").to_pylist() == list(range(5))
+    _both(_state("LIST", _list(_ttl(LONG))), STRING, [(key, q(7) + q(i)) for i, key in enumerate(keys)])
+
+
 def test_list_state_of_fixed_width_elements_is_read_at_once_whatever_its_length():
     """Elements of a fixed width (Long; TTL Long: 16 bytes) need no rounds: lists far longer than the
     round limit stay column-wise, among short ones."""
@@ -754,7 +769,7 @@ def test_per_type_chars_lists_and_maps_of_real_flink_are_read_column_wise(name):
             fields = [decoder.key, decoder.namespace, decoder.value] + ([decoder.user_key] if stream.kind == "map" else [])
             assert not any(f.last_only for f in fields), stream.name
             for keys, values in entries.batches:
-                batch = _both(stream.meta, entries.key_serializer, list(zip(keys, values)), entries.max_parallelism,
+                batch = _both(stream.meta, entries.key_serializer, list(zip(keys.to_pylist(), values.to_pylist())), entries.max_parallelism,
                               (entries.key_groups.start, entries.key_groups.end))
                 seen[stream.name] = seen.get(stream.name, 0) + batch.num_rows
     assert sorted(seen) == sorted(PER_TYPE_STATES) and all(seen.values()), seen

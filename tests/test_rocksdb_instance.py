@@ -10,14 +10,18 @@ the scratch directory goes away.
 
 from __future__ import annotations
 
+import bisect
 import dataclasses
 import os
+import random
 import re
 import tempfile
+import weakref
 from contextlib import ExitStack
 from functools import lru_cache
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from fixtures import state_model
@@ -32,7 +36,7 @@ from repair.io.resolved import open_resolved, read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers import rocksdb_instance
 from repair.readers.rocksdb import _open_tables
-from repair.readers.rocksdb_instance import InstanceUnavailable, open_rocksdb_instance
+from repair.readers.rocksdb_instance import InstanceUnavailable, RocksDbInstance, open_rocksdb_instance
 from tests import damage
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES
 
@@ -91,7 +95,7 @@ def _families_with_merge_operands(snapshot: LoadedSnapshot, handle: IncrementalK
 
 
 def _entries(batches) -> list[tuple[bytes, bytes]]:
-    return [pair for keys, values in batches for pair in zip(keys, values)]
+    return [pair for keys, values in batches for pair in zip(keys.to_pylist(), values.to_pylist())]
 
 
 def _size(key: bytes, value: bytes) -> int:
@@ -101,9 +105,10 @@ def _size(key: bytes, value: bytes) -> int:
 def _check_batches(batches, max_rows: int, max_bytes: int) -> None:
     """At most ``max_rows`` entries; a batch ends with the entry that brings it to ``max_bytes`` (no
     earlier, no later), or with the row limit, or at the end."""
-    for index, (keys, values) in enumerate(batches):
+    for index, (key_array, value_array) in enumerate(batches):
+        assert key_array.type == value_array.type == pa.binary() and not key_array.null_count and not value_array.null_count
+        keys, values = key_array.to_pylist(), value_array.to_pylist()
         assert 0 < len(keys) == len(values) <= max_rows
-        assert all(type(k) is bytes and type(v) is bytes for k, v in zip(keys, values))
         total = sum(map(_size, keys, values))
         assert total - _size(keys[-1], values[-1]) < max_bytes, "a batch went on after reaching max_bytes"
         if index < len(batches) - 1:
@@ -283,7 +288,7 @@ def test_without_a_merge_operator_the_iteration_raises_instead_of_ending_short(t
                 served = []
                 try:
                     for keys, values in instance.entry_batches(family, max_rows=3, max_bytes=1 << 20):
-                        served += zip(keys, values)
+                        served += zip(keys.to_pylist(), values.to_pylist())
                 except FormatError as error:
                     assert "merge_operator" in str(error) and repr(family) in str(error)
                     assert family in merging and served == live[family][: len(served)] and len(served) < len(live[family])
@@ -323,9 +328,64 @@ def test_an_iteration_that_ends_early_without_an_error_status_raises(keep, monke
         served = []
         with pytest.raises(FormatError, match=f"more entries after the {keep} read"):
             for keys, values in instance.entry_batches("count", max_rows=3, max_bytes=1 << 20):
-                served += zip(keys, values)
+                served += zip(keys.to_pylist(), values.to_pylist())
         assert served == everything[: len(served)]
         monkeypatch.setattr(instance, "_db", db)  # closed by the context as usual
+
+
+class _Family:
+    """A column family holding ``entries`` (keys in order): items() and the iterator of the end check."""
+
+    def __init__(self, entries: list[tuple[bytes, bytes]]):
+        self._entries = entries
+
+    def items(self, **kwargs):
+        return iter(self._entries)
+
+    def iter(self, options):
+        return _Iterator([key for key, _ in self._entries])
+
+
+class _Iterator:
+    def __init__(self, keys: list[bytes]):
+        self._keys, self._at = keys, len(keys)
+
+    def seek_to_first(self):
+        self._at = 0
+
+    def seek(self, key: bytes):
+        self._at = bisect.bisect_left(self._keys, key)
+
+    def valid(self) -> bool:
+        return self._at < len(self._keys)
+
+    def key(self) -> bytes:
+        return self._keys[self._at]
+
+    def next(self):
+        self._at += 1
+
+    def status(self):
+        pass
+
+
+@pytest.mark.parametrize(("max_rows", "max_bytes"), [
+    (1, 1 << 40), (700, 1 << 40), (1024, 1 << 40), (5000, 1 << 40),
+    (1 << 30, 1), (1 << 30, 2500), (1 << 30, 300_000), (900, 100_000), (3000, 1_000_000),
+])
+def test_batches_end_where_a_check_per_entry_would_end_them(max_rows, max_bytes):
+    """Entries of very different sizes, read in chunks: every batch ends at the entry that brings it to
+    ``max_bytes`` or at ``max_rows`` entries, also where that falls inside a chunk or a batch spans
+    several, and every entry is served once, in order."""
+    rng = random.Random(max_rows ^ max_bytes)
+    entries = [(b"%08d" % i + bytes(rng.randrange(40)), bytes(rng.choice((0, 1, 30, 300, 2000)))) for i in range(6000)]
+    instance = RocksDbInstance.__new__(RocksDbInstance)  # no database: the column family is _Family's
+    instance.directory, instance._sources, instance._batches_open = "(none)", {}, weakref.WeakSet()
+    instance.column_families = ["state"]
+    instance._db = type("Db", (), {"get_column_family": lambda self, name: _Family(entries)})()
+    batches = list(instance.entry_batches("state", max_rows=max_rows, max_bytes=max_bytes))
+    _check_batches(batches, max_rows, max_bytes)
+    assert _entries(batches) == entries
 
 
 # -- the checkpoint's description must be the instance's --------------------------------------------

@@ -27,6 +27,8 @@ from contextlib import ExitStack
 from dataclasses import dataclass, field
 from typing import Any, Collection, Iterable, Iterator
 
+import pyarrow as pa
+
 from repair.errors import FormatError, RepairError
 from repair.formats.bytes.random_access import RandomAccess
 from repair.formats.flink.backend_meta import KeyedBackendMeta, StateMetaInfo, decode_keyed_backend_meta
@@ -47,9 +49,10 @@ class KeyedEntries:
 
     Export decodes the batches column-wise where it can (:mod:`repair.formats.flink.in_rocksdb.keyed_columns`)
     and row by row with :attr:`decoder` otherwise; entries outside :attr:`key_groups` are dropped there
-    (and counted in :attr:`StateStream.outside_key_groups`)."""
+    (and counted in :attr:`StateStream.outside_key_groups`). A batch is its keys and its values, each
+    an Arrow binary array."""
 
-    batches: Iterator[tuple[list[bytes], list[bytes]]]
+    batches: Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]
     decoder: KeyedStateDecoder
     key_serializer: Any
     max_parallelism: int
@@ -187,7 +190,7 @@ def _no_live_keys(name: str, live: int) -> None:
         raise FormatError("column family", 0, "a state of the meta data", f"{name!r} with {live} live keys")
 
 
-def _batched(items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[list[bytes], list[bytes]]]:
+def _batched(items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
     keys: list[bytes] = []
     values: list[bytes] = []
     size = 0
@@ -196,17 +199,17 @@ def _batched(items: Iterator[tuple[bytes, bytes]]) -> Iterator[tuple[list[bytes]
         values.append(value)
         size += len(key) + len(value)
         if len(keys) >= BATCH_ENTRIES or size >= BATCH_BYTES:
-            yield keys, values
+            yield pa.array(keys, pa.binary()), pa.array(values, pa.binary())
             keys, values, size = [], [], 0
     if keys:
-        yield keys, values
+        yield pa.array(keys, pa.binary()), pa.array(values, pa.binary())
 
 
-def _attach(stream: StateStream, batches: Iterator[tuple[list[bytes], list[bytes]]], meta: KeyedBackendMeta,
+def _attach(stream: StateStream, batches: Iterator[tuple[pa.BinaryArray, pa.BinaryArray]], meta: KeyedBackendMeta,
             key_groups: KeyGroupRange, max_parallelism: int) -> None:
     """Give ``stream`` its entries (counted in ``live``) and the rows decoded from them."""
 
-    def counted() -> Iterator[tuple[list[bytes], list[bytes]]]:
+    def counted() -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
         for keys, values in batches:
             stream.live += len(keys)
             yield keys, values
@@ -221,7 +224,7 @@ def _state_rows(stream: StateStream, entries: KeyedEntries) -> Iterator[dict[str
         yield from decode_batch_rows(stream, keys, values, entries)
 
 
-def decode_batch_rows(stream: StateStream, keys: list[bytes], values: list[bytes], entries: KeyedEntries | None = None) -> list[dict[str, Any]]:
+def decode_batch_rows(stream: StateStream, keys: pa.BinaryArray, values: pa.BinaryArray, entries: KeyedEntries | None = None) -> list[dict[str, Any]]:
     """The rows of one batch of ``stream``'s entries (``entries``: ``stream.entries`` unless given),
     decoded row by row (the exact path); entries outside the handle's key groups are dropped and counted."""
     entries = entries or stream.entries
@@ -229,7 +232,7 @@ def decode_batch_rows(stream: StateStream, keys: list[bytes], values: list[bytes
     key_group = entries.decoder.key_group
     decode = entries.decoder.rows
     rows: list[dict[str, Any]] = []
-    for key, value in zip(keys, values):
+    for key, value in zip(keys.to_pylist(), values.to_pylist()):
         group = key_group(key)
         if not first <= group <= last:
             stream.outside_key_groups += 1

@@ -3,7 +3,8 @@
 :func:`open_rocksdb_instance` materialises the handle's files in a fresh scratch directory and opens
 it read-only with rocksdict; :meth:`RocksDbInstance.entry_batches` then gives the live ``(key, value)``
 pairs of a column family in key order, as RocksDB's own iterator resolves them (newest version,
-tombstones applied, list-state merge operands joined by Flink's merge operator). It is the fast engine
+tombstones applied, list-state merge operands joined by Flink's merge operator), in batches of Arrow
+binary arrays. It is the fast engine
 of the LSM resolution; :func:`repair.formats.rocksdb.lsm.iter_column_family` (the Python k-way merge)
 is the reference and the fallback.
 
@@ -32,6 +33,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import Iterator
+
+import pyarrow as pa
 
 from repair.errors import FormatError, RepairError, StorageError
 from repair.formats.flink.handles import IncrementalKeyedHandle
@@ -234,12 +237,13 @@ class RocksDbInstance:
         #: Every column family of the database (the MANIFEST's, ``default`` included), sorted.
         self.column_families: list[str] = sorted(families)
 
-    def entry_batches(self, name: str, *, max_rows: int, max_bytes: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    def entry_batches(self, name: str, *, max_rows: int, max_bytes: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
         """Every live (key, value) of column family ``name`` in key order, in batches of at most
         ``max_rows`` entries and about ``max_bytes`` of key and value bytes: a batch ends with the entry
         that brings it to ``max_bytes`` (as a check per entry would cut it; the budget is checked only
         every so many entries, at most :data:`BUDGET_CHECK_ENTRIES`, sized from the largest entry seen,
-        and the entries read beyond the cut open the next batch).
+        and the entries read beyond the cut open the next batch). A batch is its keys and its values,
+        each an Arrow binary array.
 
         Raises :class:`~repair.errors.FormatError` naming the column family, the entries read and
         RocksDB's message (with the SST and the offset it names) when RocksDB reports an error: the
@@ -255,46 +259,46 @@ class RocksDbInstance:
         self._batches_open.add(batches)
         return batches
 
-    def _batches(self, name: str, max_rows: int, max_bytes: int) -> Iterator[tuple[list[bytes], list[bytes]]]:
+    def _batches(self, name: str, max_rows: int, max_bytes: int) -> Iterator[tuple[pa.BinaryArray, pa.BinaryArray]]:
         family = self._db.get_column_family(name)
         # items() reads a (key, value) pair in one call (a raw iterator takes four); like any RocksDB
         # iterator it also ends on errors, silently: _check_complete tells an end from an error.
         entries = family.items(read_opt=_scan_options())
-        keys: list[bytes] = []  # read, not yet served
-        values: list[bytes] = []
-        add_key, add_value = keys.append, values.append
-        served = size = largest = 0  # size: bytes of keys and values
+        # The entries are read in chunks (at most BUDGET_CHECK_ENTRIES) and each chunk becomes Arrow
+        # arrays at once: its bytes objects are freed before the next chunk is read, so that RocksDB
+        # copies every entry into memory just freed (in the CPU's caches), not into a batch's worth
+        # of fresh memory.
+        held: list[tuple[pa.BinaryArray, pa.BinaryArray]] = []  # converted chunks of the batch being filled
+        rows = size = 0  # entries and bytes of keys and values held
+        served = largest = 0
         last: bytes | None = None  # the last key read
         step = 1  # entries read before the next check of the budget: about what the batch lacks
         while True:
-            checked = len(keys)
+            keys: list[bytes] = []
+            values: list[bytes] = []
+            add_key, add_value = keys.append, values.append
             for key, value in islice(entries, step):
                 add_key(key)
                 add_value(value)
-            if len(keys) == checked:
+            if not keys:
                 break
+            if last is None:
+                _check_bytes(keys[0], values[0])
             last = keys[-1]
-            new_keys, new_values = keys[checked:], values[checked:]
-            if not served and not checked:
-                _check_bytes(new_keys[0], new_values[0])
-            before = size
-            size += sum(map(len, new_keys)) + sum(map(len, new_values))
-            largest = max(largest, max(map(len, new_keys)) + max(map(len, new_values)), 1)
-            while size >= max_bytes or len(keys) >= max_rows:
-                if size >= max_bytes:  # cut where a check per entry would have; the rest waits
-                    rows, taken = _bytes_cut(keys, values, checked, before, max_bytes)
-                else:
-                    rows, taken = len(keys), size
-                batch = keys[:rows], values[:rows]
-                del keys[:rows], values[:rows]
-                size -= taken
-                served += rows
-                checked = before = 0
-                yield batch
-            step = max(1, min(BUDGET_CHECK_ENTRIES, max_rows - len(keys), (max_bytes - size) // largest))
-        self._check_complete(family, name, last, served + len(keys))
-        if keys:
-            yield keys, values
+            largest = max(largest, max(map(len, keys)) + max(map(len, values)), 1)
+            begin = 0
+            while begin < len(keys):
+                end, taken = _cut(keys, values, begin, max_rows - rows, max_bytes - size)
+                held.append(_binary_chunk(keys, values, begin, end))
+                rows, size, begin = rows + end - begin, size + taken, end
+                if rows >= max_rows or size >= max_bytes:  # cut where a check per entry would have; the rest waits
+                    yield _joined(held)
+                    served += rows
+                    held, rows, size = [], 0, 0
+            step = max(1, min(BUDGET_CHECK_ENTRIES, max_rows - rows, (max_bytes - size) // largest))
+        self._check_complete(family, name, last, served + rows)
+        if held:
+            yield _joined(held)
 
     def _check_complete(self, family, name: str, last: bytes | None, entries: int) -> None:
         """Raise unless the column family ends after ``last`` (None: it is empty), as a fresh iterator
@@ -388,15 +392,32 @@ def _check_live_files(db, expected: set[str]) -> None:
         raise InstanceUnavailable(f"the MANIFEST lists SSTs that _metadata does not reference: {', '.join(sorted(live - expected))}")
 
 
-def _bytes_cut(keys: list[bytes], values: list[bytes], start: int, before: int, max_bytes: int) -> tuple[int, int]:
-    """``(entries, bytes)`` of the batch that ends at the first entry from ``start`` on (``before``: the
-    bytes ahead of it) that brings it to ``max_bytes``."""
-    total = before
-    for index in range(start, len(keys)):
+def _cut(keys: list[bytes], values: list[bytes], begin: int, rows_left: int, bytes_left: int) -> tuple[int, int]:
+    """``(end, bytes)``: the entries from ``begin`` on that go into a batch lacking ``rows_left``
+    entries and ``bytes_left`` bytes end before ``end`` (at the latest the entry that fills either),
+    and hold ``bytes`` of keys and values."""
+    end = min(len(keys), begin + rows_left)
+    taken = sum(map(len, islice(keys, begin, end))) + sum(map(len, islice(values, begin, end)))
+    if taken < bytes_left:
+        return end, taken
+    total = 0
+    for index in range(begin, end):
         total += len(keys[index]) + len(values[index])
-        if total >= max_bytes:
+        if total >= bytes_left:
             return index + 1, total
-    return len(keys), total
+    raise AssertionError("unreachable: the entries hold at least bytes_left")
+
+
+def _binary_chunk(keys: list[bytes], values: list[bytes], begin: int, end: int) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+    if begin == 0 and end == len(keys):
+        return pa.array(keys, pa.binary()), pa.array(values, pa.binary())
+    return pa.array(keys[begin:end], pa.binary()), pa.array(values[begin:end], pa.binary())
+
+
+def _joined(chunks: list[tuple[pa.BinaryArray, pa.BinaryArray]]) -> tuple[pa.BinaryArray, pa.BinaryArray]:
+    if len(chunks) == 1:
+        return chunks[0]
+    return pa.concat_arrays([keys for keys, _ in chunks]), pa.concat_arrays([values for _, values in chunks])
 
 
 def _scan_options():

@@ -19,7 +19,7 @@ fast path when they are the last field of their bytes (a value, a map value, a m
 namespace of such a serializer misses.
 
 Byte layout: see :mod:`repair.formats.flink.in_rocksdb.keyed_rows`. Positions below are absolute offsets into the
-batch's data buffer (``pa.array(keys, pa.binary())``), one int64 per row.
+data buffer of the batch's keys or values (binary arrays), one int64 per row.
 """
 
 from __future__ import annotations
@@ -79,11 +79,10 @@ class ColumnarMiss(Exception):
 class _Bytes:
     """One binary column of the batch (keys or values): its data buffer as uint8 and each row's range."""
 
-    def __init__(self, array: pa.BinaryArray, items: list[bytes]):
+    def __init__(self, array: pa.BinaryArray):
         if array.null_count or array.offset:
             raise ColumnarMiss
         self.array = array
-        self.items = items
         n = len(array)
         offsets = pa.Array.from_buffers(pa.int32(), n + 1, [None, array.buffers()[1]]).cast(pa.int64())
         self.starts = offsets.slice(0, n)
@@ -91,6 +90,18 @@ class _Bytes:
         data = array.buffers()[2]
         self.data = pa.Array.from_buffers(pa.uint8(), data.size if data is not None else 0, [None, data])
         self.data_buffer = data if data is not None else pa.py_buffer(b"")
+        self._items: list[bytes] | None = None
+
+    @property
+    def items(self) -> list[bytes]:
+        """The rows as bytes (for the readers that go row by row: made on first use)."""
+        if self._items is None:
+            self._items = self.array.to_pylist()
+        return self._items
+
+
+def _binary(items: pa.BinaryArray | list[bytes]) -> pa.BinaryArray:
+    return items if isinstance(items, pa.Array) else pa.array(items, pa.binary())
 
 
 def _all(condition: pa.Array) -> bool:
@@ -299,17 +310,30 @@ def _string(c: _Cursor) -> pa.Array:
     chars = pc.max_element_wise(pc.subtract(length, 1), 0)
     end = c.need(chars)  # every char takes at least one byte
     text = c.slices(c.pos, end)
-    ascii = pc.string_is_ascii(text.view(pa.string()))
-    if not _all(ascii):
-        other = pc.invert(ascii)
+    if _all_ascii(text):
+        text = text.view(pa.string())
+    else:
+        other = pc.invert(pc.string_is_ascii(text.view(pa.string())))
         decoded, ends = _exact_strings(c, pc.filter(head, other), pc.filter(c.rows, other))
-        text = pc.replace_with_mask(text, other, decoded)
+        text = pc.replace_with_mask(text, other, decoded).cast(pa.string())
         end = pc.replace_with_mask(end, other, ends)
     c.pos = end
-    text = text.view(pa.string()) if _all(ascii) else text.cast(pa.string())
     if _all(pc.not_equal(length, 0)):
         return text
     return pc.if_else(pc.equal(length, 0), pa.scalar(None, pa.string()), text)
+
+
+def _all_ascii(values: pa.BinaryArray) -> bool:
+    """Whether every byte of every value is below 0x80: the largest of the values' bytes, all in one
+    range of the data buffer, in one pass (a check per value costs about six times as much)."""
+    if len(values) == 0:
+        return True
+    _, offsets, data = values.buffers()
+    bounds = pa.Array.from_buffers(pa.int32(), len(values) + 1, [None, offsets], offset=values.offset)
+    first, last = bounds[0].as_py(), bounds[-1].as_py()
+    if first == last:
+        return True
+    return pc.max(pa.Array.from_buffers(pa.uint8(), last - first, [None, data], offset=first)).as_py() < 0x80
 
 
 def _exact_strings(c: _Cursor, heads: pa.Array, rows: pa.Array) -> tuple[pa.Array, pa.Array]:
@@ -787,13 +811,17 @@ class ColumnarStateDecoder:
         elif self.kind != "priority-queue":
             self.value = field_reader(value, arrow["value"])
 
-    def decode(self, keys: list[bytes], values: list[bytes], first_group: int, last_group: int) -> tuple[dict[str, pa.Array], int]:
-        """``(columns, outside)``: the output columns of the entries whose key group is in
-        ``[first_group, last_group]``, and how many entries were outside that range (dropped)."""
-        key_array = pa.array(keys, pa.binary())
-        value_array = pa.array(values, pa.binary())
-        K = _Bytes(key_array, keys)
-        n = len(keys)
+    def decode(self, keys: pa.BinaryArray | list[bytes], values: pa.BinaryArray | list[bytes], first_group: int,
+               last_group: int) -> tuple[dict[str, pa.Array], int]:
+        """``(columns, outside)``: the output columns of the entries (their keys and values, binary
+        arrays or lists of bytes) whose key group is in ``[first_group, last_group]``, and how many
+        entries were outside that range (dropped)."""
+        key_array = _binary(keys)
+        value_array = _binary(values)
+        if len(key_array) != len(value_array):
+            raise ValueError(f"{len(key_array)} keys and {len(value_array)} values")
+        K = _Bytes(key_array)
+        n = len(key_array)
         lengths = pc.subtract(K.ends, K.starts)
         if not _all(pc.greater_equal(lengths, self.prefix)):
             raise ColumnarMiss
@@ -803,15 +831,12 @@ class ColumnarStateDecoder:
         inside = pc.and_(pc.greater_equal(group, first_group), pc.less_equal(group, last_group))
         outside = n - pc.sum(inside.cast(pa.int64())).as_py() if n else 0
         if outside:
-            kept = pc.indices_nonzero(inside).to_pylist()
-            keys = [keys[i] for i in kept]
-            values = [values[i] for i in kept]
-            key_array = pa.array(keys, pa.binary())
-            value_array = pa.array(values, pa.binary())
-            K = _Bytes(key_array, keys)
+            key_array = pc.filter(key_array, inside)
+            value_array = pc.filter(value_array, inside)
+            K = _Bytes(key_array)
             group = pc.filter(group, inside)
-            n = len(keys)
-        V = _Bytes(value_array, values)
+            n = len(key_array)
+        V = _Bytes(value_array)
         rows = _arange(n)
         kc = _Cursor(K, rows, K.ends, pc.add(K.starts, self.prefix), whole=True)
         columns: dict[str, pa.Array] = {"key_group": group}
@@ -908,6 +933,12 @@ class ColumnarStateDecoder:
                 raise ColumnarMiss  # a trailing delimiter
         if not parts:
             return self._complete({name: array.slice(0, 0) for name, array in columns.items()}, 0)
+        if len(parts) == 1:  # one element per list (round 0 read every row): the rows are in order already
+            _, index, values, timestamps, raw = parts[0]
+            out = {**columns, "list_index": index, "value": values, "value_raw": raw}
+            if timestamps is not None:
+                out["ttl_timestamp"] = timestamps
+            return self._complete(out, len(index))
         rows = pa.concat_arrays([p[0] for p in parts])
         # the rows in key order, elements in list order: sort by (row, index)
         order = pc.sort_indices(pa.table({"row": rows, "index": pa.concat_arrays([p[1] for p in parts])}),
@@ -937,7 +968,8 @@ class ColumnarStateDecoder:
         delimiters = pc.filter(items.pos, pc.less(pc.add(index, 1), pc.take(count, parent)))
         if not _all(pc.equal(pc.take(vc.src.data, delimiters), _LIST_DELIMITER)):
             raise ColumnarMiss
-        out = {name: pc.take(array, parent) for name, array in columns.items()}
+        one_each = len(parent) == len(vc.pos)  # (a row has at least one element): the rows as they are
+        out = dict(columns) if one_each else {name: pc.take(array, parent) for name, array in columns.items()}
         out["list_index"] = index.cast(pa.int32())
         out["value"] = values
         if timestamps is not None:
