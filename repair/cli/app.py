@@ -19,7 +19,7 @@ from repair.errors import RepairError, UsageError
 
 #: The environment variable StorageOptions.from_env reads the retry budget from.
 RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
-#: The environment variable pyarrow reads its allocator from, once, when it first allocates.
+#: The environment variable pyarrow reads its allocator from, once, when it is imported.
 ARROW_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 
 
