@@ -36,6 +36,22 @@ def test_console_script_lists_the_commands():
         assert command in done.stdout
 
 
+@pytest.mark.parametrize("chosen, expected", [(None, "system"), ("jemalloc", "jemalloc")])
+def test_the_command_line_makes_pyarrow_allocate_from_the_system_allocator_unless_told(chosen, expected):
+    """The CLI picks pyarrow's allocator before anything imports pyarrow (mimalloc's retained memory
+    raised export's peak RSS; docs/benchmarks/scale.md); a user's own choice is kept."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    if chosen:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+    env["PYTHONPATH"] = str(REPO)
+    code = "import repair.cli.app, pyarrow; print(pyarrow.default_memory_pool().backend_name)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == expected
+
+
 def test_version(capsys):
     code, out, _ = run(capsys, "--version")
     assert code == 0 and __version__ in out
