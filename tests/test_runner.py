@@ -127,3 +127,14 @@ def _started_at(task: int) -> tuple[int, float]:
     at = time.time()
     time.sleep(0.01)
     return task, at
+
+
+@pytest.mark.slow
+def test_the_driver_jvm_compiles_with_c1_only():
+    session = spark_session("local[1]", "repair-tests")
+    try:
+        runtime = session.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+        arguments = list(runtime.getInputArguments())
+    finally:
+        session.stop()
+    assert "-XX:TieredStopAtLevel=1" in arguments, arguments
