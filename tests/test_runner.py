@@ -59,3 +59,82 @@ def test_spark_says_it_starts_and_keeps_its_log_quiet(tmp_path):
     lines = done.stderr.splitlines()
     assert lines[0].startswith("starting Spark (master local[1])")
     assert not [line for line in lines if " WARN " in line or " INFO " in line], lines  # Spark's own log is quiet
+
+
+def _makespan(partitions: list[list[int]], costs: list[float], cores: int) -> float:
+    """When the last of ``cores`` equally fast cores finishes, each taking the next partition when free
+    (as Spark's local scheduler starts them: partition 0 first)."""
+    free = [0.0] * cores
+    for partition in partitions:
+        core = free.index(min(free))
+        free[core] += sum(costs[i] for i in partition)
+    return max(free)
+
+
+def test_spark_partitions_start_the_costliest_tasks_first_and_end_together():
+    from repair.ops.runner import spark_partitions
+
+    # CPU seconds of the 12 export tasks of the 1.85 GB benchmark checkpoint, in the order export plans
+    # them (operator by operator): the largest operator's two subtasks are 3rd and 4th
+    costs = [2.08, 1.98, 4.81, 4.78, 0.01, 0.67, 0.74, 1.37, 1.49, 0.01, 2.01, 1.93]
+    partitions = spark_partitions(costs, 2)
+    assert sorted(i for p in partitions for i in p) == list(range(len(costs)))  # every task once
+    assert partitions[0] == [2] and partitions[1] == [3]  # the two largest first, each alone
+    firsts = [max(costs[i] for i in p) for p in partitions]
+    assert firsts == sorted(firsts, reverse=True)
+    # the cores finish within 1% of an even split; before, the tasks dealt round-robin into 8 slices
+    # and that list cut by parallelize() into contiguous slices of 1 and 2 tasks: 7% over
+    assert _makespan(partitions, costs, 2) <= 1.01 * sum(costs) / 2
+    dealt = [i for s in range(8) for i in range(s, len(costs), 8)]
+    cut = [dealt[i * len(costs) // 8:(i + 1) * len(costs) // 8] for i in range(8)]
+    assert _makespan(cut, costs, 2) > 1.05 * sum(costs) / 2
+
+
+def test_spark_partitions_shrink_towards_the_end_and_stay_few():
+    from repair.ops.runner import spark_partitions
+
+    for n, cores in ((533, 2), (3198, 2), (3198, 8), (72, 2)):
+        partitions = spark_partitions([1.0] * n, cores)
+        assert [i for p in partitions for i in p] == list(range(n))  # equal costs: in the given order
+        sizes = [len(p) for p in partitions]
+        assert sizes[0] >= sizes[-1] and sizes[0] <= -(-n // (2 * cores))  # the first a 2 x cores-th at most
+        assert len(partitions) <= 6 * cores  # a Spark task's launch costs tens of ms: few partitions
+        assert max(sizes[-cores:]) <= -(-n // (8 * cores)) + 1  # the last ones small
+    assert spark_partitions([], 2) == [] and spark_partitions([0.0, 0.0, 0.0], 1) == [[0], [1], [2]]
+
+
+@pytest.mark.slow
+def test_spark_runs_the_costliest_tasks_first_and_returns_results_in_task_order():
+    import time
+
+    from repair.ops.runner import run_tasks
+
+    tasks = list(range(12))
+    session = spark_session("local[1]", "repair-tests")
+    try:
+        started = run_tasks(_started_at, tasks, master="local[1]", cost=lambda task: task % 5)
+    finally:
+        session.stop()
+    assert [task for task, _ in started] == tasks  # results in the order of the tasks
+    order = [task for task, _ in sorted(started, key=lambda pair: pair[1])]  # the order they ran in (one core)
+    assert [task % 5 for task in order] == sorted((task % 5 for task in tasks), reverse=True)
+    assert all(at <= time.time() for _, at in started)
+
+
+def _started_at(task: int) -> tuple[int, float]:
+    import time
+
+    at = time.time()
+    time.sleep(0.01)
+    return task, at
+
+
+@pytest.mark.slow
+def test_the_driver_jvm_compiles_with_c1_only():
+    session = spark_session("local[1]", "repair-tests")
+    try:
+        runtime = session.sparkContext._jvm.java.lang.management.ManagementFactory.getRuntimeMXBean()
+        arguments = list(runtime.getInputArguments())
+    finally:
+        session.stop()
+    assert "-XX:TieredStopAtLevel=1" in arguments, arguments

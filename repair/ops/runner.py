@@ -35,15 +35,19 @@ def run_tasks(
     master: str | None = None,
     on_done: Callable[[T, R], None] | None = None,
     threads: int = 1,
+    cost: Callable[[T], float] | None = None,
 ) -> list[R]:
     """``[func(t) for t in tasks]``, possibly in parallel; ``func`` and tasks must be picklable.
 
     ``threads`` > 1 runs that many tasks at once in this process (not on Spark or in a pool): for tasks
-    that mostly wait for a remote store, whose latency then overlaps."""
+    that mostly wait for a remote store, whose latency then overlaps. ``cost`` estimates a task's work
+    (its bytes, say): on Spark the costliest tasks run first, in partitions that shrink towards the end
+    of the job (:func:`spark_partitions`), so that no large task starts last."""
     if not tasks:
         return []
     if master:
-        results = [_unwrap(r) for r in _run_on_spark(_Guarded(func), tasks, master)]
+        costs = [max(0.0, float(cost(t))) for t in tasks] if cost is not None else None
+        results = [_unwrap(r) for r in _run_on_spark(_Guarded(func), tasks, master, costs)]
         if on_done:
             for task, result in zip(tasks, results):
                 on_done(task, result)
@@ -191,9 +195,12 @@ def spark_session(master: str, app_name: str):
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
     )
+    driver_options = DRIVER_JAVA_OPTIONS
     if os.environ.get("REPAIR_SPARK_LOG") != "verbose":  # Spark's start-up chatter hides the one line that matters
         quiet = f"-Dlog4j2.configurationFile={LOG4J2_QUIET}"
-        builder = builder.config("spark.driver.extraJavaOptions", quiet).config("spark.executor.extraJavaOptions", quiet)
+        driver_options = f"{driver_options} {quiet}"
+        builder = builder.config("spark.executor.extraJavaOptions", quiet)
+    builder = builder.config("spark.driver.extraJavaOptions", driver_options)
     # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context is created (the
     # spark.pyspark.python setting reaches only spark-submit): set it for that moment, then put the
     # caller's environment back as it was.
@@ -214,6 +221,11 @@ def spark_session(master: str, app_name: str):
 
 #: Masters Spark accepts: local[N], local[*], local[N,F], spark://host:port[,host:port], yarn, k8s://..., mesos://...
 _MASTER = re.compile(r"^(?:local(?:\[(?:\*|\d+)(?:,\d+)?\])?|spark://[^/\s]+|yarn|k8s://\S+|mesos://\S+)$")
+#: The driver's JVM compiles with C1 only: it starts with about half the CPU time (in local mode it is
+#: the whole of Spark; docs/benchmarks/scale.md), and all it does afterwards is schedule tasks and pass
+#: small pickled results, work for which C2's costlier compiling never pays back. Executors of a
+#: cluster keep their JVM's defaults.
+DRIVER_JAVA_OPTIONS = "-XX:TieredStopAtLevel=1"
 #: Spark's log4j2 configuration while repair runs: errors only.
 LOG4J2_QUIET = os.path.join(os.path.dirname(os.path.abspath(__file__)), "spark-log4j2.properties")
 #: How long to wait for a standalone master to accept a connection before giving up.
@@ -252,17 +264,46 @@ def _environment(**values: str) -> Iterator[None]:
                 os.environ[name] = value
 
 
-def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str) -> list[R]:
+def spark_partitions(costs: Sequence[float], parallelism: int) -> list[list[int]]:
+    """Task indices grouped into Spark partitions, in the order Spark starts them (partition 0 first).
+
+    Guided self-scheduling: the costliest tasks first (equal costs: in the given order); a partition
+    takes tasks until it holds a ``2 x parallelism``-th of the cost not yet in a partition, or a
+    ``8 x parallelism``-th of the whole when that is more; a task costlier than that is a partition of
+    its own. So the first partitions are large (few partitions: each costs a Spark task's launch, tens
+    of milliseconds) and the last small, and the cores finish close together: a large task never starts
+    while the other cores run out of work."""
+    n = len(costs)
+    if n == 0:
+        return []
+    if sum(costs) <= 0:  # nothing known: every task counts the same
+        costs = [1.0] * n
+    order = sorted(range(n), key=lambda i: -costs[i])
+    total = remaining = float(sum(costs))
+    floor = total / (8 * max(1, parallelism))
+    partitions: list[list[int]] = []
+    target = current_cost = 0.0
+    for i in order:
+        if not partitions or current_cost + costs[i] > target:
+            remaining -= current_cost
+            partitions.append([])
+            target, current_cost = max(remaining / (2 * max(1, parallelism)), floor), 0.0
+        partitions[-1].append(i)
+        current_cost += costs[i]
+    return partitions
+
+
+def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str, costs: Sequence[float] | None = None) -> list[R]:
     spark = spark_session(master, "repair")
     context = spark.sparkContext
     context.setLogLevel("ERROR")
-    slices = max(1, min(len(tasks), context.defaultParallelism * 4))
-    # parallelize() cuts the list into contiguous slices; deal the tasks round-robin so that slices of
-    # size-sorted tasks (the largest first) get similar amounts of work.
-    n = len(tasks)
-    dealt: Iterable[tuple[int, T]] = [(i, tasks[i]) for s in range(slices) for i in range(s, n, slices)]
+    partitions = spark_partitions(costs if costs is not None else [1.0] * len(tasks), context.defaultParallelism)
+    # parallelize() cuts a list into contiguous slices of (nearly) equal length: given one element per
+    # partition (the list of its tasks), its slices are exactly the partitions planned.
+    groups: Iterable[list[tuple[int, T]]] = [[(i, tasks[i]) for i in partition] for partition in partitions]
     try:
-        pairs = context.parallelize(dealt, slices).map(lambda item: (item[0], func(item[1]))).collect()
+        pairs = (context.parallelize(groups, len(partitions))
+                 .flatMap(lambda group: ((i, func(task)) for i, task in group)).collect())
     except Exception as error:  # noqa: BLE001 - Py4J's error of a failed job: one line, not a Java trace
         raise TaskFailedError(f"the Spark job failed: {_first_line(error)}{_RETRY_HINT}") from None
     pairs.sort(key=lambda pair: pair[0])

@@ -45,6 +45,7 @@ from typing import Callable, Iterable
 
 from repair.errors import FormatError, UsageError
 from repair.formats.flink.arrow import StateColumns, merge_state_columns
+from repair.formats.flink.handles import iter_stream_handles
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import SnapshotRef, discover
@@ -318,7 +319,8 @@ def export(
             finished.append(task)
             on_progress(len(finished), len(tasks))
 
-        outputs = run_tasks(export_subtask, tasks, workers=workers, master=master, on_done=subtask_done if on_progress else None)
+        outputs = run_tasks(export_subtask, tasks, workers=workers, master=master, on_done=subtask_done if on_progress else None,
+                            cost=lambda task: _stored_bytes(snapshot, task))
         entries: dict[tuple[str, str], ExportedState] = {}
         for op in planner.operators:
             planned = ((p, source) for (op_id, source), ps in plans.items() if op_id == op.operator_id for p in ps)
@@ -336,6 +338,14 @@ def export(
         result.operators = [op for op in planner.operators if op.states]
         publisher.write(COMMIT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False).encode() + b"\n")
     return result
+
+
+def _stored_bytes(snapshot: LoadedSnapshot, task: ExportTask) -> int:
+    """The bytes of the handle ``task`` reads (its files' and inline bytes): its work, roughly."""
+    op = snapshot.metadata.operator(task.operator_id)
+    sub = next(s for s in op.subtasks if s.index == task.subtask)
+    handle = getattr(sub, SOURCES[task.source].slot)
+    return sum(getattr(stream, "size", 0) or 0 for _, stream in iter_stream_handles(handle))
 
 
 class _Planner:

@@ -592,7 +592,8 @@ def _execute(
     results = run_tasks(check, inline, on_done=progressed)
     # files on a remote store are checked several at once in each process: their reads mostly wait
     remote = any(st.parse_location(t.uri).kind != "local" for t in external)
-    results += run_tasks(check, external, workers=workers, master=master, on_done=progressed, threads=IN_FLIGHT if remote else 1)
+    results += run_tasks(check, external, workers=workers, master=master, on_done=progressed, threads=IN_FLIGHT if remote else 1,
+                         cost=lambda task: task.size)
     return {result.task.key: result for result in results}
 
 
