@@ -38,7 +38,7 @@ SCRATCH_CHUNK = 8 << 20
 #: Files copied (or checked) at once from a remote store: each request waits for the network (tens of
 #: milliseconds to the first byte on S3), so several are kept in flight; each holds one chunk in memory.
 #: ``REPAIR_IN_FLIGHT`` sets another number (1: one at a time).
-IN_FLIGHT = max(1, int(os.environ.get("REPAIR_IN_FLIGHT") or 8))
+IN_FLIGHT = max(1, int(os.environ.get("REPAIR_IN_FLIGHT") or 16))
 
 
 def read_resolved(
