@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", default=None, help="run only the variants whose name contains this")
     parser.add_argument("--results", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--in-flight", type=int, default=None,
-                        help="also run the S3 + latency variants with REPAIR_IN_FLIGHT set to this (default 8)")
+                        help="also run the S3 + latency variants with REPAIR_IN_FLIGHT set to this (the default: 16, repair.io.resolved.IN_FLIGHT)")
     parser.add_argument("--server-process", action="store_true",
                         help="run moto's server in a process of its own (default: in this process, beside the proxy)")
     parser.add_argument("--compare-code", type=Path, default=None,
