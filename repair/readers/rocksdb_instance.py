@@ -182,11 +182,13 @@ def _check_instance_files(directory: str, sources: dict[str, _Source]) -> None:
 
 
 def _read_small(directory: str, name: str) -> bytes:
+    """The file (a scratch copy of ours), bounded by its size first: a read of the bound itself would
+    allocate the whole bound (256 MB) for a file of a few bytes."""
     with open(os.path.join(directory, name), "rb") as file:
-        data = file.read(MAX_SMALL_FILE_BYTES + 1)
-    if len(data) > MAX_SMALL_FILE_BYTES:
-        raise InstanceUnavailable(f"{name} is larger than {MAX_SMALL_FILE_BYTES} bytes")
-    return data
+        size = os.fstat(file.fileno()).st_size
+        if size > MAX_SMALL_FILE_BYTES:
+            raise InstanceUnavailable(f"{name} is larger than {MAX_SMALL_FILE_BYTES} bytes")
+        return file.read(size)
 
 
 def _check_options(name: str, data: bytes) -> None:
