@@ -15,7 +15,7 @@ from repair.formats.flink.in_rocksdb.keyed_columns import _Bytes, _slices
 
 
 def _cut(rows: list[bytes], ranges: list[tuple[int, int]], per_row: bool) -> list[bytes]:
-    src = _Bytes(pa.array(rows, pa.binary()), rows)
+    src = _Bytes(pa.array(rows, pa.binary()))
     offsets = src.starts.to_pylist()
     starts = pa.array([offsets[i] + a for i, (a, _) in enumerate(ranges)], pa.int64())
     ends = pa.array([offsets[i] + b for i, (_, b) in enumerate(ranges)], pa.int64())
@@ -49,7 +49,7 @@ def test_every_cut_is_pythons_slice(data):
 
 def test_whole_rows_are_the_rows_themselves_and_suffixes_reach_the_end():
     rows = [b"\x01abc", b"\x02", b"\x03xyzzy"]
-    src = _Bytes(pa.array(rows, pa.binary()), rows)
+    src = _Bytes(pa.array(rows, pa.binary()))
     assert _slices(src, src.starts, src.ends, per_row=True) is src.array
     assert _cut(rows, [(1, len(r)) for r in rows], per_row=True) == [b"abc", b"", b"xyzzy"]
     assert _cut(rows, [(0, 1) for _ in rows], per_row=True) == [b"\x01", b"\x02", b"\x03"]
