@@ -95,6 +95,11 @@ def test_real_keyed_meta_matches_fixture(item):
             data = _keyed_meta_bytes(fixture_dir, path, handle)
             meta = decode_backend_meta(data)
             assert meta.complete and meta.problems == [] and not meta.resynchronized
+            # each state's meta info bytes (what write-savepoint copies between subtasks) start with its
+            # name, and together with the head they are the proxy, byte for byte
+            infos = [meta.state_info_bytes(data, s.name) for s in meta.states]
+            assert [info[2:2 + len(s.name.encode())] for info, s in zip(infos, meta.states)] == [s.name.encode() for s in meta.states]
+            assert data[: meta.states[0].offset] + b"".join(infos) == data[: meta.end_offset]
             # snapshot compression frames key groups (full snapshots); RocksDB instances compress their SSTs
             compressed = fixture_spec(fixture_dir)["snapshot_compression"] and isinstance(handle, KeyGroupsHandle)
             assert meta.proxy_version == 6 and meta.key_group_compression is compressed

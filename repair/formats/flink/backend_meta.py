@@ -166,6 +166,18 @@ class KeyedBackendMeta:
                 return s
         return None
 
+    def state_info_bytes(self, data: bytes, name: str) -> bytes:
+        """The bytes of state ``name``'s meta info in ``data`` (the bytes this meta data was decoded
+        from): from its offset to the next state's, or to the proxy's end for the last state."""
+        if not self.complete or self.end_offset is None:
+            raise FormatError("keyed backend meta data", self.end_offset or 0, "complete meta data",
+                              "; ".join(self.problems) or "decoding stopped early")
+        for index, info in enumerate(self.states):
+            if info.name == name:
+                end = self.states[index + 1].offset if index + 1 < len(self.states) else self.end_offset
+                return data[info.offset:end]
+        raise KeyError(name)
+
 
 @dataclass
 class OperatorBackendMeta:

@@ -473,10 +473,11 @@ class _Writer:
         return found[0] if found else []
 
     def _keyed_meta(self, op: OperatorState, subtasks: list[SubtaskState]) -> tuple[bytes, KeyedBackendMeta]:
-        """The source's keyed backend meta data (of its first keyed subtask), bytes and decoded; every
-        subtask must register the same states. Changelog subtasks add the states their changelog
-        registers (METADATA changes) that no materialized meta data holds: registered after the last
-        materialization, or before the first (then the meta data is built from the changelog's alone)."""
+        """The keyed backend meta data, bytes and decoded, of every state some subtask of the source
+        registers: the first keyed subtask's, with the states only other subtasks register appended (a
+        state registered lazily, on the subtasks that needed it). Changelog subtasks add the states their
+        changelog registers (METADATA changes) that no materialized meta data holds: registered after the
+        last materialization, or before the first (then the meta data is built from the changelog's alone)."""
         label = op.operator_uid or op.operator_id
         found: list[tuple[bytes, KeyedBackendMeta]] = []
         registered: dict[str, MetadataChange] = {}
@@ -500,21 +501,26 @@ class _Writer:
                 raise FormatError("keyed backend meta data", 0, "complete meta data", "; ".join(meta.problems)).in_source(
                     f"operator {op.operator_id}, subtask {sub.index}")
             found.append((data[: meta.end_offset], meta))
-        names = [[s.name for s in meta.states] for _, meta in found]
-        if any(n != names[0] for n in names):
-            raise UsageError(f"operator {label}: its subtasks register different states "
-                             f"({'; '.join(sorted({', '.join(n) for n in names}))}); not written")
-        if found:
-            data = found[0][0]
-            extra = [change.info_bytes for name, change in registered.items() if name not in names[0]]
-            if not extra:
-                return found[0]
-            data = meta_with_states(data, extra)
-        elif registered:
+        if not found:
+            if not registered:
+                raise UsageError(f"operator {label}: no subtask has keyed state meta data (materialized, or registered in "
+                                 f"its changelog)")
             data = keyed_meta(_key_serializer_bytes(label, registered.values()), [c.info_bytes for c in registered.values()])
-        else:
-            raise UsageError(f"operator {label}: no subtask has keyed state meta data (materialized, or registered in "
-                             f"its changelog)")
+            return data, decode_keyed_backend_meta(data)
+        data, first = found[0]
+        if any(meta.key_serializer != first.key_serializer for _, meta in found):
+            raise UsageError(f"operator {label}: its subtasks have different key serializers; not written")
+        extra: dict[str, bytes] = {}
+        for other_data, meta in found[1:]:
+            for info in meta.states:
+                if first.state(info.name) is None and info.name not in extra:
+                    extra[info.name] = meta.state_info_bytes(other_data, info.name)
+        for name, change in registered.items():
+            if first.state(name) is None and name not in extra:
+                extra[name] = change.info_bytes
+        if not extra:
+            return found[0]
+        data = meta_with_states(data, list(extra.values()))
         return data, decode_keyed_backend_meta(data)
 
     def _keyed_parts(self, op: OperatorState, exported: dict, meta: tuple[bytes, KeyedBackendMeta],
