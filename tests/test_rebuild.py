@@ -11,7 +11,7 @@ import json
 import re
 import shutil
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -135,8 +135,11 @@ def test_real_flink_restores_a_rebuilt_changelog_checkpoint(tmp_path):
     """The changelog state backend over RocksDB: the MANIFEST of a materialized instance is broken; the
     rebuilt checkpoint keeps the logged changes (DSTL files) as they were, and Flink restores it with
     the changes applied. Freshly generated: a changelog checkpoint names the DSTL files where Flink
-    wrote them."""
-    spec = SPECS["flink-1.20-changelog"]
+    wrote them. The source pauses before the third wave for more than two materialization intervals
+    (4 s here): the first waves are materialized by then, and the last ones are logged after it."""
+    committed = SPECS["flink-1.20-changelog"]
+    spec = replace(committed, extra={**committed.extra, "state.changelog.periodic-materialize.interval": "4s",
+                                     "fixture.late-wave-pause-ms": "9000"})
     for attempt in range(3):  # the newest checkpoint must hold changes logged since its materialization (timing)
         fresh = generate(spec, tmp_path / f"fresh-{attempt}", staging=tmp_path / f"staging-{attempt}")
         root = tmp_path / f"staging-{attempt}" / "checkpoints" / spec.name / fixture_info(fresh)["job_id"]
