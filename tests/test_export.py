@@ -761,3 +761,40 @@ def test_spark_standalone_cluster_on_loopback(exported, tmp_path):
             _assert_identical(exported[(name, which)], out)
         apps = cluster.state()["activeapps"]
         assert [app["name"] for app in apps] == ["repair"] and apps[0]["cores"] == 1  # the executor ran on the worker
+
+
+def test_tasks_in_one_process_decode_the_metadata_once(tmp_path, monkeypatch):
+    """Each task re-loads the snapshot where it runs; in one process they share one decoded ``_metadata``
+    (the driver's load plus one for the tasks), not one decode per subtask (quadratic in the job's size)."""
+    from repair.io import snapshot as snapshot_module
+
+    decodes = []
+    real = snapshot_module.decode_metadata
+    monkeypatch.setattr(snapshot_module, "decode_metadata", lambda data: decodes.append(len(data)) or real(data))
+    document = _export(_job_root("flink-1.20-default"), tmp_path / "out", workers=1)
+    subtasks = {(op["operator_id"], sub) for op in document["operators"] for sub in op.get("subtasks", [])}
+    assert len(subtasks) > 2
+    assert len(decodes) == 2
+    assert snapshot_module._shared == {}  # let go when the operation ends
+
+
+def test_a_task_refuses_a_metadata_that_changed_since_planning(tmp_path):
+    """A ``_metadata`` replaced between planning and a task (another version than the planned one) is a
+    typed error naming the file, not a silent read of another checkpoint."""
+    import shutil
+
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.snapshot import load_snapshot, load_snapshot_shared
+
+    root = tmp_path / "job"
+    shutil.copytree(_job_root("flink-1.20-default"), root)
+    storage = st.default_storage()
+    ref = discover(str(root), storage).snapshots[-1]
+    planned = load_snapshot(ref, str(root), storage)
+    assert load_snapshot_shared(ref, str(root), storage, planned.metadata_digest).metadata == planned.metadata
+    metadata = Path(ref.metadata_uri.removeprefix("file://"))
+    metadata.write_bytes(metadata.read_bytes() + b"\0")
+    with pytest.raises(FormatError) as error:
+        load_snapshot_shared(ref, str(root), storage, "0" * 16)
+    assert "_metadata" in str(error.value) and "changed meanwhile" in str(error.value)

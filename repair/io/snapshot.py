@@ -12,7 +12,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
-from repair.errors import RepairError
+import xxhash
+
+from repair.errors import FormatError, RepairError
 from repair.formats.flink.handles import FileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import CheckpointMetadata, decode_metadata
 from repair.io import storage as st
@@ -28,6 +30,9 @@ class LoadedSnapshot:
     metadata: CheckpointMetadata
     resolver: PathResolver
     metadata_size: int
+    #: The xxh3-64 digest (hex) of the ``_metadata`` bytes: names this version of the file, so a task
+    #: can tell that it reads the snapshot its operation planned from (:func:`load_snapshot_shared`).
+    metadata_digest: str = ""
 
     @property
     def kind(self) -> str:
@@ -45,11 +50,50 @@ class LoadedSnapshot:
 def load_snapshot(ref: SnapshotRef, root: str | None, storage: st.Storage) -> LoadedSnapshot:
     """Read and decode ``ref``'s ``_metadata``; errors are typed and name the file."""
     data = _read_metadata(ref.metadata_uri, storage)
+    return _decoded(ref, root, storage, data, xxhash.xxh3_64_hexdigest(data))
+
+
+def _decoded(ref: SnapshotRef, root: str | None, storage: st.Storage, data: bytes, digest: str) -> LoadedSnapshot:
     try:
         metadata = decode_metadata(data)
     except RepairError as error:
         raise error.in_source(ref.metadata_uri) from None
-    return LoadedSnapshot(ref, metadata, PathResolver(ref, root, storage, recorded_paths(metadata)), len(data))
+    return LoadedSnapshot(ref, metadata, PathResolver(ref, root, storage, recorded_paths(metadata)), len(data), digest)
+
+
+# -- one decoded snapshot per process for an operation's tasks --------------------------------------
+
+#: The snapshots :func:`load_snapshot_shared` decoded in this process, newest last (at most
+#: :data:`_SHARED_KEPT`: an operation reads one snapshot), by ``(metadata URI, storage options, root,
+#: digest)``. Emptied when the outermost :func:`metadata_read_once` block of this process ends.
+_shared: dict[tuple, LoadedSnapshot] = {}
+_shared_lock = threading.Lock()
+_SHARED_KEPT = 1
+
+
+def load_snapshot_shared(ref: SnapshotRef, root: str | None, storage: st.Storage, digest: str) -> LoadedSnapshot:
+    """``ref``'s snapshot for a task of an operation that planned from the version of ``_metadata``
+    whose :attr:`~LoadedSnapshot.metadata_digest` is ``digest``: read and decoded once per process and
+    shared by every task that runs there (callers only read it). Without it each of a job's N subtask
+    tasks decodes the whole ``_metadata`` (all N subtasks' handles): quadratic work, and one read of
+    the file per task. A ``_metadata`` that is no longer that version is refused (a typed error naming
+    it), so a task never reads another checkpoint than the one planned."""
+    key = (ref.metadata_uri, storage.options, root, digest)
+    with _shared_lock:
+        found = _shared.get(key)
+    if found is not None:
+        return found
+    data = _read_metadata(ref.metadata_uri, storage)
+    found_digest = xxhash.xxh3_64_hexdigest(data)
+    if found_digest != digest:
+        raise FormatError("_metadata", 0, f"the version the operation planned from (xxh3-64 {digest})",
+                          f"another version (xxh3-64 {found_digest}): the file changed meanwhile").in_source(ref.metadata_uri)
+    snapshot = _decoded(ref, root, storage, data, digest)
+    with _shared_lock:
+        _shared[key] = snapshot
+        while len(_shared) > _SHARED_KEPT:
+            del _shared[next(iter(_shared))]
+    return snapshot
 
 
 def recorded_paths(metadata: CheckpointMetadata) -> list[str]:
@@ -95,6 +139,8 @@ def metadata_read_once() -> Iterator[None]:
             _read_once_depth -= 1
             if _read_once_depth == 0:
                 _read_once = None
+                with _shared_lock:
+                    _shared.clear()
 
 
 def reading_metadata_once(function: F) -> F:

@@ -49,7 +49,7 @@ from repair.formats.flink.handles import iter_stream_handles
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import SnapshotRef, discover
-from repair.io.snapshot import LoadedSnapshot, load_snapshot, reading_metadata_once
+from repair.io.snapshot import LoadedSnapshot, load_snapshot, load_snapshot_shared, reading_metadata_once
 from repair.ops.export.parts import (
     COLUMN_CHOICES,
     COLUMNS,
@@ -204,6 +204,8 @@ class ExportTask:
     #: Where the task writes its parts (the output's staging directory).
     staging: str
     states: tuple[StatePlan, ...]
+    #: The planned ``_metadata``'s :attr:`~repair.io.snapshot.LoadedSnapshot.metadata_digest`.
+    metadata_digest: str = ""
     engine: str = "auto"
     compression: str = COMPRESSION
     #: ``--columns``: :data:`~repair.ops.export.parts.COLUMN_CHOICES`.
@@ -225,7 +227,7 @@ def export_subtask(task: ExportTask) -> SubtaskExport:
     """Stream one subtask's states into Parquet parts below ``task.staging`` (runs in a worker or Spark
     executor); returns the counts."""
     source = SOURCES[task.source]
-    snapshot = load_snapshot(task.ref, task.root, task.storage)
+    snapshot = load_snapshot_shared(task.ref, task.root, task.storage, task.metadata_digest)
     op = snapshot.metadata.operator(task.operator_id)
     sub = next((s for s in op.subtasks if s.index == task.subtask), None) if op is not None else None
     if sub is None or not source.applies(getattr(sub, source.slot)):
@@ -310,7 +312,7 @@ def export(
         staging = publisher.share()
         tasks = [
             ExportTask(ref, layout.root, op.operator_id, subtask, storage, source, staging, plans[(op.operator_id, source)],
-                       engine, compression, columns)
+                       metadata_digest=snapshot.metadata_digest, engine=engine, compression=compression, columns=columns)
             for op, subtask, source in planner.subtasks if plans[(op.operator_id, source)]
         ]
         finished = []
