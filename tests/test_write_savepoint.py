@@ -929,6 +929,20 @@ def _late_tags(records) -> dict[str, str]:
     return late
 
 
+def _assert_written_back_and_restored(flink_version: str, export_dir: Path, out_base: Path, records, expected: dict) -> None:
+    """The export written back unchanged and rescaled 128 -> 256 at parallelism 3; real Flink (the job
+    with ``fixture.late-state``) restores each with exactly ``expected``."""
+    from fixtures.restore import restore_state
+
+    for max_parallelism, parallelism in ((None, None), (256, 3)):
+        out = out_base / f"sp-{max_parallelism}"
+        write_savepoint(str(export_dir), str(out), max_parallelism=max_parallelism, parallelism=parallelism)
+        restored = restore_state(flink_version, out, records, parallelism=parallelism or 2, max_parallelism=max_parallelism,
+                                 extra_conf={"fixture.late-state": "true"})
+        assert restored["keyed"] == expected["keyed"]
+        assert restored["operator"] == expected["operator"]
+
+
 def _registered_states(checkpoint: Path, operator: str) -> list[set[str]]:
     """The names of the states each subtask of ``operator`` registers in its keyed backend meta data
     (an incremental or full snapshot; not a changelog)."""
@@ -960,7 +974,6 @@ def test_real_flink_restores_a_state_that_only_some_subtasks_registered(flink_ve
     both with exactly the state computed in Python from the input (late-tag for subtask 0's users)."""
     from fixtures import state_model
     from fixtures.generate import FixtureSpec, generate
-    from fixtures.restore import restore_state
     from repair.formats.flink.keygroups import assign_key_group, java_string_hash, operator_index_for_key_group
 
     records = state_model.make_records(waves=4)
@@ -983,13 +996,7 @@ def test_real_flink_restores_a_state_that_only_some_subtasks_registered(flink_ve
     for user, tag in tags.items():
         expected["keyed"]["per-user"][user]["late-tag"] = tag
     export(str(checkpoint), str(tmp_path / "export"))
-    for max_parallelism, parallelism in ((None, None), (256, 3)):
-        out = tmp_path / f"sp-{max_parallelism}"
-        write_savepoint(str(tmp_path / "export"), str(out), max_parallelism=max_parallelism, parallelism=parallelism)
-        restored = restore_state(flink_version, out, records, parallelism=parallelism or 2, max_parallelism=max_parallelism,
-                                 extra_conf={"fixture.late-state": "true"})
-        assert restored["keyed"] == expected["keyed"]
-        assert restored["operator"] == expected["operator"]
+    _assert_written_back_and_restored(flink_version, tmp_path / "export", tmp_path, records, expected)
 
 
 def _registered_after_materialization(checkpoint: Path, operator: str, state: str) -> bool:
@@ -1035,7 +1042,6 @@ def test_real_flink_restores_a_state_registered_after_the_last_materialization(f
     the checkpoint covers, late-tag included."""
     from fixtures import state_model
     from fixtures.generate import FixtureSpec, generate
-    from fixtures.restore import restore_state
 
     spec = FixtureSpec(f"late-state-{backend}-changelog", flink_version, "a state registered after a materialization",
                        state_backend=backend, changelog=True,
@@ -1064,10 +1070,4 @@ def test_real_flink_restores_a_state_registered_after_the_last_materialization(f
                 for state in op["states"] if state["state"] == "late-tag")
     rows = pq.read_table(tmp_path / "export" / path).to_pylist()
     assert {row["key"]: row["value"] for row in rows} == tags and len(rows) == len(tags)
-    for max_parallelism, parallelism in ((None, None), (256, 3)):
-        out = tmp_path / f"sp-{max_parallelism}"
-        write_savepoint(str(tmp_path / "export"), str(out), max_parallelism=max_parallelism, parallelism=parallelism)
-        restored = restore_state(flink_version, out, records, parallelism=parallelism or 2, max_parallelism=max_parallelism,
-                                 extra_conf={"fixture.late-state": "true"})
-        assert restored["keyed"] == expected["keyed"]
-        assert restored["operator"] == expected["operator"]
+    _assert_written_back_and_restored(flink_version, tmp_path / "export", tmp_path, records, expected)
