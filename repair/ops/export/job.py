@@ -205,7 +205,7 @@ class ExportTask:
     staging: str
     states: tuple[StatePlan, ...]
     #: The planned ``_metadata``'s :attr:`~repair.io.snapshot.LoadedSnapshot.metadata_digest`.
-    metadata_digest: str = ""
+    metadata_digest: str
     engine: str = "auto"
     compression: str = COMPRESSION
     #: ``--columns``: :data:`~repair.ops.export.parts.COLUMN_CHOICES`.
