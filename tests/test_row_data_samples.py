@@ -1,6 +1,7 @@
 """Flink's own RowDataSerializer against row_data.py, for SQL types the SQL fixtures do not hold.
 
-``tests/java/RowDataSamples.java``, run against every cached Flink whose Table API jars are unpacked
+``tests/java/RowDataSamples.java``, run against every cached Flink (``tests/java_oracle.jar_params``: at
+least the releases ``scripts/test.sh`` installs) with its Table API jars, unpacked here when they are not yet
 (``fixtures/flink_harness.ensure_flink_table``), writes a ``RowDataSerializer`` snapshot (read by
 serializers.py: the logical types from their Java serialization) and rows of BOOLEAN to DOUBLE, compact
 and wide DECIMAL, inline and variable STRING and VARBINARY, DATE, TIME, compact and wide TIMESTAMP,
@@ -17,26 +18,25 @@ import subprocess
 
 import pytest
 
+from fixtures.flink_harness import ensure_flink_table
 from repair.formats.flink.serializers import decode_serializer_snapshot, describe
 from repair.formats.flink.value_encoders import encoder_for
 from repair.formats.flink.values import decoder_for
-from tests.java_oracle import FLINK_CACHE, JAVA_SOURCES
+from tests.conftest import MISSING_TOOL
+from tests.java_oracle import JAVA_SOURCES, jar_params
 
 
-def _flinks() -> list:
-    found = [p for p in sorted(FLINK_CACHE.glob("flink-*")) if (p / "table").is_dir() and list((p / "lib").glob("flink-dist-*.jar"))]
-    if not found:
-        return [pytest.param(None, marks=pytest.mark.skip(reason=f"no Table API jars under {FLINK_CACHE}/flink-*/table"))]
-    return [pytest.param(p, id=p.name) for p in found]
-
-
-@pytest.fixture(scope="module", params=_flinks())
+@pytest.fixture(scope="module", params=jar_params())
 def samples(request, tmp_path_factory) -> dict:
     if shutil.which("javac") is None or shutil.which("java") is None:
-        pytest.skip("javac/java not on PATH")
-    flink = request.param
-    classpath = os.pathsep.join(map(str, [*sorted((flink / "lib").glob("flink-dist-*.jar")), *sorted((flink / "table").glob("*.jar"))]))
-    classes = tmp_path_factory.mktemp(f"rowdata-{flink.name}")
+        pytest.skip(f"{MISSING_TOOL} javac/java not on PATH")
+    dist_jar = request.param
+    version = dist_jar.stem.removeprefix("flink-dist-")
+    # Unpacked from the apache-flink-libraries package ensure_flink already downloaded: not a skip on a
+    # fresh machine, where only the SQL fixture generator had unpacked them before.
+    table_jars = ensure_flink_table(version)
+    classpath = os.pathsep.join(map(str, [dist_jar, *table_jars]))
+    classes = tmp_path_factory.mktemp(f"rowdata-{version}")
     subprocess.run(["javac", "-nowarn", "-cp", classpath, "-d", str(classes), str(JAVA_SOURCES / "RowDataSamples.java")],
                    check=True, capture_output=True, timeout=120)
     out = subprocess.run(["java", "-cp", f"{classpath}{os.pathsep}{classes}", "RowDataSamples"],

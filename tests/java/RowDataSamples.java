@@ -28,6 +28,7 @@ import org.apache.flink.table.types.logical.VarBinaryType;
 import org.apache.flink.table.types.logical.VarCharType;
 import org.apache.flink.types.RowKind;
 
+import java.lang.reflect.Method;
 import java.math.BigDecimal;
 import java.util.LinkedHashMap;
 import java.util.Map;
@@ -56,7 +57,7 @@ public class RowDataSamples {
         bag.put(StringData.fromString("ünï"), 1);
         RowDataSerializer serializer = new RowDataSerializer(types);
         DataOutputSerializer snapshot = new DataOutputSerializer(256);
-        TypeSerializerSnapshotSerializationUtil.writeSerializerSnapshot(snapshot, serializer.snapshotConfiguration());
+        writeSnapshot(snapshot, serializer);
         GenericRowData full = GenericRowData.ofKind(RowKind.UPDATE_AFTER,
                 true, (byte) -7, (short) -300, 123456, -9007199254740993L, 1.5f, -2.25,
                 DecimalData.fromBigDecimal(new BigDecimal("-12345678.91"), 10, 2),
@@ -78,6 +79,25 @@ public class RowDataSamples {
             sep = ", ";
         }
         System.out.println("]}");
+    }
+
+    /**
+     * TypeSerializerSnapshotSerializationUtil.writeSerializerSnapshot as this release has it: (out,
+     * snapshot) since Flink 1.19, (out, snapshot, serializer) before, e.g. in 1.15.
+     */
+    private static void writeSnapshot(DataOutputSerializer out, RowDataSerializer serializer) throws Exception {
+        for (Method method : TypeSerializerSnapshotSerializationUtil.class.getMethods()) {
+            if (!method.getName().equals("writeSerializerSnapshot")) {
+                continue;
+            }
+            if (method.getParameterCount() == 2) {
+                method.invoke(null, out, serializer.snapshotConfiguration());
+            } else {
+                method.invoke(null, out, serializer.snapshotConfiguration(), serializer);
+            }
+            return;
+        }
+        throw new IllegalStateException("no TypeSerializerSnapshotSerializationUtil.writeSerializerSnapshot");
     }
 
     private static String hex(byte[] data) {
