@@ -82,8 +82,8 @@ public class RowDataSamples {
     }
 
     /**
-     * TypeSerializerSnapshotSerializationUtil.writeSerializerSnapshot as this release has it: (out,
-     * snapshot) since Flink 1.19, (out, snapshot, serializer) before, e.g. in 1.15.
+     * TypeSerializerSnapshotSerializationUtil.writeSerializerSnapshot in the one form this release has
+     * (javap): (out, snapshot) in 1.20.3, 2.0.2, 2.1.1 and 2.3.0; (out, snapshot, serializer) in 1.15.4.
      */
     private static void writeSnapshot(DataOutputSerializer out, RowDataSerializer serializer) throws Exception {
         for (Method method : TypeSerializerSnapshotSerializationUtil.class.getMethods()) {
