@@ -34,7 +34,7 @@ _EXPORTS = {
     "fallback": "repair.ops.fallback",
     "orphans": "repair.ops.orphans",
     "relocate": "repair.ops.relocate",
-    "rebuild_manifest": "repair.ops.rebuild.checkpoint",
+    "rebuild_manifest": "repair.ops.rebuild",
     "rebuild_db": "repair.ops.rebuild.db",
     "export": "repair.ops.export.job",
     "read_state": "repair.ops.export.scan",
@@ -99,7 +99,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.fallback import FallbackResult, fallback
     from repair.ops.inspect import InspectResult, inspect
     from repair.ops.orphans import OrphansResult, orphans
-    from repair.ops.rebuild.checkpoint import RebuildResult, rebuild_manifest
+    from repair.ops.rebuild import rebuild_manifest
+    from repair.ops.rebuild.checkpoint import RebuildResult
     from repair.ops.rebuild.db import RebuildDbResult, rebuild_db
     from repair.ops.relocate import RelocateResult, relocate
     from repair.ops.triage import TriageResult, triage

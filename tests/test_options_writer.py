@@ -31,7 +31,7 @@ from repair.formats.rocksdb.options_writer import (
 )
 from repair.formats.rocksdb.table.checksum import ChecksumType
 from repair.formats.rocksdb.table.sst import open_table
-from repair.ops.rebuild.checkpoint import rebuild_manifest
+from repair.ops.rebuild import rebuild_manifest
 from repair.ops.rebuild.db_evidence import OldManifest, choose_format, rocksdb7_markers
 from repair.ops.verify.engine import verify
 from tests import damage

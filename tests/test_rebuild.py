@@ -36,7 +36,7 @@ from repair.formats.flink.metadata import decode_metadata
 from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.rocksdb.manifest import read_manifest, replay
 from repair.formats.rocksdb.table.block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType
-from repair.ops.rebuild.checkpoint import rebuild_manifest
+from repair.ops.rebuild import rebuild_manifest
 from repair.ops.verify.engine import verify
 from tests import damage
 from tests._flink_state_files import local_file

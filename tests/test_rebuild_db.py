@@ -27,7 +27,7 @@ from repair.formats.rocksdb.files import decode_current, parse_options
 from repair.formats.rocksdb.manifest import ColumnFamilyVersion, read_manifest, replay
 from repair.formats.rocksdb.table.sst import open_table
 from repair.formats.rocksdb.wal import summarize_wal
-from repair.io.layout import is_rocksdb_dir
+from repair.io.layout import ROCKSDB_DIR, classify
 from repair.ops.rebuild.db import rebuild_db
 from repair.ops.rebuild.db_evidence import OldManifest, assign_column_family_ids
 from tests.rocksdb_testlib import ldb, make_rocksdict_db, needs_ldb
@@ -375,7 +375,7 @@ def test_format_override_and_output_inside_input(flink_dbs, tmp_path):
 def test_cli_dispatches_a_rocksdb_dir_and_renders(flink_dbs, tmp_path, capsys):
     db = flink_dbs["flink-2.1-p3-external-xxh3-zstd"][0]
     broken = _damaged(db, tmp_path, "manifest_and_options_deleted")
-    assert is_rocksdb_dir(str(broken)) and not is_rocksdb_dir(str(tmp_path))
+    assert classify(str(broken)).kind == ROCKSDB_DIR and classify(str(tmp_path)).kind != ROCKSDB_DIR
     code = main(["rebuild-manifest", str(broken), "--out", str(tmp_path / "new")])
     text = capsys.readouterr().out
     assert code == 0

@@ -175,8 +175,9 @@ def orphans(
 
 @app.command()
 def relocate(
-    checkpoint: str = typer.Argument(..., help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
-    to: str = typer.Option(..., "--out", "--to", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
+    path: str = typer.Argument(..., metavar="PATH", help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
+    to: Optional[str] = typer.Option(None, "--to", hidden=True, help="Old name of --out."),
     copy: bool = typer.Option(False, "--copy", metavar="", help="Also copy every referenced file under the new root (a self-contained checkpoint)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
@@ -186,14 +187,15 @@ def relocate(
     from repair.ops.relocate import relocate as run_relocate
 
     with progress_bar("copying", counting="files") as on_progress:
-        result = run_relocate(checkpoint, to, copy=copy, on_progress=on_progress)
+        result = run_relocate(path, _output(out, to), copy=copy, on_progress=on_progress)
     _show(result, json_output, render_relocate, exit_code=0 if result.ok else 1)
 
 
 @app.command("rebuild-manifest")
 def rebuild_manifest(
-    checkpoint: str = typer.Argument(..., help="The checkpoint (chk-N directory or _metadata file), or a bare RocksDB directory (a TaskManager's db/), whose MANIFEST or CURRENT is missing or broken."),
-    out: str = typer.Option(..., "--out", metavar="DIR", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs. For a RocksDB directory: the new DB directory."),
+    path: str = typer.Argument(..., metavar="PATH", help="The checkpoint (chk-N directory or _metadata file), or a bare RocksDB directory (a TaskManager's db/), whose MANIFEST or CURRENT is missing or broken."),
+    out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs. For a RocksDB directory: the new DB directory."),
+    to: Optional[str] = typer.Option(None, "--to", hidden=True, help="Old name of --out."),
     copy: bool = typer.Option(False, "--copy", metavar="", help="Also copy every referenced file under the new root."),
     drop_missing: bool = typer.Option(
         False, "--drop-missing", metavar="",
@@ -206,20 +208,12 @@ def rebuild_manifest(
 ) -> None:
     """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing lost data."""
     from repair.cli.render import render_rebuild, render_rebuild_db
-    from repair.io.layout import is_rocksdb_dir
-    from repair.ops.rebuild.checkpoint import rebuild_manifest as run_rebuild
-    from repair.ops.rebuild.db import rebuild_db
+    from repair.ops.rebuild import rebuild_manifest as run_rebuild
+    from repair.ops.rebuild.db import RebuildDbResult
 
-    if is_rocksdb_dir(checkpoint):
-        if copy:
-            raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
-        result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
-        _show(result, json_output, render_rebuild_db, exit_code=0 if result.ok else 1)
-        return
-    if manifest_format is not None:
-        raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
-    result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing)
-    _show(result, json_output, render_rebuild, exit_code=0 if result.ok else 1)
+    result = run_rebuild(path, _output(out, to), copy=copy, drop_missing=drop_missing, format=manifest_format)
+    render = render_rebuild_db if isinstance(result, RebuildDbResult) else render_rebuild
+    _show(result, json_output, render, exit_code=0 if result.ok else 1)
 
 
 @app.command()
@@ -421,6 +415,15 @@ def runbook(
 
     print_markdown(runbooks.text(name))
     raise typer.Exit(0)
+
+
+def _output(out: str | None, to: str | None) -> str:
+    """``--out``, also accepted under its old name ``--to`` (hidden); one of them is required."""
+    if out is not None and to is not None and out != to:
+        raise UsageError("--to is the old name of --out: give one of them")
+    if out is None and to is None:
+        raise UsageError("missing option --out DIR: the new directory to write")
+    return out if out is not None else to
 
 
 def _say_spark(master: str | None) -> None:

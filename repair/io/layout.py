@@ -1,8 +1,9 @@
 """Where checkpoints are: layout discovery and resolution of the paths a ``_metadata`` names.
 
 A path given by the user may be a job checkpoint root (``chk-*/``, ``shared/``, ``taskowned/``), one
-``chk-N`` directory, a ``_metadata`` file, or a savepoint directory. :func:`discover` says which and
-lists the snapshots (checkpoints or savepoints) found there.
+``chk-N`` directory, a ``_metadata`` file, a savepoint directory, a directory of savepoints, a bare
+RocksDB directory or a single file. :func:`classify` says which, once for every command, and lists
+the snapshots (checkpoints or savepoints) found there; commands ask it and never look themselves.
 
 ``_metadata`` records absolute paths of where Flink wrote each file (``file:/var/...``,
 ``s3://bucket/...``). A checkpoint copied to another host, bucket or directory still names the old
@@ -24,6 +25,7 @@ random UUIDs, so a file of that name is that file), and otherwise where it was r
 from __future__ import annotations
 
 import re
+from collections.abc import Collection
 from dataclasses import dataclass, field
 
 from repair.errors import StorageError
@@ -44,6 +46,18 @@ _ANCHORS = ("shared", "taskowned")
 #: ``StateChangeFsUploader.PATH_SUB_DIR``: the changelog's files, below ``<dstl base>/<job-id>/``.
 CHANGELOG_DIR = "dstl"
 
+#: What a path is (:attr:`Layout.kind`), as :func:`classify` decides it.
+JOB_ROOT = "job-root"  # a job's checkpoint root: chk-N directories with a _metadata (and shared/, taskowned/)
+CHECKPOINT = "checkpoint"  # a chk-N directory holding _metadata
+SAVEPOINT = "savepoint"  # any other directory holding _metadata
+METADATA_FILE = "metadata-file"  # a _metadata file itself
+SAVEPOINTS_DIR = "savepoints-dir"  # a directory of savepoints (sub-directories holding _metadata, no chk-N)
+ROCKSDB_DIR = "rocksdb-dir"  # a bare RocksDB directory (CURRENT, MANIFEST-* or *.sst; no _metadata, no chk-*)
+FILE = "file"  # any other single file (an SST, a MANIFEST)
+DIRECTORY = "directory"  # a directory holding none of these (empty, only incomplete chk-N, job directories)
+#: The kinds that are snapshots or hold them as ``chk-N``: what :func:`discover` accepts.
+SNAPSHOT_KINDS = frozenset({JOB_ROOT, CHECKPOINT, SAVEPOINT, METADATA_FILE})
+
 
 @dataclass(frozen=True)
 class SnapshotRef:
@@ -61,35 +75,65 @@ class SnapshotRef:
 
 @dataclass
 class Layout:
-    """What a user-given path is, and the snapshots in it (oldest first)."""
+    """What a user-given path is, and the snapshots in it (oldest first; savepoints by name)."""
 
-    kind: str  # "job-root" | "checkpoint" | "savepoint" | "metadata-file"
+    kind: str  # one of JOB_ROOT, CHECKPOINT, SAVEPOINT, METADATA_FILE, SAVEPOINTS_DIR, ROCKSDB_DIR, FILE, DIRECTORY
     path: str
     #: The job's checkpoint root (holding ``chk-*`` and ``shared/``), when the path is in one.
     root: str | None
     snapshots: list[SnapshotRef]
     #: ``chk-N`` directories without ``_metadata`` (in progress, failed, or half deleted).
     incomplete: list[str] = field(default_factory=list)
+    #: The size of a single file (FILE, METADATA_FILE).
+    size: int | None = None
+    #: For a DIRECTORY: what to pass instead (its job directories, its incomplete checkpoints), or "".
+    hint: str = ""
+
+    @property
+    def inputs(self) -> list[str]:
+        """What a command reading this path reads below: the job root around a snapshot, each snapshot's
+        directory, the path itself (the places an output must stay out of, :func:`repair.io.outputs.new_output`)."""
+        return list(dict.fromkeys([*([self.root] if self.root else []), *(ref.directory for ref in self.snapshots), self.path]))
+
+
+def classify(path: str, storage: st.Storage | None = None, *, accept: Collection[str] | None = None) -> Layout:
+    """What ``path`` is, decided once for every command: one of the kinds above, with its snapshots.
+
+    Reads the path's status, its ``_metadata``'s, and (for a directory without one) its listing once;
+    a directory that is neither a job root nor a RocksDB directory also costs one status per
+    sub-directory (savepoints). :class:`StorageError` when the path does not exist, or when its kind
+    is not one of ``accept`` (when given), saying what it is and what to pass instead.
+    """
+    storage = storage or st.default_storage()
+    layout = _classify(path, storage)
+    if accept is not None and layout.kind not in accept:
+        raise StorageError(_not_accepted(layout), source=path)
+    return layout
 
 
 def discover(path: str, storage: st.Storage | None = None) -> Layout:
-    """Classify ``path`` and list its snapshots; :class:`StorageError` if it holds none."""
-    storage = storage or st.default_storage()
+    """:func:`classify` for the commands that read snapshots: a job root, a checkpoint, a savepoint or a
+    ``_metadata`` file; :class:`StorageError` for anything else."""
+    return classify(path, storage, accept=SNAPSHOT_KINDS)
+
+
+def _classify(path: str, storage: st.Storage) -> Layout:
     info = storage.stat(path)
     if info is None:
         raise StorageError("no such file or directory", source=path)
     if not info.is_dir:
         if st.basename(path) != METADATA:
-            raise StorageError(f"not a {METADATA} file, checkpoint or savepoint directory", source=path)
-        directory = st.parent(path)
-        return _single(directory, storage, "metadata-file", path, metadata_uri=path)
+            return Layout(FILE, path, None, [], size=info.size)
+        layout = _single(st.parent(path), METADATA_FILE, path, metadata_uri=path)
+        layout.size = info.size
+        return layout
     if storage.stat(st.join(path, METADATA)) is not None:
-        kind = "checkpoint" if _CHK.match(st.basename(path)) else "savepoint"
-        return _single(path, storage, kind, path)
+        return _single(path, CHECKPOINT if _CHK.match(st.basename(path)) else SAVEPOINT, path)
 
-    snapshots, incomplete = [], []
-    job_dirs = []
-    for entry in storage.list_dir(path):
+    entries = storage.list_dir(path)
+    names = {st.basename(entry.path) for entry in entries}
+    snapshots, incomplete, job_dirs, others = [], [], [], []
+    for entry in entries:
         name = st.basename(entry.path)
         match = _CHK.match(name)
         if entry.is_dir and match:
@@ -100,20 +144,47 @@ def discover(path: str, storage: st.Storage | None = None) -> Layout:
                 incomplete.append(entry.path)
         elif entry.is_dir and _JOB_ID.match(name):
             job_dirs.append(name)
-    if not snapshots:
-        hint = ""
-        if job_dirs:
-            hint = f"; it holds job directories, pass one of them: {', '.join(sorted(job_dirs)[:5])}"
-        elif incomplete:
-            hint = f"; {len(incomplete)} chk-* directories have no {METADATA} (incomplete checkpoints)"
-        raise StorageError(f"no {METADATA}, chk-* checkpoint or savepoint found{hint}", source=path)
-    snapshots.sort(key=lambda ref: ref.number)
-    return Layout("job-root", path, path, snapshots, sorted(incomplete))
+        elif entry.is_dir:
+            others.append(entry.path)
+    if snapshots:
+        snapshots.sort(key=lambda ref: ref.number)
+        return Layout(JOB_ROOT, path, path, snapshots, sorted(incomplete))
+    if not any(n.startswith("chk-") for n in names) and _holds_rocksdb_files(names):
+        return Layout(ROCKSDB_DIR, path, None, [])
+    if not incomplete:
+        savepoints = [SnapshotRef(d, st.join(d, METADATA), None) for d in sorted(others)
+                      if storage.stat(st.join(d, METADATA)) is not None]
+        if savepoints:
+            return Layout(SAVEPOINTS_DIR, path, None, savepoints)
+    hint = ""
+    if job_dirs:
+        hint = f"; it holds job directories, pass one of them: {', '.join(sorted(job_dirs)[:5])}"
+    elif incomplete:
+        hint = f"; {len(incomplete)} chk-* directories have no {METADATA} (incomplete checkpoints)"
+    return Layout(DIRECTORY, path, None, [], sorted(incomplete), hint=hint)
 
 
-def _single(directory: str, storage: st.Storage, kind: str, path: str, metadata_uri: str | None = None) -> Layout:
-    name = st.basename(directory)
-    match = _CHK.match(name)
+def _not_accepted(layout: Layout) -> str:
+    """Why a path of this kind is not what the command reads."""
+    if layout.kind == FILE:
+        return f"not a {METADATA} file, checkpoint or savepoint directory"
+    if layout.kind == SAVEPOINTS_DIR:
+        names = ", ".join(ref.name for ref in layout.snapshots[:5])
+        return f"a directory of savepoints, not one snapshot; pass one of them: {names}"
+    if layout.kind == DIRECTORY:
+        return f"no {METADATA}, chk-* checkpoint or savepoint found{layout.hint}"
+    if layout.kind == ROCKSDB_DIR:
+        return f"a RocksDB directory, not a checkpoint or savepoint (no {METADATA})"
+    what = {JOB_ROOT: "a job root", CHECKPOINT: "a checkpoint", SAVEPOINT: "a savepoint", METADATA_FILE: f"a {METADATA} file"}
+    return f"{what[layout.kind]}, which this command does not read"
+
+
+def _holds_rocksdb_files(names: set[str]) -> bool:
+    return "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names)
+
+
+def _single(directory: str, kind: str, path: str, metadata_uri: str | None = None) -> Layout:
+    match = _CHK.match(st.basename(directory))
     ref = SnapshotRef(directory, metadata_uri or st.join(directory, METADATA), int(match[1]) if match else None)
     root = st.parent(directory) if match else None
     return Layout(kind, path, root, [ref])
@@ -299,15 +370,3 @@ def normalize_uri(uri: str) -> str:
 
 def _same_place(a: str, b: str) -> bool:
     return normalize_uri(a).rstrip("/") == normalize_uri(b).rstrip("/")
-
-
-def is_rocksdb_dir(path: str, storage: st.Storage | None = None) -> bool:
-    """Whether ``path`` is a directory that looks like a RocksDB DB (not a checkpoint or job root)."""
-    storage = storage or st.default_storage()
-    info = storage.stat(path)
-    if info is None or not info.is_dir:
-        return False
-    names = {st.basename(e.path) for e in storage.list_dir(path)}
-    if METADATA in names or any(n.startswith("chk-") for n in names):
-        return False
-    return "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names)

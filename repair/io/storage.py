@@ -61,7 +61,6 @@ from repair.io.uris import (
     join,
     parent,
     parse_location,
-    refuse_output_inside,
     resolve_within,
 )
 
@@ -89,7 +88,6 @@ __all__ = [
     "parent",
     "parse_location",
     "read_bytes",
-    "refuse_output_inside",
     "resolve_within",
     "stat",
 ]

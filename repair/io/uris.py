@@ -9,9 +9,8 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
-from typing import Iterable
 
-from repair.errors import StorageError, UsageError
+from repair.errors import StorageError
 
 #: URI scheme -> kind of file system.
 _SCHEME_KINDS = {
@@ -197,11 +196,3 @@ def is_within(path: str, directory: str) -> bool:
     else:
         inner, outer = target.fs_path.rstrip("/"), base.fs_path.rstrip("/")
     return inner == outer or inner.startswith(outer.rstrip("/") + "/")
-
-
-def refuse_output_inside(out: str, inputs: Iterable[str]) -> None:
-    """Raise :class:`~repair.errors.UsageError` when ``out`` is any of ``inputs`` or below one:
-    inputs are only ever read, and an output inside one would change it (and look like an orphan)."""
-    for source in inputs:
-        if is_within(out, source):
-            raise UsageError(f"the output {out} is inside the input {source}; inputs are never written to", source=out)

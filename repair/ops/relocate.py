@@ -30,7 +30,8 @@ from repair.findings import Problem
 from repair.formats.flink.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import decode_metadata, encode_metadata
 from repair.io import storage as st
-from repair.io.layout import discover, normalize_uri, recorded_root
+from repair.io.layout import JOB_ROOT, Layout, discover, normalize_uri, recorded_root
+from repair.io.outputs import new_output
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 
 
@@ -100,18 +101,24 @@ def relocate(path: str, to: str, *, copy: bool = False, storage: st.Storage | No
     return write_snapshot(snapshot, to, copy=copy, storage=storage, on_progress=on_progress)
 
 
-def load_single_snapshot(path: str, storage: st.Storage, *, out: str) -> LoadedSnapshot:
-    """The one checkpoint or savepoint at ``path``, to be written anew to ``out``.
+def single_snapshot(path: str | Layout, storage: st.Storage, *, out: str) -> Layout:
+    """The layout of the one checkpoint or savepoint at ``path`` (or ``path`` itself when it is a
+    :class:`~repair.io.layout.Layout`), to be written anew to ``out``.
 
-    A job root is a usage error, and so is an ``out`` inside the input (its job root or its own
-    directory, symbolic links resolved): nothing is ever written into a checkpoint.
+    A job root is a usage error, and so is an ``out`` that is not new or is inside the input (its job
+    root or its own directory, symbolic links resolved): nothing is ever written into a checkpoint.
     """
-    layout = discover(path, storage)
-    if layout.kind == "job-root":
-        raise UsageError("expected one checkpoint (chk-N), savepoint or _metadata file, not a job root", source=path)
-    ref = layout.snapshots[0]
-    st.refuse_output_inside(out, [layout.root or ref.directory, ref.directory])
-    return load_snapshot(ref, layout.root, storage)
+    layout = path if isinstance(path, Layout) else discover(path, storage)
+    if layout.kind == JOB_ROOT:
+        raise UsageError("expected one checkpoint (chk-N), savepoint or _metadata file, not a job root", source=layout.path)
+    new_output(out, layout.inputs, storage)
+    return layout
+
+
+def load_single_snapshot(path: str | Layout, storage: st.Storage, *, out: str) -> LoadedSnapshot:
+    """:func:`single_snapshot`, loaded."""
+    layout = single_snapshot(path, storage, out=out)
+    return load_snapshot(layout.snapshots[0], layout.root, storage)
 
 
 def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st.Storage,
@@ -119,12 +126,11 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
     """Write ``snapshot`` (its metadata possibly edited) as ``to/<snapshot dir>/_metadata``.
 
     Every file handle is resolved where its bytes are now, checked, and rewritten to point there (or
-    to a copy under ``to`` with ``copy``); nothing is written when a file is missing.
+    to a copy under ``to`` with ``copy``); nothing is written when a file is missing. ``to`` was
+    checked by :func:`load_single_snapshot` (a new directory outside the input).
     """
     ref = snapshot.ref
     new_root = normalize_uri(to)
-    if not storage.is_new_output(new_root):
-        raise UsageError("already exists and is not empty; the output must be a new directory", source=to)
     target_dir_name = ref.name
     result = RelocateResult(ref.metadata_uri, new_root, None)
     copies: dict[str, str] = {}  # name under new_root -> source uri

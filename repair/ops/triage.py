@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 
 from repair.errors import RepairError, UsageError
 from repair.io import storage as st
-from repair.io.layout import METADATA, discover
-from repair.io.snapshot import load_snapshot
+from repair.io.layout import DIRECTORY, JOB_ROOT, METADATA, SAVEPOINT, SAVEPOINTS_DIR, Layout, classify
 from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
@@ -150,9 +149,11 @@ def triage(
     now = time.time() if now is None else now
     root = st.absolute(root)
     savepoints = st.absolute(savepoints) if savepoints else None
-    report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
-    if report.layout != "job-root":
-        raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {report.layout}", source=root)
+    layout = classify(root, storage)
+    if layout.kind != JOB_ROOT:
+        raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {layout.kind}", source=root)
+    saved_layout = _savepoints_layout(savepoints, storage) if savepoints else None
+    report = verify(layout, storage=storage, workers=workers, master=master, on_progress=on_progress)
     verdicts = judge(report, root)
     if lineage is not None and lineage not in {l.index for l in verdicts.lineages}:
         raise UsageError(f"no lineage {lineage}; this root has lineages {', '.join(str(l.index) for l in verdicts.lineages)}")
@@ -181,7 +182,7 @@ def triage(
                 ways.append(way)
             else:
                 beyond.append(BeyondRepair(verdict.name, verdict.path, reasons))
-    saved = _savepoints(savepoints, storage, workers, master, now) if savepoints else []
+    saved = _savepoints(saved_layout, storage, workers, master, now) if saved_layout else []
     ways += [w for w in saved if isinstance(w, WayBack)]
     beyond += [b for b in saved if isinstance(b, BeyondRepair)]
     ways.sort(key=lambda w: (not w.lossless, -(w.checkpoint_id if w.checkpoint_id is not None else -1), -(w.written_at or 0.0)))
@@ -237,11 +238,10 @@ def _repair(
 ) -> tuple[WayBack | None, list[str]]:
     """The rebuild that brings the broken checkpoint ``name`` back, or None and why there is none."""
     summary = next(s for s in report.snapshots if s.name == name)
-    if summary.metadata_version is None:
+    snapshot = report.loaded.get(name)
+    if summary.metadata_version is None or snapshot is None:
         return None, [f"its {METADATA} cannot be read"]
-    ref = next(r for r in discover(summary.path, storage).snapshots)
     try:
-        snapshot = load_snapshot(ref, root, storage)
         findings = [f for f in report.findings if f.reference.snapshot == name]
         plan = plan_rebuild(snapshot, findings, drop_missing=True, storage=storage)
     except RepairError as error:
@@ -266,18 +266,21 @@ def _repair(
                    commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from)), []
 
 
-def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:
-    """A restore for every valid savepoint in ``directory`` (a savepoint, or a directory of them), and why broken ones are not."""
-    if storage.stat(st.join(directory, METADATA)) is not None:
-        paths = [directory]
-    else:
-        info = storage.stat(directory)
-        if info is None or not info.is_dir:
-            raise UsageError("--savepoints: no such directory", source=directory)
-        paths = sorted(e.path for e in storage.list_dir(directory)
-                       if e.is_dir and storage.stat(st.join(e.path, METADATA)) is not None)
+def _savepoints_layout(directory: str, storage: st.Storage) -> Layout | None:
+    """``--savepoints``: one savepoint or a directory of them; None for a directory holding none (yet)."""
+    layout = classify(directory, storage)
+    if layout.kind == DIRECTORY:
+        return None
+    if layout.kind not in (SAVEPOINT, SAVEPOINTS_DIR):
+        raise UsageError(f"--savepoints: a savepoint or a directory of savepoints, not a {layout.kind}", source=directory)
+    return layout
+
+
+def _savepoints(layout: Layout, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:
+    """A restore for every valid savepoint of ``layout`` (a savepoint, or a directory of them), and why broken ones are not."""
     ways: list[WayBack | BeyondRepair] = []
-    for path in paths:
+    for ref in layout.snapshots:
+        path = ref.directory
         report = verify(path, storage=storage, workers=workers, master=master)
         summary = report.snapshots[0]
         if not report.ok:

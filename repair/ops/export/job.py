@@ -49,6 +49,7 @@ from repair.formats.flink.handles import iter_stream_handles
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import SnapshotRef, discover
+from repair.io.outputs import new_output
 from repair.io.snapshot import LoadedSnapshot, load_snapshot, load_snapshot_shared, reading_metadata_once
 from repair.ops.export.parts import (
     COLUMN_CHOICES,
@@ -293,9 +294,7 @@ def export(
     states = list(states or []) or None
     layout = discover(checkpoint, storage)
     ref = layout.snapshots[-1]
-    st.refuse_output_inside(out, [layout.root or ref.directory, ref.directory])
-    if not storage.is_new_output(out):
-        raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
+    new_output(out, layout.inputs, storage)
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(
         source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,

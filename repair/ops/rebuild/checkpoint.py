@@ -29,10 +29,11 @@ from repair.formats.rocksdb.files import file_number
 from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
 from repair.io import storage as st
 from repair.io.resolved import close, open_resolved, read_resolved
-from repair.io.snapshot import LoadedSnapshot
+from repair.io.layout import Layout
+from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
-from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
+from repair.ops.relocate import RelocateResult, single_snapshot, write_snapshot
 from repair.ops.verify.engine import CheckpointFinding, verify
 
 #: CheckpointFinding kinds that a rebuilt MANIFEST and CURRENT repair (when they concern MANIFEST or CURRENT).
@@ -114,16 +115,21 @@ class RebuildResult:
         }
 
 
-def rebuild_manifest(
-    path: str, out: str, *, copy: bool = False, drop_missing: bool = False, storage: st.Storage | None = None,
+def rebuild_checkpoint(
+    path: str | Layout, out: str, *, copy: bool = False, drop_missing: bool = False, storage: st.Storage | None = None,
 ) -> RebuildResult:
     """Rebuild the broken MANIFESTs of the checkpoint at ``path`` into a new checkpoint under ``out``.
 
     ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held.
+    ``path`` may be the :class:`~repair.io.layout.Layout` :func:`~repair.io.layout.classify` gave for it.
+    The checkpoint's ``_metadata`` is decoded once, by the verification the rebuild starts from.
     """
     storage = storage or st.default_storage()
-    snapshot = load_single_snapshot(path, storage, out=out)
-    findings = verify(path, storage=storage).findings
+    layout = single_snapshot(path, storage, out=out)
+    report = verify(layout, storage=storage)
+    ref = layout.snapshots[0]
+    snapshot = report.loaded.get(ref.name) or load_snapshot(ref, layout.root, storage)  # undecodable: its error
+    findings = report.findings
     result = plan_rebuild(snapshot, findings, drop_missing=drop_missing, storage=storage)
     result.out, result.findings = st.absolute(out), findings
     if result.unrepairable:
@@ -137,7 +143,7 @@ def rebuild_manifest(
 def plan_rebuild(
     snapshot: LoadedSnapshot, findings: list[CheckpointFinding], *, drop_missing: bool, storage: st.Storage,
 ) -> RebuildResult:
-    """Everything :func:`rebuild_manifest` does short of writing: ``snapshot``'s metadata edited in place
+    """Everything :func:`rebuild_checkpoint` does short of writing: ``snapshot``'s metadata edited in place
     (MANIFESTs rebuilt, with ``drop_missing`` lost SSTs left out), what was rebuilt, lost or cannot be.
 
     ``findings`` are verify's findings about this snapshot. :mod:`repair.ops.triage` uses it to say

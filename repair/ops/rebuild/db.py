@@ -62,7 +62,8 @@ from repair.formats.rocksdb.table.block import TableFormatError
 from repair.formats.rocksdb.table.sst import open_table
 from repair.formats.rocksdb.wal import WalSummary, summarize_wal
 from repair.io import storage as st
-from repair.io.layout import is_rocksdb_dir
+from repair.io.layout import ROCKSDB_DIR, Layout, classify
+from repair.io.outputs import new_output
 from repair.ops.rebuild.db_evidence import (
     ColumnFamilyIds,
     OldManifest,
@@ -248,19 +249,22 @@ class _Options:
 
 
 def rebuild_db(
-    db_dir: str, out: str, *, format: str | None = None, drop_missing: bool = False, storage: st.Storage | None = None,
+    path: str | Layout, out: str, *, format: str | None = None, drop_missing: bool = False, storage: st.Storage | None = None,
 ) -> RebuildDbResult:
-    """Rebuild the RocksDB directory ``db_dir`` into the new directory ``out``; see the module docstring.
+    """Rebuild the RocksDB directory ``path`` into the new directory ``out``; see the module docstring.
 
     ``format`` (``frocksdb6`` or ``frocksdb8``) overrides the MANIFEST format chosen from the evidence.
-    Raises only for unusable input (not a RocksDB directory, ``out`` inside it, unreadable listing).
+    Raises only for unusable input (not a RocksDB directory, ``out`` not new or inside it, unreadable listing).
+    ``path`` may be the :class:`~repair.io.layout.Layout` :func:`~repair.io.layout.classify` gave for it.
     """
     storage = storage or st.default_storage()
     if format is not None and format not in FORMATS:
         raise UsageError(f"format must be one of {', '.join(FORMATS)}, not {format!r}")
-    if not is_rocksdb_dir(db_dir, storage):
-        raise UsageError("not a RocksDB directory (no CURRENT, MANIFEST or SST file)", source=db_dir)
-    st.refuse_output_inside(out, [db_dir])
+    layout = path if isinstance(path, Layout) else classify(path, storage)
+    if layout.kind != ROCKSDB_DIR:
+        raise UsageError(f"not a RocksDB directory (no CURRENT, MANIFEST or SST file): a {layout.kind}", source=layout.path)
+    db_dir = layout.path
+    new_output(out, layout.inputs, storage)
     result = RebuildDbResult(db_dir, out)
     files = _inventory(db_dir, storage, result)
     result.current, target = read_current(files.get("CURRENT"), storage)

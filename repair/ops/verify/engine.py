@@ -39,7 +39,7 @@ from repair.formats.flink.keygroups import operator_label
 from repair.formats.flink.kryo import generation_of_metadata_version
 from repair.formats.rocksdb.files import FileKind, parse_file_name, table_file_name
 from repair.io import storage as st
-from repair.io.layout import METADATA, discover, is_rocksdb_dir
+from repair.io.layout import FILE, JOB_ROOT, METADATA, ROCKSDB_DIR, SNAPSHOT_KINDS, Layout, classify
 from repair.io.resolved import IN_FLIGHT
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.runner import default_workers, run_tasks
@@ -194,6 +194,9 @@ class VerifyResult:
     blocks: int = 0
     #: Of ``bytes``, those no checksum covers (see :attr:`FileResult.bytes_without_checksum`).
     bytes_without_checksum: int = 0
+    #: The snapshots whose ``_metadata`` decoded, by name, as verify loaded them: a caller planning a
+    #: repair (triage) reuses them instead of decoding each ``_metadata`` again. Not part of ``to_json()``.
+    loaded: dict[str, LoadedSnapshot] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok(self) -> bool:
@@ -247,6 +250,8 @@ class _Plan:
     changelogs: list[tuple[LoadedSnapshot, ChangelogBackendHandle, Reference]] = field(default_factory=list)
     findings: list[CheckpointFinding] = field(default_factory=list)
     snapshots: list[SnapshotSummary] = field(default_factory=list)
+    #: Every snapshot whose ``_metadata`` decoded, by name (handed on in :attr:`VerifyResult.loaded`).
+    loaded: dict[str, LoadedSnapshot] = field(default_factory=dict)
     decompress: bool = True
 
     def add(self, task: FileTask, reference: Reference) -> FileTask:
@@ -259,7 +264,7 @@ class _Plan:
 
 
 def verify(
-    path: str,
+    path: str | Layout,
     *,
     storage: st.Storage | None = None,
     workers: int | None = None,
@@ -269,6 +274,9 @@ def verify(
 ) -> VerifyResult:
     """Verify everything under ``path``; see the module docstring. Raises only for unusable input.
 
+    ``path`` may also be the :class:`~repair.io.layout.Layout` that :func:`~repair.io.layout.classify`
+    returned for it, when the caller asked already (triage).
+
     ``decompress=False`` checks SST block checksums without decompressing blocks (as
     ``sst_dump --verify_checksum`` does): faster, but it does not prove that every block decompresses.
     """
@@ -277,11 +285,11 @@ def verify(
     layout = _plan_path(path, storage, plan)
     results = _execute(plan, storage, workers, master, on_progress)
     _replay_changelogs(plan, storage, None)
-    return _assemble(path, layout, plan, results)
+    return _assemble(layout, plan, results)
 
 
 def verify_newest_first(
-    path: str,
+    path: str | Layout,
     *,
     storage: st.Storage | None = None,
     workers: int | None = None,
@@ -300,10 +308,10 @@ def verify_newest_first(
     storage = storage or st.default_storage()
     plan = _Plan(decompress=decompress)
     layout = _plan_path(path, storage, plan)
-    if layout != "job-root":
+    if layout.kind != JOB_ROOT:
         results = _execute(plan, storage, workers, master, on_progress)
         _replay_changelogs(plan, storage, None)
-        return _assemble(path, layout, plan, results)
+        return _assemble(layout, plan, results)
     results: dict[tuple, FileResult] = {}
     checked: set[str] = set()
     report = None
@@ -312,23 +320,24 @@ def verify_newest_first(
         results.update(_execute(plan, storage, workers, master, on_progress, keys))
         _replay_changelogs(plan, storage, summary.name)
         checked.add(summary.name)
-        report = _assemble(path, layout, plan, results, checked)
+        report = _assemble(layout, plan, results, checked)
         if enough(report) if enough is not None else summary.ok:
             break
     return report
 
 
-def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
-    info = storage.stat(path)
-    if info is None:
-        raise StorageError("no such file or directory", source=path)
-    if not info.is_dir and st.basename(path) != METADATA:
-        _plan_single_file(path, info.size, plan)
-        return "file"
-    if is_rocksdb_dir(path, storage):
-        _plan_rocksdb_dir(path, storage, plan)
-        return "rocksdb-dir"
-    layout = discover(path, storage)
+#: What verify reads: every snapshot kind, a bare RocksDB directory, one SST or MANIFEST file.
+VERIFIABLE = SNAPSHOT_KINDS | {FILE, ROCKSDB_DIR}
+
+
+def _plan_path(path: str | Layout, storage: st.Storage, plan: _Plan) -> Layout:
+    layout = path if isinstance(path, Layout) else classify(path, storage, accept=VERIFIABLE)
+    if layout.kind == FILE:
+        _plan_single_file(layout.path, layout.size, plan)
+        return layout
+    if layout.kind == ROCKSDB_DIR:
+        _plan_rocksdb_dir(layout.path, storage, plan)
+        return layout
     for ref in layout.snapshots:
         try:
             snapshot = load_snapshot(ref, layout.root, storage)
@@ -344,13 +353,14 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
                 )
             )
             continue
+        plan.loaded[ref.name] = snapshot
         _plan_snapshot(snapshot, plan)
         summary = plan.snapshots[-1]
         summary.recorded_job_ids = sorted(snapshot.resolver.recorded_job_ids)
         summary.relocated_from = dict(snapshot.resolver.moves)
         info = storage.stat(ref.metadata_uri)
         summary.written_at = info.mtime if info else None
-    return layout.kind
+    return layout
 
 
 def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
@@ -601,7 +611,7 @@ def _execute(
 
 
 def _assemble(
-    path: str, layout: str, plan: _Plan, results: dict[tuple, FileResult], checked: set[str] | None = None
+    layout: Layout, plan: _Plan, results: dict[tuple, FileResult], checked: set[str] | None = None
 ) -> VerifyResult:
     """Findings for every reference of every checked file, plus cross-checks of the checked snapshots."""
     findings = list(plan.findings)
@@ -628,11 +638,12 @@ def _assemble(
     order = {s.name: i for i, s in enumerate(plan.snapshots)}
     findings.sort(key=lambda f: (order.get(f.reference.snapshot, 0), f.reference.operator or "", f.reference.subtask or 0, f.reference.local_name or ""))
     return VerifyResult(
-        path, layout, plan.snapshots, findings,
+        layout.path, layout.kind, plan.snapshots, findings,
         files=sum(1 for r in results.values() if r.task.inline is None),
         bytes=sum(r.bytes_checked for r in results.values()),
         blocks=sum(r.blocks_checked for r in results.values()),
         bytes_without_checksum=sum(r.bytes_without_checksum for r in results.values()),
+        loaded=plan.loaded,
     )
 
 

@@ -82,6 +82,7 @@ from repair.formats.flink.operator_state import replace_states
 from repair.formats.flink.savepoint_properties import savepoint_trailer
 from repair.io import storage as st
 from repair.io.layout import discover
+from repair.io.outputs import new_output
 from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.edit import find_operator
@@ -209,7 +210,7 @@ def write_savepoint(
             raise UsageError(f"{name} must be in 1..{UPPER_BOUND_MAX_PARALLELISM}, not {value}")
     manifest = _read_manifest(storage, export_dir)
     snapshot, inputs = _load_source(storage, manifest, source)
-    st.refuse_output_inside(out, {export_dir, *inputs})
+    new_output(out, [export_dir, *inputs], storage)
     metadata = snapshot.metadata
     if metadata.version not in METADATA_VERSIONS:
         raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
@@ -250,7 +251,7 @@ def _read_manifest(storage: st.Storage, export_dir: str) -> dict:
     return manifest
 
 
-def _load_source(storage: st.Storage, manifest: dict, source: str | None) -> tuple[LoadedSnapshot, set[str]]:
+def _load_source(storage: st.Storage, manifest: dict, source: str | None) -> tuple[LoadedSnapshot, list[str]]:
     """The snapshot the export was made from (``source``, else where ``_export.json`` says), and the
     directories it reads from."""
     where = source or manifest.get("source") or manifest.get("metadata")
@@ -267,7 +268,7 @@ def _load_source(storage: st.Storage, manifest: dict, source: str | None) -> tup
     if snapshot.metadata.checkpoint_id != manifest.get("checkpoint_id"):
         raise UsageError(f"{ref.metadata_uri} is checkpoint {snapshot.metadata.checkpoint_id}, but the export was made from "
                          f"checkpoint {manifest.get('checkpoint_id')} ({manifest.get('metadata')})")
-    return snapshot, {layout.root or ref.directory, ref.directory}
+    return snapshot, layout.inputs
 
 
 class _Writer:
@@ -594,12 +595,9 @@ def rescale(
                          "reads (e.g. s3://bucket/tmp) for the intermediate export; local scratch space is one host's")
     storage = storage or st.default_storage()
     layout = discover(checkpoint, storage)
-    ref = layout.snapshots[-1]
-    st.refuse_output_inside(out, {layout.root or ref.directory, ref.directory})
+    new_output(out, layout.inputs, storage)
     if scratch is not None:
-        st.refuse_output_inside(scratch, {layout.root or ref.directory, ref.directory})
-    if not storage.is_new_output(out):
-        raise UsageError(f"{out} already exists and is not empty; the savepoint goes to a new directory")
+        new_output(scratch, layout.inputs, storage, existing=True)
     with _intermediate_directory(scratch, storage) as intermediate:
         exported = st.join(intermediate, "export")
         export(checkpoint, exported, master=master, workers=workers, storage=storage)
