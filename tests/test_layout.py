@@ -8,7 +8,22 @@ import pytest
 
 from repair.errors import StorageError
 from repair.formats.flink.handles import FileHandle, RelativeFileHandle, SegmentFileHandle
-from repair.io.layout import PathResolver, SnapshotRef, discover
+from repair.io.layout import (
+    CHECKPOINT,
+    DIRECTORY,
+    FILE,
+    JOB_ROOT,
+    METADATA_FILE,
+    ROCKSDB_DIR,
+    SAVEPOINT,
+    SAVEPOINTS_DIR,
+    PathResolver,
+    SnapshotRef,
+    classify,
+    discover,
+)
+from repair.io.storage import default_storage
+from repair.ops.verify.engine import verify
 from tests.conftest import FIXTURES, fixture_info
 
 FIXTURE = FIXTURES / "flink-1.20-default"
@@ -151,3 +166,53 @@ def test_files_read_where_they_were_written_are_not_relocated():
 def test_relative_handles_cannot_escape_the_snapshot_directory(name):
     with pytest.raises(StorageError, match="refusing name"):
         _resolver(f"/data/{JOB}").resolve(RelativeFileHandle(name, 1))
+
+
+def test_classify_tells_every_kind_of_path_apart(tmp_path):
+    """The one answer every command asks for: each kind a user may pass, and a directory that is none."""
+    savepoints = tmp_path / "savepoints"
+    for name in ("savepoint-b", "savepoint-a"):
+        shutil.copytree(FIXTURE / fixture_info(FIXTURE)["savepoints"]["NATIVE"], savepoints / name)
+    (savepoints / "notes").mkdir()
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / "000012.sst").write_bytes(b"")
+    (tmp_path / "empty").mkdir()
+    sst = next((ROOT / "shared").iterdir())
+    expected = {
+        str(ROOT): JOB_ROOT, str(ROOT / "chk-3"): CHECKPOINT, str(ROOT / "chk-3" / "_metadata"): METADATA_FILE,
+        str(FIXTURE / fixture_info(FIXTURE)["savepoints"]["NATIVE"]): SAVEPOINT, str(savepoints): SAVEPOINTS_DIR,
+        str(db): ROCKSDB_DIR, str(sst): FILE, str(tmp_path / "empty"): DIRECTORY,
+    }
+    assert {path: classify(path).kind for path in expected} == expected
+    assert [ref.name for ref in classify(str(savepoints)).snapshots] == ["savepoint-a", "savepoint-b"]
+    assert classify(str(sst)).size == sst.stat().st_size
+
+
+@pytest.mark.parametrize("kind, message", [
+    ("db", "a RocksDB directory, not a checkpoint or savepoint"),
+    ("savepoints", "a directory of savepoints, not one snapshot; pass one of them: sp"),
+    ("empty", r"no _metadata, chk-\* checkpoint or savepoint found"),
+])
+def test_discover_refuses_what_is_not_a_snapshot_saying_what_it_is(tmp_path, kind, message):
+    path = tmp_path / kind
+    path.mkdir()
+    if kind == "db":
+        (path / "CURRENT").write_text("MANIFEST-000001\n")
+    if kind == "savepoints":
+        shutil.copytree(FIXTURE / fixture_info(FIXTURE)["savepoints"]["NATIVE"], path / "sp")
+    with pytest.raises(StorageError, match=message):
+        discover(str(path))
+
+
+def test_classify_reads_a_job_root_once(monkeypatch):
+    """One status of the path, one of its _metadata, one listing, one status per chk-N's _metadata:
+    verify's path is no longer walked again by each check that wanted to know what it is."""
+    storage = default_storage()
+    calls = []
+    for name in ("stat", "list_dir"):
+        original = getattr(storage, name)
+        monkeypatch.setattr(storage, name, lambda uri, *a, _o=original, _n=name, **k: calls.append((_n, uri)) or _o(uri, *a, **k))
+    verify(str(ROOT), storage=storage)
+    on_root = [call for call in calls if call[1].rstrip("/") in (str(ROOT), str(ROOT / "_metadata"))]
+    assert on_root == [("stat", str(ROOT)), ("stat", str(ROOT / "_metadata")), ("list_dir", str(ROOT))]

@@ -1,5 +1,7 @@
 """No command writes inside its input: every writing command refuses, with exit 2 and an error naming
-itself, an output that is the input, inside it, or reached through a symbolic link into it.
+itself, an output that is the input, inside it, or reached through a symbolic link into it; and an
+output that already exists and is not empty, with the same usage error for every command
+(:func:`repair.io.outputs.new_output`), before anything is read or written.
 
 A file written into a checkpoint directory is a file `repair orphans` lists for deletion, so a repaired
 copy there would be deleted with the orphans.
@@ -7,6 +9,7 @@ copy there would be deleted with the orphans.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from pathlib import Path
@@ -15,6 +18,7 @@ import pytest
 
 from repair.cli.app import main
 from repair.io.storage import is_within
+from repair.ops.write_savepoint.job import EXPORT_FILE, EXPORT_FORMAT_VERSIONS
 from tests import damage
 from tests.conftest import FIXTURES
 
@@ -66,6 +70,46 @@ def test_rebuild_of_a_rocksdb_directory_refuses_an_output_inside_it(tmp_path, ca
     error = capsys.readouterr().err
     assert "rebuild-manifest: " in error and "inside the input" in error
     assert not (db / "new").exists()
+
+
+def _export_of(chk: Path, tmp_path: Path) -> Path:
+    """An export directory as far as write-savepoint reads it before its output is checked: its
+    ``_export.json`` naming the checkpoint it was made from (no Parquet needed to reach the check)."""
+    export = tmp_path / "export"
+    export.mkdir()
+    number = int(chk.name.split("-")[1])
+    (export / EXPORT_FILE).write_text(json.dumps({"format_version": EXPORT_FORMAT_VERSIONS[-1], "source": str(chk),
+                                                  "snapshot": chk.name, "checkpoint_id": number, "operators": []}))
+    return export
+
+
+@pytest.mark.parametrize("command", [
+    ["relocate", "{chk}", "--out", "{out}"],
+    ["edit", "{chk}", "--out", "{out}", "--rename-uid", "a=b"],
+    ["rebuild-manifest", "{chk}", "--to", "{out}"],  # --to accepted as relocate accepts it
+    ["rebuild-manifest", "{db}", "--out", "{out}"],
+    ["export", "{chk}", "--out", "{out}"],
+    ["write-savepoint", "{export}", "--out", "{out}"],
+    ["rescale", "{chk}", "--out", "{out}", "--parallelism", "2"],
+])
+def test_writing_commands_refuse_an_existing_output_with_one_usage_error(job_root, tmp_path, capsys, command):
+    """Before: write-savepoint and the RocksDB-directory rebuild met the publisher's storage error (or
+    none, when the rebuild stopped first), the others three different messages."""
+    chk = job_root / f"chk-{max(damage.checkpoint_ids(job_root))}"
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / "CURRENT").write_text("MANIFEST-000001\n")
+    out = tmp_path / "taken"
+    out.mkdir()
+    (out / "keep.txt").write_text("not ours")
+    values = {"chk": str(chk), "db": str(db), "out": str(out)}
+    if "{export}" in command:
+        values["export"] = str(_export_of(chk, tmp_path))
+    before = _listing(job_root)
+    assert main([a.format(**values) for a in command]) == 2
+    error = capsys.readouterr().err
+    assert f"error: {command[0]}: {out}: the output already exists and is not empty; outputs go to a new directory" in error
+    assert _listing(out) == ["keep.txt"] and _listing(job_root) == before
 
 
 def test_is_within_resolves_links_and_compares_stores(tmp_path):

@@ -97,6 +97,20 @@ def test_repairing_the_newest_checkpoint_is_best_when_only_its_manifest_is_bad(t
     assert f"1) repair rebuild-manifest {dmg.root}/chk-{newest}" in text
 
 
+def test_each_metadata_is_decoded_once_the_rebuild_plan_reuses_verifys(tmp_path, monkeypatch):
+    """Triage plans the rebuild of a broken checkpoint from the snapshot verify loaded (it decoded every
+    ``_metadata`` a second time for each broken checkpoint before), and asks what the root is once."""
+    import repair.io.snapshot as snapshot_module
+
+    dmg = damage.damaged_copy("flink-1.20-default", tmp_path, "inline_manifest_flipped_byte")
+    decoded = []
+    original = snapshot_module.decode_metadata
+    monkeypatch.setattr(snapshot_module, "decode_metadata", lambda data, *a, **k: decoded.append(len(data)) or original(data, *a, **k))
+    result = triage(str(dmg.root))
+    assert result.best.action == REBUILD  # the broken newest checkpoint's rebuild was planned
+    assert len(decoded) == len(damage.checkpoint_ids(dmg.root))
+
+
 def test_nothing_lossless_exits_1_and_says_what_is_lost(tmp_path, capsys):
     root = damage.checkpoint_root(damage.copy_fixture(EXTERNAL, tmp_path))
     retained = damage.checkpoint_ids(root)

@@ -24,4 +24,4 @@ def new_output(out: str, inputs: Iterable[str], storage: st.Storage | None = Non
         if st.is_within(out, source):
             raise UsageError(f"the output {out} is inside the input {source}; inputs are never written to", source=out)
     if not existing and not (storage or st.default_storage()).is_new_output(out):
-        raise UsageError(f"the output {out} already exists and is not empty; outputs go to a new directory", source=out)
+        raise UsageError("the output already exists and is not empty; outputs go to a new directory", source=out)
