@@ -163,3 +163,97 @@ def test_every_module_has_a_line_in_the_architecture_doc():
         if path.name != "__init__.py" and f"`{_shown(path)}`" not in doc and f"`{path.name}`" not in doc
     ]
     assert missing == []
+
+
+# -- what a path is and where an output may go: decided in repair/io only ---------------------------
+
+#: Calls that decide what a user's path is or whether an output may go there. Only repair/io decides
+#: (``layout.classify``, ``outputs.new_output``); a command under repair/ops or repair/cli asks them.
+#: ``is_dir``/``is_file``/``exists`` count as calls (``Path.is_dir()``, ``os.path.isdir``, ``storage.exists``);
+#: ``FileInfo.is_dir`` of a listing's entry is an attribute, not a call, and is not one.
+PATH_DECISIONS = {"is_within", "is_new_output", "refuse_output_inside", "is_rocksdb_dir", "classify_path",
+                  "isdir", "isfile", "exists", "is_dir", "is_file"}
+#: Names of a snapshot's ``_metadata`` file as the code spells it.
+METADATA_NAMES = {"METADATA", "METADATA_FILE"}
+#: ``stat(...)`` results whose ``is_dir`` is read in a command, and why that is not classifying a user's path:
+#: (module, function) -> reason.
+STAT_IS_DIR_ALLOWED = {
+    ("repair.ops.relocate", "relocated"): "a file the _metadata records: a directory in its place is reported missing",
+    ("repair.ops.verify.file_checks", "_open_checked"): "a file the _metadata records: a directory in its place is reported missing",
+}
+
+
+def _own_nodes(function: ast.AST):
+    """The nodes of ``function``'s body, not those of the functions defined inside it."""
+    stack = list(ast.iter_child_nodes(function))
+    while stack:
+        node = stack.pop()
+        yield node
+        if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)):
+            stack.extend(ast.iter_child_nodes(node))
+
+
+def _metadata_name(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Constant) and node.value == "_metadata") or (
+        isinstance(node, ast.Name) and node.id in METADATA_NAMES)
+
+
+def _called_name(call: ast.Call) -> str | None:
+    func = call.func
+    return func.id if isinstance(func, ast.Name) else func.attr if isinstance(func, ast.Attribute) else None
+
+
+def _path_decisions(name: str, path: Path) -> list[str]:
+    """Where module ``name`` classifies a path or checks an output itself: a call of :data:`PATH_DECISIONS`;
+    a ``stat(join(..., "_metadata"))`` (probing a directory for a snapshot's ``_metadata``); a
+    comparison with the ``_metadata`` name; the ``is_dir`` of a ``stat(...)`` result (outside
+    :data:`STAT_IS_DIR_ALLOWED`)."""
+    found = []
+    tree = ast.parse(path.read_text(), str(path))
+    functions = [node for node in ast.walk(tree) if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))]
+    for node in ast.walk(tree):
+        where = f"{_shown(path)}:{getattr(node, 'lineno', 0)}"
+        if isinstance(node, ast.Call):
+            called = _called_name(node)
+            if called in PATH_DECISIONS:
+                found.append(f"{where}: calls {called}")
+            elif called in ("stat", "exists") and node.args and isinstance(node.args[0], ast.Call) and (
+                    _called_name(node.args[0]) == "join" and any(_metadata_name(arg) for arg in node.args[0].args[1:])):
+                found.append(f"{where}: probes for a _metadata")
+        elif isinstance(node, ast.Compare) and any(_metadata_name(x) for x in [node.left, *node.comparators]):
+            found.append(f"{where}: compares a name with _metadata")
+    for function in functions:
+        if (name, function.name) in STAT_IS_DIR_ALLOWED:
+            continue
+        stats = {target.id for node in _own_nodes(function) if isinstance(node, ast.Assign) and isinstance(node.value, ast.Call)
+                 and _called_name(node.value) == "stat" for target in node.targets if isinstance(target, ast.Name)}
+        for node in _own_nodes(function):
+            if isinstance(node, ast.Attribute) and node.attr == "is_dir" and (
+                    (isinstance(node.value, ast.Name) and node.value.id in stats)
+                    or (isinstance(node.value, ast.Call) and _called_name(node.value) == "stat")):
+                found.append(f"{_shown(path)}:{node.lineno}: reads is_dir of a stat() in {function.name}")
+    return sorted(set(found))
+
+
+def _commands_deciding_paths() -> list[str]:
+    return [line for name, path in MODULES.items() if _layer(name) in ("ops", "cli") for line in _path_decisions(name, path)]
+
+
+def test_no_command_classifies_a_path_or_checks_an_output_itself():
+    """ops/ and cli/ ask repair/io/layout.py what a path is and repair/io/outputs.py where an output may go."""
+    assert _commands_deciding_paths() == []
+
+
+@pytest.mark.parametrize("source, problem", [
+    ("def f(out, source):\n    return st.is_within(out, source)\n", "calls is_within"),
+    ("def f(path):\n    return Path(path).is_dir()\n", "calls is_dir"),
+    ("import os\ndef f(path):\n    return os.path.isfile(path)\n", "calls isfile"),
+    ("def f(path, storage):\n    return storage.stat(st.join(path, METADATA))\n", "probes for a _metadata"),
+    ("def f(path):\n    return st.basename(path) == '_metadata'\n", "compares a name with _metadata"),
+    ("def f(path, storage):\n    info = storage.stat(path)\n    return info is not None and info.is_dir\n", "reads is_dir of a stat()"),
+])
+def test_the_path_checks_catch_a_command_that_decides_itself(tmp_path, source, problem):
+    bad = tmp_path / "repair" / "ops" / "bad.py"
+    bad.parent.mkdir(parents=True)
+    bad.write_text(source)
+    assert any(problem in line for line in _path_decisions("repair.ops.bad", bad))

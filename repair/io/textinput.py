@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from repair.errors import StorageError
@@ -18,3 +19,11 @@ def read_text(path: str | None) -> tuple[str, str]:
             return handle.read(), path
     except OSError as error:
         raise StorageError(f"cannot read {path}: {error.strerror or error}") from None
+
+
+def text_or_file(text_or_path: str) -> tuple[str, str]:
+    """``(text, source name)``: the text of the local file ``text_or_path`` names (one line, shorter than
+    4096 characters, and a file), else ``text_or_path`` itself as text read from standard input."""
+    if "\n" not in text_or_path and len(text_or_path) < 4096 and os.path.isfile(text_or_path):
+        return read_text(text_or_path)
+    return text_or_path, STDIN

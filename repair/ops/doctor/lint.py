@@ -10,13 +10,12 @@ is documented in docs/json-contracts.md.
 from __future__ import annotations
 
 import difflib
-import os
 import re
 from dataclasses import dataclass
 
 from repair.errors import UsageError
 from repair.findings import Severity
-from repair.io.textinput import STDIN, read_text
+from repair.io.textinput import text_or_file
 from repair.ops.doctor.config import check_is_flink_config, parse_config
 from repair.ops.doctor.flink_keys import DEFAULT_INLINE_THRESHOLD, DEFAULT_NUM_RETAINED, OPTIONS, Version, parse_version
 
@@ -81,7 +80,8 @@ class DoctorResult:
 
 def doctor(text_or_path: str, *, flink_version: str | None = None, source: str | None = None) -> DoctorResult:
     """Lint ``text_or_path`` (a file path, or the configuration text itself)."""
-    text, source = _read(text_or_path, source)
+    text, name = text_or_file(text_or_path)
+    source = source or name
     try:
         version = parse_version(flink_version)
     except ValueError as error:
@@ -91,13 +91,6 @@ def doctor(text_or_path: str, *, flink_version: str | None = None, source: str |
     findings = [f for check in CHECKS for f in check(config, version)]
     findings.sort(key=lambda f: f.severity.rank)
     return DoctorResult(source, fmt, flink_version, config, findings)
-
-
-def _read(text_or_path: str, source: str | None) -> tuple[str, str]:
-    if "\n" not in text_or_path and len(text_or_path) < 4096 and os.path.isfile(text_or_path):
-        text, name = read_text(text_or_path)
-        return text, source or name
-    return text_or_path, source or STDIN
 
 
 # ---------------------------------------------------------------------------------------------------
