@@ -19,19 +19,18 @@ paths pointing where the files are now or, with ``copy``, to copies under ``NEW_
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field, replace
 from typing import Iterable, Mapping
 
 from repair.errors import UsageError
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.formats.flink.metadata import OperatorState
+from repair.formats.flink.operator_selection import find_operator
 from repair.io import storage as st
 from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
 
 __all__ = ["EditResult", "edit"]
 
-_OPERATOR_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
 @dataclass
@@ -105,18 +104,6 @@ def edit(
         result.edits.append(Edit("rename-uid", new_id, f"{old} -> {new} (was operator id {op.operator_id})"))
     result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)
     return result
-
-
-def find_operator(operators: list[OperatorState], value: str) -> OperatorState:
-    """The operator ``value`` names: its uid (recorded, or hashed to an operator id), name, or operator id."""
-    wanted = value.lower()
-    ids = {wanted} if _OPERATOR_ID.match(wanted) else {operator_id_for_uid(value)}
-    found = [op for op in operators if op.operator_id in ids or value in (op.operator_uid, op.operator_name)]
-    if len(found) != 1:
-        held = ", ".join(op.operator_uid or op.operator_id for op in operators)
-        what = "no operator" if not found else f"{len(found)} operators"
-        raise UsageError(f"{what} with uid, name or id {value!r} in the snapshot (it holds {held})")
-    return found[0]
 
 
 def _drop_operator_state(op: OperatorState, state: str, value: str) -> None:

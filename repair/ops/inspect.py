@@ -19,6 +19,7 @@ from repair.formats.flink.handles import (
     SegmentFileHandle,
 )
 from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.operator_selection import select_operators
 from repair.formats.flink.serializers import describe
 from repair.io import storage as st
 from repair.io.layout import discover
@@ -196,7 +197,7 @@ class InspectResult:
             },
             "unmatched_uids": self.unmatched_uids,
             "operators": [op.to_json() for op in self.operators],
-            "findings": [{**finding.to_json(), "operator": op.uid or op.name or op.id, "subtask": sub.index}
+            "findings": [{**finding.to_json(), "operator": op.label, "subtask": sub.index}
                          for op in self.operators for sub in op.subtasks for finding in sub.findings],
         }
 
@@ -226,12 +227,11 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
     uid_by_id = {operator_id_for_uid(uid): uid for uid in uids or []}
     operators = [_operator(snapshot, op, uid_by_id, storage) for op in snapshot.metadata.operators]
     unmatched: list[str] = []
-    if uids:  # each selector is a uid (hashed as Flink does), an operator id or a name, as in export
-        def selects(value: str, op: OperatorInfo) -> bool:
-            return op.id in (operator_id_for_uid(value), value.lower()) or value in (op.uid, op.name)
-
-        unmatched = [value for value in uids if not any(selects(value, op) for op in operators)]
-        operators = [op for op in operators if any(selects(value, op) for value in uids)]
+    if uids:  # every operator a selector names, as in export (select_operators' rule); unmatched ones are listed
+        selected = select_operators(snapshot.metadata.operators, uids)
+        unmatched = [value for value, ops in selected.items() if not ops]
+        names = {op.operator_id for ops in selected.values() for op in ops}
+        operators = [op for op in operators if op.id in names]
     props = snapshot.metadata.properties
     return InspectResult(
         path=path,

@@ -145,6 +145,11 @@ class OperatorState:
         """The user-given uid, None when absent."""
         return self.uid or None
 
+    @property
+    def label(self) -> str:
+        """How findings, exports and messages name the operator: its uid, else its name, else its id."""
+        return self.operator_uid or self.operator_name or self.operator_id
+
 
 @dataclass
 class CheckpointMetadata:

@@ -46,7 +46,7 @@ from typing import Callable, Iterable
 from repair.errors import FormatError, UsageError
 from repair.formats.flink.arrow import StateColumns, merge_state_columns
 from repair.formats.flink.handles import iter_stream_handles
-from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.operator_selection import select_operators
 from repair.io import storage as st
 from repair.io.layout import SnapshotRef, discover
 from repair.io.outputs import new_output
@@ -359,26 +359,18 @@ class _Planner:
         self.subtasks: list[tuple[ExportedOperator, int, str]] = []
 
     def select_operators(self, operators: list[str] | None) -> None:
-        wanted = None
-        if operators is not None:
-            wanted = {value: {value, value.lower(), operator_id_for_uid(value)} for value in operators}
-        matched: set[str] = set()
-        chosen = []
-        for op in self.snapshot.metadata.operators:
-            if wanted is not None:
-                hits = [v for v, ids in wanted.items() if op.operator_id in ids or v in (op.operator_uid, op.operator_name)]
-                if not hits:
-                    continue
-                matched.update(hits)
-            chosen.append(op)
-        if wanted is not None:
-            missing = [v for v in wanted if v not in matched]
+        chosen = list(self.snapshot.metadata.operators)
+        if operators is not None:  # every operator a selector names (select_operators' rule for export)
+            selected = select_operators(chosen, operators)
+            names = {op.operator_id for ops in selected.values() for op in ops}
+            chosen = [op for op in chosen if op.operator_id in names]
+            missing = [v for v, ops in selected.items() if not ops]
             if missing:
                 available = ", ".join(op.operator_uid or op.operator_id for op in self.snapshot.metadata.operators)
                 raise UsageError(f"no operator {', '.join(map(repr, missing))} in {self.snapshot.ref.metadata_uri} (operators: {available})")
-        labels = Counter(op.operator_uid or op.operator_name or op.operator_id for op in chosen)
+        labels = Counter(op.label for op in chosen)
         for op in chosen:
-            label = op.operator_uid or op.operator_name or op.operator_id
+            label = op.label
             if labels[label] > 1:  # two operators of the same name (and no uid): their ids tell them apart
                 label = op.operator_id
             entry = ExportedOperator(label, op.operator_id, op.operator_uid, op.operator_name, f"operator={partition_value(label)}")

@@ -155,7 +155,7 @@ def plan_rebuild(
         return result
     format_ = "frocksdb8" if snapshot.metadata.version >= 5 else "frocksdb6"
     for op in snapshot.metadata.operators:
-        label = op.operator_uid or op.operator_name or op.operator_id
+        label = op.label
         for sub in op.subtasks:
             drops = dropped.get((label, sub.index), {})
             findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]

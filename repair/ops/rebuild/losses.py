@@ -174,7 +174,7 @@ def describe_lost_files(
         resolved = snapshot.resolver.resolve(entry.handle)
         first_offset = next((f.offset for f in findings if f.offset is not None), None)
         item = LostFile(
-            snapshot.metadata.checkpoint_id, op.operator_uid or op.operator_name or op.operator_id, op.operator_id,
+            snapshot.metadata.checkpoint_id, op.label, op.operator_id,
             op.operator_uid, op.operator_name, subtask, (handle.key_groups.start, handle.key_groups.end), local_name,
             resolved.uri if resolved else None, resolved.size if resolved else 0, loss_reason(findings) or "corrupt",
             sorted({f.message for f in findings}), first_offset,

@@ -393,7 +393,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
         return plan.add(task, reference)
 
     for op in snapshot.metadata.operators:
-        label = op.operator_uid or op.operator_name or op.operator_id
+        label = op.label
         for sub in op.subtasks:
             if sub.finished:
                 continue

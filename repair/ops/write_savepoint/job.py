@@ -78,6 +78,7 @@ from repair.formats.flink.handles import (
 from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
 from repair.formats.flink.kryo import generation_of_metadata_version
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
+from repair.formats.flink.operator_selection import find_operator
 from repair.formats.flink.operator_state import replace_states
 from repair.formats.flink.savepoint_properties import savepoint_trailer
 from repair.io import storage as st
@@ -85,7 +86,6 @@ from repair.io.layout import discover
 from repair.io.outputs import new_output
 from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
-from repair.ops.edit import find_operator
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.write_savepoint.keyed_tasks import SpillTask, StreamTask, spill_part, write_subtask_stream
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
