@@ -155,7 +155,7 @@ def test_a_checkpoint_on_s3_inspects_the_same(s3, s3_storage):
 
 def test_uid_argument_labels_operators_of_checkpoints_without_uids():
     fixture = FIXTURES / "flink-1.15-default"
-    result = inspect(str(_root(fixture)), uids=["per-user", "no-such-uid"])
+    result = inspect(str(_root(fixture)), operators=["per-user", "no-such-uid"])
     assert [op.uid for op in result.operators] == ["per-user"]
     assert result.operators[0].uid_from_argument and result.operators[0].name is None
     assert result.unmatched_uids == ["no-such-uid"]

@@ -83,7 +83,8 @@ def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
 def inspect(
     path: str = typer.Argument(..., help="Job checkpoint root, chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", metavar="N", help="In a job root: inspect chk-N instead of the newest."),
-    uid: Optional[List[str]] = typer.Option(None, "--uid", "--operator", metavar="UID|HASH|NAME", help="Show only this operator: its uid (hashed as Flink does, for checkpoints that store only ids) or operator id. Repeatable."),
+    operator: Optional[List[str]] = typer.Option(None, "--operator", metavar="UID|HASH|NAME", help="Show only this operator: its uid (hashed as Flink does, for checkpoints that store only ids), operator id or name. Repeatable."),
+    uid: Optional[List[str]] = typer.Option(None, "--uid", hidden=True, help="Old name of --operator."),
     subtasks: bool = typer.Option(False, "--subtasks", metavar="", help="Also list every subtask: key groups, handle, states, files."),
     files: bool = typer.Option(False, "--files", metavar="", help="Also list every file and inline stream."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
@@ -92,7 +93,7 @@ def inspect(
     from repair.cli.render import render_inspect
     from repair.ops.inspect import inspect as run_inspect
 
-    result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
+    result = run_inspect(path, checkpoint=checkpoint, operators=[*(operator or []), *(uid or [])] or None)
     if result.unmatched_uids:
         print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
     _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks),
@@ -120,7 +121,7 @@ def verify(
 
 @app.command()
 def fallback(
-    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
+    path: str = typer.Argument(..., metavar="ROOT", help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
     lineage: Optional[int] = typer.Option(None, "--lineage", metavar="N", help="When the root holds checkpoints of several jobs or deployments: choose within this lineage."),
     check_all: bool = typer.Option(False, "--all", metavar="", help="Verify every retained checkpoint, not only down to the newest valid one."),
     master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master."),
@@ -134,13 +135,13 @@ def fallback(
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
-        result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
+        result = run_fallback(path, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
     _show(result, json_output, render_fallback, exit_code=2 if result.unknown else 0 if result.chosen is not None else 1)
 
 
 @app.command()
 def triage(
-    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
+    path: str = typer.Argument(..., metavar="ROOT", help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
     savepoints: Optional[str] = typer.Option(None, "--savepoints", metavar="DIR", help="Also consider the savepoints in this directory (or this one savepoint)."),
     lineage: Optional[int] = typer.Option(None, "--lineage", metavar="N", help="When the root holds checkpoints of several jobs or deployments: the ways back of this lineage only."),
     master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master."),
@@ -154,13 +155,13 @@ def triage(
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
-        result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
+        result = run_triage(path, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
     _show(result, json_output, render_triage, exit_code=2 if result.unknown else 0 if result.ok else 1)
 
 
 @app.command()
 def orphans(
-    root: str = typer.Argument(..., help="Job checkpoint root: the directory holding chk-*/, shared/ and taskowned/ (local path or URI)."),
+    path: str = typer.Argument(..., metavar="ROOT", help="Job checkpoint root: the directory holding chk-*/, shared/ and taskowned/ (local path or URI)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """List the files in shared/ and taskowned/ that no retained checkpoint references. Read-only: deletes nothing."""
@@ -169,13 +170,13 @@ def orphans(
     from repair.ops.orphans import orphans as run_orphans
 
     with progress_bar("reading retained checkpoints", counting="checkpoints") as on_progress:
-        result = run_orphans(root, on_progress=on_progress)
+        result = run_orphans(path, on_progress=on_progress)
     _show(result, json_output, render_orphans, 0 if result.ok else 1)
 
 
 @app.command()
 def relocate(
-    path: str = typer.Argument(..., metavar="PATH", help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    path: str = typer.Argument(..., metavar="CHECKPOINT", help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
     to: Optional[str] = typer.Option(None, "--to", hidden=True, help="Old name of --out."),
     copy: bool = typer.Option(False, "--copy", metavar="", help="Also copy every referenced file under the new root (a self-contained checkpoint)."),
@@ -193,7 +194,7 @@ def relocate(
 
 @app.command("rebuild-manifest")
 def rebuild_manifest(
-    path: str = typer.Argument(..., metavar="PATH", help="The checkpoint (chk-N directory or _metadata file), or a bare RocksDB directory (a TaskManager's db/), whose MANIFEST or CURRENT is missing or broken."),
+    path: str = typer.Argument(..., metavar="CHECKPOINT|DB_DIR", help="The checkpoint (chk-N directory or _metadata file), or a bare RocksDB directory (a TaskManager's db/), whose MANIFEST or CURRENT is missing or broken."),
     out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New job root to create; receives <chk-N>/_metadata with the rebuilt MANIFESTs. For a RocksDB directory: the new DB directory."),
     to: Optional[str] = typer.Option(None, "--to", hidden=True, help="Old name of --out."),
     copy: bool = typer.Option(False, "--copy", metavar="", help="Also copy every referenced file under the new root."),
@@ -251,9 +252,10 @@ def doctor(
 
 @app.command()
 def export(
-    checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    path: str = typer.Argument(..., metavar="CHECKPOINT", help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
-    operator: Optional[List[str]] = typer.Option(None, "--operator", "--uid", metavar="UID|HASH|NAME", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
+    operator: Optional[List[str]] = typer.Option(None, "--operator", metavar="UID|HASH|NAME", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
+    uid: Optional[List[str]] = typer.Option(None, "--uid", hidden=True, help="Old name of --operator."),
     state: Optional[List[str]] = typer.Option(None, "--state", metavar="NAME", help="Export only the state with this name. Repeatable."),
     master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Decode the subtasks as a Spark job on this master (local[*], spark://host:port)."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process decoding (default: one per core when there are several subtasks)."),
@@ -269,14 +271,14 @@ def export(
 
     _say_spark(master)
     with progress_bar("exporting", counting="subtasks") as on_progress:
-        result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
+        result = run_export(path, out, operators=[*(operator or []), *(uid or [])] or None, states=state or None, master=master, workers=workers,
                             engine=engine, compression=compression, columns=columns, on_progress=on_progress)
     _show(result, json_output, render_export)
 
 
 @app.command("write-savepoint")
 def write_savepoint(
-    export_dir: str = typer.Argument(..., help="An export's directory (its _export.json and Parquet parts, possibly changed); local path or URI."),
+    path: str = typer.Argument(..., metavar="EXPORT_DIR", help="An export's directory (its _export.json and Parquet parts, possibly changed); local path or URI."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="New savepoint directory to create (must not exist or be empty)."),
     max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", metavar="N", min=1, max=32768, help="Max parallelism of the savepoint (default: the source's); key groups are recomputed from the keys."),
     parallelism: Optional[int] = typer.Option(None, "--parallelism", metavar="N", min=1, max=32768, help="Subtasks of every keyed operator (default: the source's)."),
@@ -291,14 +293,14 @@ def write_savepoint(
     from repair.ops.write_savepoint import write_savepoint as run_write_savepoint
 
     _say_spark(master)
-    result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source,
+    result = run_write_savepoint(path, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source,
                                  drop_states=drop_state or [], master=master, workers=workers)
     _show(result, json_output, render_write_savepoint)
 
 
 @app.command()
 def rescale(
-    checkpoint: str = typer.Argument(..., help="chk-N directory, savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    path: str = typer.Argument(..., metavar="CHECKPOINT", help="chk-N directory, savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="New savepoint directory to create (must not exist or be empty)."),
     max_parallelism: Optional[int] = typer.Option(None, "--max-parallelism", metavar="N", min=1, max=32768, help="The new max parallelism; key groups are recomputed from the keys."),
     parallelism: Optional[int] = typer.Option(None, "--parallelism", metavar="N", min=1, max=32768, help="Subtasks of every keyed operator (default: the checkpoint's)."),
@@ -312,14 +314,14 @@ def rescale(
     from repair.ops.write_savepoint import rescale as run_rescale
 
     _say_spark(master)
-    result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers,
+    result = run_rescale(path, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers,
                          scratch=scratch)
     _show(result, json_output, render_write_savepoint)
 
 
 @app.command()
 def edit(
-    checkpoint: str = typer.Argument(..., help="A chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    path: str = typer.Argument(..., metavar="CHECKPOINT", help="A chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="New root to create (must not exist or be empty); receives <chk-N or savepoint name>/_metadata."),
     rename_uid: Optional[List[str]] = typer.Option(None, "--rename-uid", metavar="OLD=NEW", help="OLD=NEW: the operator with uid (or operator id) OLD gets uid NEW's operator id. Repeatable."),
     drop_operator: Optional[List[str]] = typer.Option(None, "--drop-operator", metavar="UID|HASH|NAME", help="Remove this operator's state (uid, name or operator id). Repeatable."),
@@ -337,7 +339,7 @@ def edit(
         if not equals or not old or not new:
             raise UsageError(f"--rename-uid takes OLD=NEW, not {value!r}")
         renames[old] = new
-    result = run_edit(checkpoint, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
+    result = run_edit(path, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
     _show(result, json_output, render_edit, exit_code=0 if result.ok else 1)
 
 

@@ -22,6 +22,7 @@ from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
 from repair.ops.rebuild.checkpoint import REPAIRABLE
 from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
+from repair.ops.renamed import renamed
 
 
 @dataclass
@@ -173,8 +174,9 @@ class FallbackResult:
         }
 
 
+@renamed(root="path")
 def fallback(
-    root: str,
+    path: str,
     *,
     lineage: int | None = None,
     check_all: bool = False,
@@ -183,7 +185,8 @@ def fallback(
     master: str | None = None,
     on_progress=None,
 ) -> FallbackResult:
-    """Verify every retained checkpoint under ``root`` and pick the newest valid one (see module doc)."""
+    """Verify every retained checkpoint under the job root ``path`` and pick the newest valid one (see module doc)."""
+    root = path
     if check_all:
         report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
     else:

@@ -27,6 +27,7 @@ from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
+from repair.ops.renamed import renamed
 
 
 @dataclass
@@ -207,8 +208,11 @@ def _mtime(storage: st.Storage, uri: str) -> float | None:
     return info.mtime if info is not None else None
 
 
-def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None = None, storage: st.Storage | None = None) -> InspectResult:
-    """Inspect the snapshot at ``path`` (for a job root: the newest checkpoint, or ``checkpoint``)."""
+@renamed(uids="operators")
+def inspect(path: str, *, checkpoint: int | None = None, operators: list[str] | None = None, storage: st.Storage | None = None) -> InspectResult:
+    """Inspect the snapshot at ``path`` (for a job root: the newest checkpoint, or ``checkpoint``); with
+    ``operators`` (uids, operator ids or names), only the operators they name."""
+    uids = operators
     storage = storage or st.default_storage()
     layout = discover(path, storage)
     refs = layout.snapshots

@@ -28,6 +28,7 @@ from repair.io import storage as st
 # Maps ``file:/x``, ``file:///x`` and relative local paths to one absolute form, URIs to themselves.
 from repair.io.layout import Layout, discover, normalize_uri
 from repair.io.snapshot import load_snapshot
+from repair.ops.renamed import renamed
 
 #: Directories below a job root that hold state files shared between checkpoints or owned by TaskManagers.
 STATE_DIRS = ("shared", "taskowned")
@@ -147,14 +148,16 @@ class OrphansResult:
         }
 
 
-def orphans(root: str, *, storage: st.Storage | None = None, on_progress=None) -> OrphansResult:
-    """Files below ``root``'s ``shared/`` and ``taskowned/`` that no retained checkpoint references.
+@renamed(root="path")
+def orphans(path: str, *, storage: st.Storage | None = None, on_progress=None) -> OrphansResult:
+    """Files below ``path``'s ``shared/`` and ``taskowned/`` that no retained checkpoint references.
 
-    ``root`` must be a job checkpoint root (the directory holding ``chk-*/`` and ``shared/``); anything
+    ``path`` must be a job checkpoint root (the directory holding ``chk-*/`` and ``shared/``); anything
     else is a :class:`UsageError`. Reads only. ``on_progress(done, total)`` is called as the retained
     checkpoints' ``_metadata`` files are read.
     """
     storage = storage or st.default_storage()
+    root = path
     layout = _job_root(root, storage)
     files = {normalize_uri(info.path): info for info in storage.list_dir(root, recursive=True) if not info.is_dir}
     referenced = _referenced_files(layout, storage, on_progress)

@@ -33,6 +33,7 @@ from repair.io import storage as st
 from repair.io.layout import JOB_ROOT, Layout, discover, normalize_uri, recorded_root
 from repair.io.outputs import new_output
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.renamed import renamed
 
 
 @dataclass
@@ -93,12 +94,13 @@ class RelocateResult:
         }
 
 
-def relocate(path: str, to: str, *, copy: bool = False, storage: st.Storage | None = None,
+@renamed(to="out")
+def relocate(path: str, out: str, *, copy: bool = False, storage: st.Storage | None = None,
              on_progress: Callable[[int, int], None] | None = None) -> RelocateResult:
-    """Write ``to/<snapshot>/_metadata`` for the checkpoint or savepoint at ``path`` (see module doc)."""
+    """Write ``out/<snapshot>/_metadata`` for the checkpoint or savepoint at ``path`` (see module doc)."""
     storage = storage or st.default_storage()
-    snapshot = load_single_snapshot(path, storage, out=to)
-    return write_snapshot(snapshot, to, copy=copy, storage=storage, on_progress=on_progress)
+    snapshot = load_single_snapshot(path, storage, out=out)
+    return write_snapshot(snapshot, out, copy=copy, storage=storage, on_progress=on_progress)
 
 
 def single_snapshot(path: str | Layout, storage: st.Storage, *, out: str) -> Layout:

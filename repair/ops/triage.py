@@ -31,6 +31,7 @@ from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
+from repair.ops.renamed import renamed
 
 RESTORE = "restore"
 REBUILD = "rebuild-manifest"
@@ -136,18 +137,19 @@ class TriageResult:
         }
 
 
+@renamed(root="path")
 def triage(
-    root: str, *, savepoints: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
+    path: str, *, savepoints: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
     master: str | None = None, on_progress=None, now: float | None = None, lineage: int | None = None,
 ) -> TriageResult:
-    """Verify every retained checkpoint of ``root`` (and the savepoints under ``savepoints``); rank the ways back.
+    """Verify every retained checkpoint of the job root ``path`` (and the savepoints under ``savepoints``); rank the ways back.
 
     With checkpoints of several jobs or deployments in ``root``, every lineage's ways are listed but none
     is called best (and the result is not ``ok``) until ``lineage`` chooses one.
     """
     storage = storage or st.default_storage()
     now = time.time() if now is None else now
-    root = st.absolute(root)
+    root = st.absolute(path)
     savepoints = st.absolute(savepoints) if savepoints else None
     layout = classify(root, storage)
     if layout.kind != JOB_ROOT:

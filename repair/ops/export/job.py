@@ -65,6 +65,7 @@ from repair.ops.export.parts import (
 from repair.ops.export.sources import SLOTS, SOURCES, not_exported, source_for
 from repair.ops.runner import default_workers, run_tasks
 from repair.readers.rocksdb import ENGINES
+from repair.ops.renamed import renamed
 
 __all__ = ["COLUMNS", "COMMIT_FILE", "export", "export_subtask", "partition_value"]
 
@@ -259,8 +260,9 @@ def partition_value(name: str) -> str:
 
 
 @reading_metadata_once
+@renamed(checkpoint="path")
 def export(
-    checkpoint: str,
+    path: str,
     out: str,
     *,
     operators: Iterable[str] | None = None,
@@ -273,7 +275,7 @@ def export(
     columns: str = COLUMNS_KEPT,
     on_progress: Callable[[int, int], None] | None = None,
 ) -> ExportResult:
-    """Export the keyed state of ``checkpoint`` (for a job root: its newest checkpoint) to ``out``;
+    """Export the keyed state of ``path`` (for a job root: its newest checkpoint) to ``out``;
     ``on_progress(done, total)`` is called as subtasks finish.
 
     ``operators`` (uids, operator ids or names) and ``states`` (state names) filter; a filter value that
@@ -292,12 +294,12 @@ def export(
     storage = storage or st.default_storage()
     operators = list(operators or []) or None
     states = list(states or []) or None
-    layout = discover(checkpoint, storage)
+    layout = discover(path, storage)
     ref = layout.snapshots[-1]
     new_output(out, layout.inputs, storage)
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(
-        source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
+        source=path, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
         savepoint_format=snapshot.savepoint_format, checkpoint_id=snapshot.metadata.checkpoint_id, out=out,
         columns=columns,
     )

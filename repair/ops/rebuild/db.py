@@ -74,6 +74,7 @@ from repair.ops.rebuild.db_evidence import (
     rocksdb7_markers,
 )
 from repair.ops.verify.engine import verify
+from repair.ops.renamed import renamed
 
 #: Files of ``DB_DIR`` copied as they are, besides SSTs, WALs and OPTIONS.
 _COPIED = {FileKind.IDENTITY}
@@ -248,6 +249,7 @@ class _Options:
     text: str
 
 
+@renamed(db_dir="path")
 def rebuild_db(
     path: str | Layout, out: str, *, format: str | None = None, drop_missing: bool = False, storage: st.Storage | None = None,
 ) -> RebuildDbResult:

@@ -95,6 +95,7 @@ from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.operator_state import iter_operator_handle
 from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
+from repair.ops.renamed import renamed
 
 __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
 
@@ -182,8 +183,9 @@ class WriteSavepointResult:
 # -- the operation -------------------------------------------------------------------------------
 
 
+@renamed(export_dir="path")
 def write_savepoint(
-    export_dir: str,
+    path: str,
     out: str,
     *,
     max_parallelism: int | None = None,
@@ -194,7 +196,7 @@ def write_savepoint(
     master: str | None = None,
     storage: st.Storage | None = None,
 ) -> WriteSavepointResult:
-    """Write the export in ``export_dir`` as a canonical savepoint in ``out`` (a new directory).
+    """Write the export in ``path`` as a canonical savepoint in ``out`` (a new directory).
 
     ``max_parallelism`` and ``parallelism`` (of every keyed operator; default: the source's) re-assign
     key groups and subtasks; ``source`` is the checkpoint the export was made from when it is no longer
@@ -208,14 +210,14 @@ def write_savepoint(
     for name, value in (("max_parallelism", max_parallelism), ("parallelism", parallelism)):
         if value is not None and not 0 < value <= UPPER_BOUND_MAX_PARALLELISM:
             raise UsageError(f"{name} must be in 1..{UPPER_BOUND_MAX_PARALLELISM}, not {value}")
-    manifest = _read_manifest(storage, export_dir)
+    manifest = _read_manifest(storage, path)
     snapshot, inputs = _load_source(storage, manifest, source)
-    new_output(out, [export_dir, *inputs], storage)
+    new_output(out, [path, *inputs], storage)
     metadata = snapshot.metadata
     if metadata.version not in METADATA_VERSIONS:
         raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
                          f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
-    result = WriteSavepointResult(export_dir, snapshot.ref.metadata_uri, out, metadata.version, metadata.checkpoint_id)
+    result = WriteSavepointResult(path, snapshot.ref.metadata_uri, out, metadata.version, metadata.checkpoint_id)
     exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
     drops: dict[str, set[str]] = defaultdict(set)
     for value in drop_states:
@@ -227,7 +229,7 @@ def write_savepoint(
             raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
         drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
-        writer = _Writer(storage, export_dir, snapshot, publisher, result, drops, workers=workers, master=master)
+        writer = _Writer(storage, path, snapshot, publisher, result, drops, workers=workers, master=master)
         writer.skipped = [entry for entry in manifest.get("skipped", []) if isinstance(entry, dict)]
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
@@ -569,8 +571,9 @@ def _key_serializer_bytes(label: str, changes: Iterable[MetadataChange]) -> byte
                      f"serializer (which its meta data needs) is recorded nowhere")
 
 
+@renamed(checkpoint="path")
 def rescale(
-    checkpoint: str,
+    path: str,
     out: str,
     *,
     max_parallelism: int | None = None,
@@ -580,7 +583,7 @@ def rescale(
     scratch: str | None = None,
     storage: st.Storage | None = None,
 ) -> WriteSavepointResult:
-    """``checkpoint`` (a snapshot, or a job root's newest) as a canonical savepoint in ``out`` with a new
+    """``path`` (a snapshot, or a job root's newest) as a canonical savepoint in ``out`` with a new
     max parallelism and/or parallelism: exported to an intermediate directory (deleted afterwards, on
     Spark with ``master``, or in ``workers`` processes) and written back likewise. The result's ``export`` is None.
 
@@ -594,15 +597,15 @@ def rescale(
         raise UsageError(f"rescale on the Spark cluster {master} needs --scratch DIR: a directory every executor "
                          "reads (e.g. s3://bucket/tmp) for the intermediate export; local scratch space is one host's")
     storage = storage or st.default_storage()
-    layout = discover(checkpoint, storage)
+    layout = discover(path, storage)
     new_output(out, layout.inputs, storage)
     if scratch is not None:
         new_output(scratch, layout.inputs, storage, existing=True)
     with _intermediate_directory(scratch, storage) as intermediate:
         exported = st.join(intermediate, "export")
-        export(checkpoint, exported, master=master, workers=workers, storage=storage)
+        export(path, exported, master=master, workers=workers, storage=storage)
         result = write_savepoint(exported, out, max_parallelism=max_parallelism, parallelism=parallelism,
-                                 source=checkpoint, workers=workers, master=master, storage=storage)
+                                 source=path, workers=workers, master=master, storage=storage)
     result.export = None
     return result
 
