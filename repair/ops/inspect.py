@@ -22,7 +22,7 @@ from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.formats.flink.operator_selection import select_operators
 from repair.formats.flink.serializers import describe
 from repair.io import storage as st
-from repair.io.layout import discover
+from repair.io.layout import JOB_ROOT, discover
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers.changelog import changelog_pieces, changelog_states
@@ -224,7 +224,7 @@ def inspect(path: str, *, checkpoint: int | None = None, operators: list[str] | 
     try:
         snapshot = load_snapshot(refs[-1], layout.root, storage)
     except RepairError as error:
-        if layout.kind == "job-root" and checkpoint is None and len(refs) > 1:
+        if layout.kind == JOB_ROOT and checkpoint is None and len(refs) > 1:
             error.message += (f"; the newest checkpoint's _metadata cannot be read: `repair inspect {path} -c {refs[-2].number}` "
                               f"reads an older one, `repair fallback {path}` picks the newest valid one")
         raise

@@ -26,7 +26,7 @@ from repair.findings import Problem, Severity
 from repair.io import storage as st
 
 # Maps ``file:/x``, ``file:///x`` and relative local paths to one absolute form, URIs to themselves.
-from repair.io.layout import Layout, discover, normalize_uri
+from repair.io.layout import CHECKPOINT, JOB_ROOT, METADATA_FILE, SAVEPOINT, Layout, discover, normalize_uri
 from repair.io.snapshot import load_snapshot
 from repair.ops.renamed import renamed
 
@@ -36,9 +36,9 @@ STATE_DIRS = ("shared", "taskowned")
 IN_PROGRESS = "a checkpoint in progress"
 
 _KIND_NAMES = {
-    "checkpoint": "a chk-N checkpoint directory",
-    "savepoint": "a savepoint directory",
-    "metadata-file": "a _metadata file",
+    CHECKPOINT: "a chk-N checkpoint directory",
+    SAVEPOINT: "a savepoint directory",
+    METADATA_FILE: "a _metadata file",
 }
 
 
@@ -190,7 +190,7 @@ def orphans(path: str, *, storage: st.Storage | None = None, on_progress=None) -
 
 def _job_root(root: str, storage: st.Storage) -> Layout:
     layout = discover(root, storage)
-    if layout.kind != "job-root":
+    if layout.kind != JOB_ROOT:
         what = _KIND_NAMES.get(layout.kind, layout.kind)
         hint = f"; its job root is {layout.root}" if layout.root else ""
         raise UsageError(
