@@ -72,10 +72,10 @@ def test_triage_ranks_the_ways_back_the_damage_leaves(tmp_path, kind, fixture):
             if dmg.file is not None and dmg.file.name != "_metadata":
                 assert way.lost[0].path.endswith(dmg.file.name)
         # Every way's commands are in order: a repair first (writing next to the root, never inside), then the restore.
-        assert way.commands[-1].startswith("flink run -s ")
+        assert way.commands[-1].argv[:3] == ("flink", "run", "-s")
         for command in way.commands[:-1]:
-            if command.startswith("repair "):
-                out = shlex.split(command)[-1] if not command.endswith("--drop-missing") else shlex.split(command)[-2]
+            if command.argv[0] == "repair":
+                out = command.argv[command.argv.index("--out") + 1]
                 assert not Path(out).is_relative_to(dmg.root) and Path(out).is_absolute()
 
 
@@ -122,8 +122,8 @@ def test_a_moved_job_root_is_restored_after_relocating(tmp_path):
     best = triage(str(copy)).best
     assert (best.action, best.checkpoint_id) == (RESTORE, newest) and best.relocated_from
     target = f"{copy}-relocated-chk-{newest}"
-    assert best.commands[0] == f"repair relocate {copy}/chk-{newest} --to {target}"
-    assert best.commands[1].startswith(f"flink run -s {target}/chk-{newest} ")
+    assert best.commands[0].argv == ("repair", "relocate", f"{copy}/chk-{newest}", "--out", target)
+    assert best.commands[1].argv[:4] == ("flink", "run", "-s", f"{target}/chk-{newest}")
 
 
 def test_savepoints_are_ways_back_too(tmp_path):
@@ -132,7 +132,7 @@ def test_savepoints_are_ways_back_too(tmp_path):
     result = triage(str(damage.checkpoint_root(fixture)), savepoints=str(fixture / "savepoints"))
     savepoints = [w for w in result.ways if w.kind == "savepoint"]
     assert sorted(w.snapshot for w in savepoints) == sorted(Path(p).name for p in info["savepoints"].values())
-    assert all(w.action == RESTORE and w.lossless and w.commands[0].startswith(f"flink run -s {w.path} ") for w in savepoints)
+    assert all(w.action == RESTORE and w.lossless and w.commands[0].argv[:4] == ("flink", "run", "-s", w.path) for w in savepoints)
     assert result.checked["savepoints"] == len(savepoints)
     # Savepoints take their ids from the job's checkpoint counter: ranked among the checkpoints by id.
     ids = [w.checkpoint_id for w in result.ways]
@@ -148,10 +148,10 @@ def test_real_flink_restores_the_repaired_newest_checkpoint_triage_proposes(tmp_
     best = triage(str(dmg.root)).best
     newest = max(damage.checkpoint_ids(dmg.root))
     assert (best.action, best.checkpoint_id) == (REBUILD, newest)
-    argv = shlex.split(best.commands[0])  # exactly the command triage prints
+    argv = shlex.split(best.commands[0].to_shell())  # exactly the command triage prints
     assert argv[:2] == ["repair", "rebuild-manifest"]
     assert main(argv[1:]) == 0
-    restore_path = Path(shlex.split(best.commands[1])[3])
+    restore_path = Path(shlex.split(best.commands[1].to_shell())[3])
     info = fixture_info(FIXTURES / name)
     records = state_model.read_records(FIXTURES / name / "records.tsv")
     restored = restore_state(info["flink_version"], restore_path, records, parallelism=info["parallelism"],
@@ -197,5 +197,5 @@ def test_triage_of_a_renamed_copy_on_s3(tmp_path, s3, s3_storage):
     result = triage(root, storage=s3_storage)
     best = result.best
     assert result.ok and (best.action, best.checkpoint_id) == (REBUILD, newest)
-    assert best.commands[0] == f"repair rebuild-manifest {root}/chk-{newest} --out {root}-rebuilt-chk-{newest}"
+    assert best.commands[0].to_shell() == f"repair rebuild-manifest {root}/chk-{newest} --out {root}-rebuilt-chk-{newest}"
     assert list(best.relocated_from.values()) == [root]

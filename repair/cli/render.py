@@ -171,7 +171,12 @@ def _next_steps(console, steps: list[str]) -> None:
     if steps:
         console.print("\n[bold]next[/]", markup=True)
     for step in steps:
-        console.print(f"  {step}", highlight=False, markup=False)
+        console.print(f"  {step}", highlight=False, markup=False, soft_wrap=True)  # commands in it paste as one line
+
+
+def _command(console, prefix: str, command) -> None:
+    """One command line (a :class:`~repair.ops.advice.Command`) after ``prefix``: never wrapped, so it pastes."""
+    console.print(f"{prefix}{command.to_shell()}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _age_of(written_at: float | None, now: float) -> str:
@@ -191,9 +196,9 @@ def _groups(result):
 def render_fallback(result) -> None:
     console = stdout()
     if result.chosen is not None:
-        console.print(f"[bold green]{escape(result.message)}[/]: {escape(result.chosen.path)}", markup=True)
+        console.print(f"[bold green]{escape(result.message)}[/]: {escape(result.chosen.path)}", markup=True, soft_wrap=True)
     else:
-        console.print(f"[bold red]{escape(result.message)}[/]", markup=True)
+        console.print(f"[bold red]{escape(result.message)}[/]", markup=True, soft_wrap=True)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     import time
 
@@ -221,14 +226,14 @@ def render_fallback(result) -> None:
     if result.lost:
         console.print("\n[bold]cannot be restored from the newest checkpoint[/]", markup=True)
         for line in result.lost:
-            console.print(f"  {line}")
+            console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if result.restore is not None:
         console.print("\n[bold]how to restore[/]", markup=True)
         for command in result.restore.commands:
-            console.print(f"  {command}", highlight=False, markup=False)
+            _command(console, "  ", command)
         console.print("  or in the Flink configuration:")
         for line in result.restore.config:
-            console.print(f"    {line}", highlight=False, markup=False)
+            console.print(f"    {line}", highlight=False, markup=False, soft_wrap=True)
         for note in result.restore.notes:
             console.print(f"  {note}")
     from repair.ops.advice import fallback_next_steps
@@ -240,7 +245,7 @@ def render_triage(result) -> None:
     """The ways back, best first: a table, then each way's commands in order and what it loses."""
     console = stdout()
     colour = "green" if result.ok else ("yellow" if result.ways and not result.undecided else "red")
-    console.print(f"[bold {colour}]{escape(result.message)}[/]", highlight=False, markup=True)
+    console.print(f"[bold {colour}]{escape(result.message)}[/]", highlight=False, markup=True, soft_wrap=True)
     checked = result.checked
     console.print(f"  {checked['checkpoints']} retained checkpoint(s) and {checked['savepoints']} savepoint(s) verified, "
                   f"{checked['files']} files, {human_bytes(checked['bytes'])}", highlight=False)
@@ -258,9 +263,9 @@ def render_triage(result) -> None:
         for line in way.loss_lines():
             console.print(f"  lost: {line}", highlight=False, markup=False)
         for step, command in enumerate(way.commands, 1):
-            console.print(f"  {step}) {command}", highlight=False, markup=False)
+            _command(console, f"  {step}) ", command)
         for command in way.alternatives:
-            console.print(f"     or {command}", highlight=False, markup=False)
+            _command(console, "     or ", command)
     if len(result.lineages) > 1:
         console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)", markup=True)
         for lineage in result.lineages:
@@ -307,8 +312,11 @@ def render_orphans(result) -> None:
         f"retained checkpoints {retained['checkpoints']}, {retained['files']} files, {human_bytes(retained['bytes'])}"
     )
     if referenced["missing"]:
-        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which; "
-                      f"`repair triage {escape(result.root)}` ranks the ways back", markup=True)
+        from repair.ops.advice import repair_command
+
+        verify, triage = (escape(repair_command(name, result.root).to_shell()) for name in ("verify", "triage"))
+        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `{verify}` says which; "
+                      f"`{triage}` ranks the ways back", markup=True, soft_wrap=True)
     if result.orphans:
         console.print(
             "Nothing was deleted. Delete orphans only with the job stopped, or only those older than the oldest "
@@ -346,7 +354,7 @@ def render_relocate(result) -> None:
         f"  {len(result.files)} files checked; {len(copied)} copied ({human_bytes(sum(f.size for f in copied))}); "
         f"{len(result.files) - len(copied)} referenced where they are"
     )
-    console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")
+    _restore_lines(console, parent(result.new_metadata), 4)  # format 4 is restored by both the 1.15-1.19 and the 1.20+ lines
 
 
 def render_write_savepoint(result) -> None:
@@ -358,7 +366,15 @@ def render_write_savepoint(result) -> None:
         copied = f"; copied {len(op.copied)} handle(s)" if op.copied else ""
         console.print(f"  {op.uid or op.operator_id}: parallelism {op.parallelism}, max parallelism {op.max_parallelism}, {what}{copied}",
                       highlight=False, markup=False)
-    console.print(f"  restore with: flink run -s {parent(result.metadata)} ...", highlight=False, markup=False)
+    _restore_lines(console, parent(result.metadata), result.metadata_version)
+
+
+def _restore_lines(console, path: str, version: int) -> None:
+    """How to restore the snapshot just written, per Flink release."""
+    from repair.ops.advice import restore_commands
+
+    for i, command in enumerate(restore_commands(path, version)):
+        _command(console, "  restore with: " if i == 0 else "            or: ", command)
 
 
 def render_edit(result) -> None:
@@ -529,9 +545,9 @@ def render_diagnose(result) -> None:
         if e["checkpoint_root"]:
             console.print(f"  checkpoint root: {e['checkpoint_root']}", markup=False, highlight=False)
         console.print(f"  runbook: {_runbook_command(incident.runbook)}", markup=False, highlight=False)
-        console.print(f"  next:    [bold]{escape(incident.next_command)}[/]", highlight=False, markup=True)
+        console.print(f"  next:    [bold]{escape(incident.next_command.to_shell())}[/]", highlight=False, markup=True, soft_wrap=True)
         for command in incident.also:
-            console.print(f"  also:    {command}", markup=False, highlight=False)
+            _command(console, "  also:    ", command)
 
 
 def render_doctor(result) -> None:

@@ -220,8 +220,11 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         snapshot = load_snapshot(refs[-1], layout.root, storage)
     except RepairError as error:
         if layout.kind == "job-root" and checkpoint is None and len(refs) > 1:
-            error.message += (f"; the newest checkpoint's _metadata cannot be read: `repair inspect {path} -c {refs[-2].number}` "
-                              f"reads an older one, `repair fallback {path}` picks the newest valid one")
+            from repair.ops.advice import repair_command
+
+            older, fallback = repair_command("inspect", path, "-c", str(refs[-2].number)), repair_command("fallback", path)
+            error.message += (f"; the newest checkpoint's _metadata cannot be read: `{older}` reads an older one, "
+                              f"`{fallback}` picks the newest valid one")
         raise
     uid_by_id = {operator_id_for_uid(uid): uid for uid in uids or []}
     operators = [_operator(snapshot, op, uid_by_id, storage) for op in snapshot.metadata.operators]

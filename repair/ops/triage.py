@@ -28,7 +28,10 @@ from repair.errors import RepairError, UsageError
 from repair.io import storage as st
 from repair.io.layout import METADATA, discover
 from repair.io.snapshot import load_snapshot
-from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
+from repair.ops.advice import (
+    Command, commands_json, output_next_to, rebuild_command, relocate_command, repair_command, restore_commands,
+)
+from repair.ops.fallback import Lineage, judge
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
@@ -52,11 +55,11 @@ class WayBack:
     written_at: float | None
     age_seconds: float | None
     #: The steps in order: repairs, then the restore (for the newest Flink release that reads the snapshot).
-    commands: list[str]
+    commands: list[Command]
     why: str
     lineage: int | None = None
     #: The restore step for older Flink releases, when they differ (``-restoreMode`` before Flink 1.20).
-    alternatives: list[str] = field(default_factory=list)
+    alternatives: list[Command] = field(default_factory=list)
     #: With REBUILD_DROPPING: every SST left out and what it held.
     lost: list[LostFile] = field(default_factory=list)
     #: Files recorded under another root and read where they are now (a copied or moved checkpoint).
@@ -74,11 +77,14 @@ class WayBack:
         return lines
 
     def to_json(self) -> dict:
+        commands, commands_argv = commands_json(self.commands)
+        alternatives, alternatives_argv = commands_json(self.alternatives)
         return {
             "rank": self.rank, "action": self.action, "snapshot": self.snapshot, "kind": self.kind, "path": self.path,
             "checkpoint_id": self.checkpoint_id, "lineage": self.lineage, "lossless": self.lossless,
             "written_at": st.iso_utc(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
-            "why": self.why, "commands": self.commands, "alternatives": self.alternatives, "relocated_from": self.relocated_from,
+            "why": self.why, "commands": commands, "commands_argv": commands_argv, "alternatives": alternatives,
+            "alternatives_argv": alternatives_argv, "relocated_from": self.relocated_from,
             "lost": [item.to_json() for item in self.lost],
         }
 
@@ -194,9 +200,9 @@ def triage(
     return result
 
 
-def _steps(repairs: list[str], restore_path: str, version: int) -> tuple[list[str], list[str]]:
+def _steps(repairs: list[Command], restore_path: str, version: int) -> tuple[list[Command], list[Command]]:
     """The steps of a way back (``repairs``, then one restore) and the restore lines for older releases."""
-    restores = restore_commands(restore_path, version) or [f"flink run -s {restore_path} ..."]
+    restores = restore_commands(restore_path, version)
     return [*repairs, restores[0]], restores[1:]
 
 
@@ -220,7 +226,7 @@ def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, linea
     version = summary.metadata_version or 0
     if summary.relocated_from:
         target = output_next_to(root, "relocated", summary.name)
-        commands, alternatives = _steps([f"repair relocate {path} --to {target}"], st.join(target, summary.name), version)
+        commands, alternatives = _steps([relocate_command(path, target)], st.join(target, summary.name), version)
         why = (f"the newest valid checkpoint; it was written elsewhere ({', '.join(summary.relocated_from)}), so a "
                "_metadata pointing where its files are now is written first")
     else:
@@ -251,9 +257,8 @@ def _repair(
     lossless = not plan.lost
     action = REBUILD if lossless else REBUILD_DROPPING
     target = output_next_to(root, "rebuilt", name)
-    flags = "" if lossless else " --drop-missing"
     version = summary.metadata_version or 0
-    commands, alternatives = _steps([f"repair rebuild-manifest {summary.path} --out {target}{flags}"], st.join(target, name), version)
+    commands, alternatives = _steps([rebuild_command(summary.path, target, drop_missing=not lossless)], st.join(target, name), version)
     kinds = sorted({reason.rsplit(" ", 1)[-1] for instance in plan.rebuilt for reason in instance.reasons})
     if lossless:
         why = (f"newer than every valid checkpoint; only the MANIFEST, CURRENT or OPTIONS files of {len(plan.rebuilt)} RocksDB "
@@ -293,7 +298,8 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
 def _message(result: TriageResult) -> str:
     if result.unknown:
         return (f"the verdict of {', '.join(result.unknown)} is unknown: files could not be read (a storage fault, not "
-                f"damage); retry when the store answers, e.g. `repair --retry-budget 600 triage {result.root}`, before "
+                f"damage); retry when the store answers, e.g. "
+                f"`{repair_command('--retry-budget', '600', 'triage', result.root)}`, before "
                 "taking a way back that gives up newer state. " + _ranked(result))
     return _ranked(result)
 
