@@ -65,13 +65,22 @@ def print_error(message: str) -> None:
 
 
 def print_markdown(text: str) -> None:
-    """Markdown on stdout: rendered on a terminal, as it is when piped (to a file, a pager, a ticket)."""
-    if sys.stdout.isatty():
-        from rich.markdown import Markdown
-
-        stdout().print(Markdown(text))
-    else:
+    """Markdown on stdout: rendered on a terminal, as it is when piped (to a file, a pager, a ticket). On a
+    terminal the code blocks are printed as they are, never wrapped or cropped: a command pastes as one line."""
+    if not sys.stdout.isatty():
         sys.stdout.write(text)
+        return
+    import re
+
+    from rich.markdown import Markdown
+
+    console = stdout()
+    # split() with one group: prose, code, prose, code, ... (a fence's info string, e.g. "bash", dropped)
+    for index, part in enumerate(re.split(r"^```[^\n]*\n(.*?)^```[ \t]*$", text, flags=re.MULTILINE | re.DOTALL)):
+        if index % 2:
+            console.print("\n" + part.rstrip("\n") + "\n", soft_wrap=True, highlight=False, markup=False)
+        elif part.strip():
+            console.print(Markdown(part))
 
 
 #: Version of the --json documents' envelope (docs/json-contracts.md): fields are only ever added.

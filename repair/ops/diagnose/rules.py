@@ -43,6 +43,11 @@ REBUILD = ("repair", "rebuild-manifest", "<checkpoint>", "--out", "<new-root>")
 DOCTOR = ("repair", "doctor", "<flink-conf.yaml>")
 
 
+#: The start of a path in an exception's message: a URI scheme or '/', then anything but the parentheses
+#: that end the message ("(No such file or directory)") or open a stack frame, spaces included.
+_PATH = r"(?:[a-z][a-z0-9+]*:)?/[^()]{0,400}?"
+
+
 def _runbook(name: str) -> str:
     return f"{RUNBOOKS}/{name}.md"
 
@@ -73,9 +78,10 @@ RULES: tuple[Rule, ...] = (
         "lifecycle rule or by another deployment",
         _runbook("manifest-missing"),
         (
-            r"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>\S*/(?:shared|chk-\d+|taskowned|dstl|savepoint-[0-9a-f]+-[0-9a-f]+)"
+            # the path may hold spaces (a directory named "from broken cluster"): from its first '/' on
+            rf"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>{_PATH}/(?:shared|chk-\d+|taskowned|dstl|savepoint-[0-9a-f]+-[0-9a-f]+)"
             r"/\S*[0-9a-f-]{36})\b",
-            r"File (?P<file>\S*/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{36}) does not exist",
+            rf"File (?P<file>{_PATH}/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{{36}}) does not exist",
         ),
         {
             None: TRIAGE,
