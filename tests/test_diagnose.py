@@ -8,6 +8,7 @@ own exception text.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -119,6 +120,32 @@ def test_real_flink_missing_manifest_trace():
     assert incident.next_command.to_shell() == f"repair triage {root}"
     assert [c.to_shell() for c in incident.also] == [f"repair verify {root}", "repair rebuild-manifest <checkpoint> --out <new-root>",
                                                    f"repair fallback {root}"]  # triage first, fallback after it
+
+
+def test_a_task_name_and_the_backend_name_of_one_operator_are_one_incident():
+    """A log that names the failing task by its name only ("Sink: Unnamed (1/3)#0" with an attempt id that does
+    not name the vertex, as Flink 1.15 logs it) and, in the real Flink 1.20 trace, by the keyed backend's
+    "KeyedProcessOperator_<id>": one missing file, one incident (it was reported twice)."""
+    trace = _read(TRACES / "flink-1.20-restore-missing-manifest.txt")
+    missing = re.search(r"FileNotFoundException: (\S+) \(No such file", trace).group(1)
+    task_line = (f"2026-11-25 05:34:35,165 WARN  org.apache.flink.runtime.taskmanager.Task [] - Sink: Unnamed (1/3)#0 "
+                 f"(5b2f6c0e8d1a4f3b9c7e2d1a0f9e8d7c) switched from INITIALIZING to FAILED with failure cause: "
+                 f"java.io.FileNotFoundException: {missing} (No such file or directory)\n")
+    for text in (task_line + trace, trace + task_line):
+        (incident,) = diagnose(text).incidents
+        assert incident.cause_id == "checkpoint-file-missing" and incident.count == 3
+        assert (incident.operator, incident.operator_id) == ("KeyedProcessOperator", "59227332c1ac82ca63c2f66fa9c4244f")
+        assert incident.files == [missing.rsplit("/", 1)[-1]]
+
+
+def test_operators_named_differently_without_ids_stay_apart():
+    """Names are compared with names: two tasks named differently, neither with an id, are two incidents."""
+    lines = "".join(
+        f"2026-11-25 05:34:3{n},165 WARN  Task [] - {name} (1/3)#0 (5b2f6c0e8d1a4f3b9c7e2d1a0f9e8d7{n}) switched from "
+        f"INITIALIZING to FAILED with failure cause: java.io.FileNotFoundException: /ckpt/{'a' * 32}/shared/"
+        f"0b8e2f57-2b1c-4d0e-9a51-3f7c2a9e6d10 (No such file or directory)\n"
+        for n, name in enumerate(("per-user", "per-type")))
+    assert [i.operator for i in diagnose(lines).incidents] == ["per-user", "per-type"]
 
 
 def test_real_flink_restore_whose_missing_file_flink_did_not_name():
