@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import shlex
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from repair.io import storage as st
-from repair.ops.rebuild.checkpoint import REPAIRABLE, is_manifest_problem
-from repair.ops.verify.engine import SnapshotSummary, VerifyResult
+
+if TYPE_CHECKING:  # the command builders stay cheap to import (orphans, inspect and the CLI use them)
+    from repair.ops.verify.engine import SnapshotSummary, VerifyResult
 
 _SNAPSHOT_KINDS = ("checkpoint", "savepoint")
 
@@ -88,12 +90,16 @@ def output_next_to(root: str, what: str, name: str) -> str:
 
 def manifest_only(culprit) -> bool:
     """Whether a rebuilt MANIFEST and CURRENT repair this culprit (a fallback ``Culprit``)."""
+    from repair.ops.rebuild.checkpoint import REPAIRABLE
+
     name = culprit.local_name or ""
     return culprit.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-")
 
 
 def verify_next_steps(result: VerifyResult) -> list[str]:
     """What to do after a verification: rebuild, relocate, fall back or triage (empty when nothing is to do)."""
+    from repair.ops.rebuild.checkpoint import is_manifest_problem
+
     snapshots = [s for s in result.snapshots if s.kind in _SNAPSHOT_KINDS]
     if not snapshots:
         return []

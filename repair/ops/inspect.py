@@ -24,6 +24,7 @@ from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.advice import repair_command
 from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 
@@ -220,8 +221,6 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         snapshot = load_snapshot(refs[-1], layout.root, storage)
     except RepairError as error:
         if layout.kind == "job-root" and checkpoint is None and len(refs) > 1:
-            from repair.ops.advice import repair_command
-
             older, fallback = repair_command("inspect", path, "-c", str(refs[-2].number)), repair_command("fallback", path)
             error.message += (f"; the newest checkpoint's _metadata cannot be read: `{older}` reads an older one, "
                               f"`{fallback}` picks the newest valid one")

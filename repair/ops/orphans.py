@@ -28,6 +28,7 @@ from repair.io import storage as st
 # Maps ``file:/x``, ``file:///x`` and relative local paths to one absolute form, URIs to themselves.
 from repair.io.layout import Layout, discover, normalize_uri
 from repair.io.snapshot import load_snapshot
+from repair.ops.advice import repair_command
 
 #: Directories below a job root that hold state files shared between checkpoints or owned by TaskManagers.
 STATE_DIRS = ("shared", "taskowned")
@@ -109,7 +110,7 @@ class OrphansResult:
         directories without ``_metadata`` (info: their files are why some orphans exist)."""
         found = [
             Problem("missing_file", f"{st.basename(uri)} is referenced by a retained checkpoint but does not exist: "
-                    f"`repair verify {self.root}` says which checkpoints it breaks", details=(("path", uri),))
+                    f"`{repair_command('verify', self.root)}` says which checkpoints it breaks", details=(("path", uri),))
             for uri in self.missing_files
         ]
         found += [

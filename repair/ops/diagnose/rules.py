@@ -43,9 +43,9 @@ REBUILD = ("repair", "rebuild-manifest", "<checkpoint>", "--out", "<new-root>")
 DOCTOR = ("repair", "doctor", "<flink-conf.yaml>")
 
 
-#: The start of a path in an exception's message: a URI scheme or '/', then anything but the parentheses
-#: that end the message ("(No such file or directory)") or open a stack frame, spaces included.
-_PATH = r"(?:[a-z][a-z0-9+]*:)?/[^()]{0,400}?"
+#: The start of a path in an exception's message: no spaces, or else from a URI scheme or '/' on, anything but
+#: the parentheses that end the message ("(No such file or directory)") or open a stack frame, spaces included.
+_PATH = r"(?:\S*|(?:[a-z][a-z0-9+]*:)?/[^()]{0,400}?)"
 
 
 def _runbook(name: str) -> str:
