@@ -24,13 +24,16 @@ fails on a gap without one, on an exemption that is no longer true, and on a ser
 ``docs/serializers.md`` does not list with its capabilities. Composite serializers (List, Map, Tuple,
 POJO, Row, TTL, ...) are built from their nested snapshots by each module and are not in this registry.
 
-Pure and cheap: no imports; the capability tables are complete once the :data:`PROVIDERS` are imported.
+Pure and cheap: it imports nothing of the toolkit (nor pyarrow); the capability tables are complete once the
+:data:`PROVIDERS` are imported.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Iterable, TypeVar
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 DECODE = "decode"
 FAST_DECODE = "fast decode"
@@ -164,11 +167,6 @@ SQL_COUNT_WINDOW = _serializer(
 SERIALIZERS: tuple[Serializer, ...] = tuple(_SERIALIZERS.values())
 
 
-def serializer_named(class_name: str) -> Serializer | None:
-    """The registered serializer of a snapshot class, or None."""
-    return _SERIALIZERS.get(class_name)
-
-
 @dataclass(frozen=True)
 class Exemption:
     """Capabilities some serializers lack on purpose, and why."""
@@ -219,7 +217,6 @@ def exemption(serializer: Serializer, capability: str) -> str | None:
 
 
 _REGISTERED: dict[str, dict[str, Any]] = {capability: {} for capability in CAPABILITIES}
-T = TypeVar("T")
 
 
 def register(capability: str, implementations: dict[Serializer, T]) -> dict[str, T]:
@@ -243,6 +240,6 @@ def capabilities_of(serializer: Serializer) -> tuple[str, ...]:
     return tuple(c for c in CAPABILITIES if serializer.class_name in _REGISTERED[c])
 
 
-def type_names(serializers: Iterable[Serializer] = SERIALIZERS) -> dict[str, str]:
-    """Snapshot class name -> the type it serializes (``describe``'s text)."""
-    return {serializer.class_name: serializer.type_name for serializer in serializers}
+def type_names() -> dict[str, str]:
+    """Snapshot class name -> the type it serializes (``describe``'s text), of every leaf serializer."""
+    return {serializer.class_name: serializer.type_name for serializer in SERIALIZERS}

@@ -157,6 +157,8 @@ def _external_outer(reader: ByteReader, outer_version: int) -> dict[str, Any]:
     return {"data_type": data_type, "is_internal_input": reader.bool("is internal input")}
 
 
+#: ``TimerSerializer``'s snapshot (timers: key and namespace serializers nested).
+TIMER_SNAPSHOT = _F + "streaming.api.operators.TimerSerializerSnapshot"
 # CompositeTypeSerializerSnapshot subclasses -> (short type name, outer payload reader).
 COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, Any]]]] = {
     _F + "api.common.typeutils.base.ListSerializerSnapshot": ("List", _no_outer),
@@ -165,7 +167,7 @@ COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, 
     _F + "runtime.state.ArrayListSerializerSnapshot": ("ArrayList", _no_outer),
     _F + "runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": ("TTL", _no_outer),
     _F + "runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot": ("TTL", _no_outer),
-    _F + "streaming.api.operators.TimerSerializerSnapshot": ("Timer", _no_outer),
+    TIMER_SNAPSHOT: ("Timer", _no_outer),
     _F + "streaming.api.operators.co.IntervalJoinOperator$BufferEntrySerializerSnapshot": ("BufferEntry", _no_outer),
     _F + "streaming.runtime.streamrecord.StreamElementSerializer$StreamElementSerializerSnapshot": ("StreamElement", _no_outer),
     _F + "streaming.api.datastream.CoGroupedStreams$UnionSerializerSnapshot": ("TaggedUnion", _no_outer),
