@@ -93,6 +93,7 @@ def test_a_registered_capability_is_used():
     """Each capability's table is what its module consults: a decoder, an Arrow type, an encoder, a key
     hash for a serializer that has them (and none for one exempted)."""
     from repair.formats.flink.arrow import arrow_type
+    from repair.formats.flink.in_rocksdb import keyed_columns
     from repair.formats.flink.key_hash import key_hasher
     from repair.formats.flink.value_encoders import encoder_for
     from repair.formats.flink.values import decoder_for
@@ -108,6 +109,9 @@ def test_a_registered_capability_is_used():
         has_encoder = serializer.class_name in registry.registered(registry.ENCODE)
         assert (encoder_for(snapshot) is not None) is (has_encoder or serializer is registry.STRING_DATA), serializer
         assert (key_hasher(snapshot) is not None) is (serializer.class_name in registry.registered(registry.KEY_HASH))
+        arrow = arrow_type(snapshot)[0]
+        column_reader = arrow is not None and keyed_columns._vector(snapshot, arrow) is not None
+        assert column_reader is (serializer.class_name in registry.registered(registry.COLUMN_READER)), serializer
 
 
 def _doc_rows() -> dict[str, str]:
