@@ -96,7 +96,7 @@ def inspect(
     if result.unmatched_uids:
         print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
     _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks),
-          exit_code=2 if result.unmatched_uids else 0)  # an unknown selector is a usage error, as in export
+          exit_code=2 if result.unmatched_uids else 0 if result.ok else 1)  # an unknown selector is a usage error, as in export
 
 
 @app.command()

@@ -82,6 +82,8 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
         f"total: {len(result.operators)} operators, inline {human_bytes(result.inline_bytes)}, "
         f"external {human_bytes(result.external_bytes)}"
     )
+    for finding in result.metadata_findings:
+        console.print(f"[red]{escape(result.metadata_path)}: {escape(finding.message)}[/]", markup=True)
     for problem in problems:
         console.print(f"[red]{escape(problem)}[/]", markup=True)
     if show_subtasks:

@@ -424,21 +424,14 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
 
 
 def _check_trailer(snapshot: LoadedSnapshot, plan: _Plan) -> None:
-    """Metadata V4+ ends with a Java-serialized ``CheckpointProperties``; Flink reads it with an
-    ``ObjectInputStream`` (``MetadataV4Serializer``) and refuses the whole file when it does not decode
-    (``EOFException``, ``StreamCorruptedException``, ``InvalidClassException``, ...), although every
-    operator before it is readable."""
-    metadata = snapshot.metadata
-    if metadata.version < 4 or metadata.properties is not None:
+    """A V4+ ``_metadata`` whose CheckpointProperties trailer Flink cannot load (``CheckpointMetadata.trailer_problem``)."""
+    problem = snapshot.metadata.trailer_problem()
+    if problem is None:
         return
-    name = snapshot.ref.name
     plan.findings.append(CheckpointFinding(
-        "error", "metadata_trailer_undecodable",
-        f"the CheckpointProperties trailer ({len(metadata.trailer)} bytes at offset {metadata.trailer_offset}) does not decode: "
-        f"{metadata.properties_error}; Flink cannot load this _metadata (MetadataV4Serializer reads it with an ObjectInputStream)",
-        Reference(name, metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
-        offset=metadata.trailer_offset, expected="a Java-serialized org.apache.flink.runtime.checkpoint.CheckpointProperties",
-        found=f"{len(metadata.trailer)} bytes that do not decode",
+        problem.severity, problem.kind, problem.message,
+        Reference(snapshot.ref.name, snapshot.metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
+        offset=problem.offset, expected=problem.expected, found=problem.found,
     ))
 
 
