@@ -539,7 +539,8 @@ def render_diagnose(result) -> None:
 def render_doctor(result) -> None:
     console = stdout()
     counts = result.counts()
-    version = f" (Flink {result.flink_version})" if result.flink_version else ""
+    origin = ", from spec.flinkVersion" if result.flink_version_source == "flink-deployment" else ""
+    version = f" (Flink {result.flink_version}{origin})" if result.flink_version else ""
     status = "[bold green]no errors[/]" if result.ok else f"[bold red]{counts['error']} error(s)[/]"
     console.print(f"{escape(result.source)}: {len(result.config)} keys, {result.format}{escape(version)}: {status}, "
                   f"{counts['warning']} warning(s), {counts['info']} note(s)", highlight=False, markup=True)
