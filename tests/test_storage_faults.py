@@ -227,7 +227,8 @@ def test_verify_text_says_the_verdict_is_unknown_and_how_to_retry(s3_job, monkey
     assert "UNKNOWN" in out and "unknown (unreadable)" in out and "--retry-budget" in out
 
 
-def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch, capsys):
+@pytest.mark.parametrize("place", ["before the command", "after the command", "after, with ="])
+def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch, capsys, place):
     monkeypatch.delenv("REPAIR_RETRY_BUDGET", raising=False)
     seen = []
     import repair.ops.diagnose.incidents as incidents
@@ -239,7 +240,11 @@ def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch
         return real(text, **kwargs)
 
     monkeypatch.setattr(incidents, "diagnose", spy)
-    main(["--retry-budget", "7.5", "diagnose", str(FIXTURES.parent / "README.md")])
+    trace = str(FIXTURES.parent / "README.md")
+    argv = {"before the command": ["--retry-budget", "7.5", "diagnose", trace],
+            "after the command": ["diagnose", trace, "--retry-budget", "7.5"],
+            "after, with =": ["diagnose", "--retry-budget=7.5", trace]}[place]
+    main(argv)
     capsys.readouterr()
     assert seen == [7.5] and "REPAIR_RETRY_BUDGET" not in os.environ
 

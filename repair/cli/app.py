@@ -12,8 +12,10 @@ import threading
 from typing import List, Literal, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from repair import __version__
+from repair.cli.help_format import use_plain_names
 from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
 from repair.errors import RepairError, UsageError
 
@@ -33,8 +35,35 @@ def _choose_arrow_allocator() -> None:
 
 
 _choose_arrow_allocator()
+use_plain_names()
+
+def _retry_budget_first(args: list[str]) -> list[str]:
+    """``args`` with ``--retry-budget SECONDS`` (an option of ``repair`` itself) moved before the command
+    name, so that ``repair verify PATH --retry-budget 5`` works as ``repair --retry-budget 5 verify PATH``."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":  # what follows is arguments, never options
+            rest += args[index:]
+            break
+        if arg == "--retry-budget" and index + 1 < len(args):
+            front += args[index : index + 2]
+            index += 2
+            continue
+        (front if arg.startswith("--retry-budget=") else rest).append(arg)
+        index += 1
+    return front + rest
+
+
+class _RepairGroup(TyperGroup):
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _retry_budget_first(args))
+
 
 app = typer.Typer(
+    cls=_RepairGroup,
     name="repair",
     help=(
         "Emergency toolkit for Apache Flink RocksDB checkpoints: inspect, verify, repair and export "
@@ -407,15 +436,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _complete_runbook(incomplete: str) -> list[tuple[str, str]]:
+    """The runbook names starting with ``incomplete``, each with its title (shell completion)."""
+    from repair import runbooks
+
+    return [(name, runbooks.title(name)) for name in runbooks.names() if name.startswith(incomplete)]
+
+
 @app.command()
 def runbook(
-    name: Optional[str] = typer.Argument(None, help="The runbook to print, e.g. manifest-missing (as diagnose and doctor name it); none lists them."),
+    name: Optional[str] = typer.Argument(None, help="The runbook to print, e.g. manifest-missing (as diagnose and doctor name it); none lists them.",
+                                         autocompletion=_complete_runbook),
 ) -> None:
     """Print a runbook: what an incident means, how to confirm it, and the commands that get the job back."""
     from repair import runbooks
 
     if name is None:
-        typer.echo("\n".join(runbooks.names()))
+        width = max(map(len, runbooks.names()))
+        typer.echo("\n".join(f"{name:<{width}}  {runbooks.title(name)}" for name in runbooks.names()))
         raise typer.Exit(0)
     from repair.cli.output import print_markdown
 
