@@ -230,3 +230,11 @@ def test_names_that_look_like_markup_print_as_they_are(tmp_path, capsys):
         assert main([command, str(tmp_path / "edited")]) == expected_exit, command
         out, err = capsys.readouterr()
         assert odd in out and "Traceback" not in out + err, (command, out, err)
+
+
+def test_write_savepoint_of_a_path_that_does_not_exist_says_so(capsys, tmp_path):
+    missing = tmp_path / "nope"
+    code, _, err = run(capsys, "write-savepoint", str(missing), "--out", str(tmp_path / "sp"))
+    assert code == 2 and err.strip() == f"error: write-savepoint: {missing}: no such file or directory"
+    code, _, err = run(capsys, "write-savepoint", str(tmp_path), "--out", str(tmp_path / "sp"))
+    assert code == 2 and "is not an export: it has no _export.json" in err  # there, but not an export

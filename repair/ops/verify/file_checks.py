@@ -18,7 +18,7 @@ from repair.findings import Problem, Severity
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.files import decode_current, parse_options
 from repair.formats.rocksdb.manifest import iter_version_edits, replay
-from repair.formats.rocksdb.table.sst import verify_table
+from repair.formats.rocksdb.table.sst import FOOTER_SIZE, verify_table
 from repair.io import storage as st
 
 #: What a file is expected to be, from its local RocksDB name or its role in a handle.
@@ -177,7 +177,8 @@ def _whole(source, result: FileResult) -> bytes:
 
 def _check_sst(source, result: FileResult) -> None:
     report = verify_table(source, decompress=result.task.decompress)
-    result.bytes_checked += report.bytes_checked
+    # bytes read: the footer (read first, its magic number checked, also when the table cannot be opened), then the blocks
+    result.bytes_checked += min(source.size, report.bytes_checked + min(source.size, FOOTER_SIZE))
     result.blocks_checked += report.blocks_checked
     for finding in report.findings:
         if finding.block_kind == "filter":  # a full filter block: see FILTER_UNUSED
