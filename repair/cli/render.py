@@ -391,10 +391,11 @@ def render_rebuild(result) -> None:
         console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]", markup=True)
     for inst in result.rebuilt:
         levels = sorted(set(inst.levels.values()))
-        dropped = f", {len(inst.dropped)} dropped" if inst.dropped else ""
+        dropped = f" ({len(inst.dropped)} dropped)" if inst.dropped else ""
+        placed = f", placed on {'level' if len(levels) == 1 else 'levels'} {', '.join(map(str, levels))}" if levels else ""
         console.print(
-            f"rebuilt {inst.manifest_name} for {operator_label(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} on levels "
-            f"{', '.join(map(str, levels)) or '-'}, {len(inst.column_families)} column families  "
+            f"rebuilt {inst.manifest_name} for {operator_label(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} "
+            f"in {len(inst.column_families)} column families{placed}  "
             f"(because: {'; '.join(inst.reasons)})"
             + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
             highlight=False, markup=False,
