@@ -79,6 +79,13 @@ def test_help_names_arguments_and_flags_plainly(capsys, command, monkeypatch):
         assert f"Usage: repair {command} [OPTIONS] PATH" in out
 
 
+def test_export_help_names_every_input_it_reads(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, _ = run(capsys, "export", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "savepoint (native or canonical)" in text and "savepoint directory (native or canonical)" in text
+
+
 def test_runbook_lists_each_name_with_its_title(capsys):
     code, out, _ = run(capsys, "runbook")
     listed = dict(line.split(None, 1) for line in out.strip().splitlines())

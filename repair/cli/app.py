@@ -286,7 +286,7 @@ def doctor(
 
 @app.command()
 def export(
-    checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    checkpoint: str = typer.Argument(..., help="chk-N directory, savepoint directory (native or canonical), _metadata file, or job root (its newest checkpoint); local path or URI."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
     operator: Optional[List[str]] = typer.Option(None, "--operator", "--uid", metavar="UID|HASH|NAME", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
     state: Optional[List[str]] = typer.Option(None, "--state", metavar="NAME", help="Export only the state with this name. Repeatable."),
@@ -297,7 +297,7 @@ def export(
     columns: Literal["both", "decoded", "raw"] = typer.Option("both", "--columns", help="What is written of each key and value: both (decoded columns beside their raw bytes), decoded (raw bytes only where decoding failed), raw (the bytes only; decoded columns null)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
 ) -> None:
-    """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
+    """Export the keyed and operator state of a checkpoint or savepoint (native or canonical) to Parquet (one file per operator, state and subtask)."""
     from repair.cli.output import progress_bar
     from repair.cli.render import render_export
     from repair.ops.export.job import export as run_export
