@@ -176,8 +176,24 @@ def _next_steps(console, steps: list[str]) -> None:
         console.print(f"  {step}", highlight=False, markup=False)
 
 
-def _age_of(written_at: float | None, now: float) -> str:
-    return "?" if written_at is None else _human_age(now - written_at)
+def _age_of(written_at: float | None, now: float, source: str | None = None) -> str:
+    """An age, marked ``*`` when it is a file's modification time (which a copy resets)."""
+    from repair.ops.verify.engine import AGE_FROM_FILE_TIME  # loaded already: the ages come from its results
+
+    if written_at is None:
+        return "?"
+    return _human_age(max(0.0, now - written_at)) + (" *" if source == AGE_FROM_FILE_TIME else "")
+
+
+def _print_age_sources(console, sources) -> None:
+    """Say where the ages in a table come from."""
+    from repair.ops.verify.engine import AGE_FROM_FILE_TIME, AGE_FROM_SST
+
+    sources = set(sources)
+    if AGE_FROM_SST in sources:
+        console.print("  age: from the creation time RocksDB recorded in the snapshot's newest SST (kept by copies)", highlight=False)
+    if AGE_FROM_FILE_TIME in sources:
+        console.print("  * age from the _metadata file's modification time (no SST time was read): a copy resets it", highlight=False)
 
 
 def _groups(result):
@@ -210,8 +226,9 @@ def render_fallback(result) -> None:
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
         table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id),
-                      _age_of(verdict.written_at, now), str(verdict.lineage), status, culprit)
+                      _age_of(verdict.written_at, now, verdict.age_source), str(verdict.lineage), status, culprit)
     console.print(table)
+    _print_age_sources(console, (v.age_source for v in result.checkpoints if v.written_at is not None))
     if result.damaged:
         console.print("\n[bold]why[/]", markup=True)
         for damage in result.damaged:
@@ -252,9 +269,10 @@ def render_triage(result) -> None:
             table.add_column(column, overflow="fold")
         for way in result.ways:
             loses = "nothing" if way.lossless else f"{len(way.lost)} SST file(s) of state"
-            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""),
-                          "unknown" if way.age_seconds is None else _human_age(way.age_seconds), loses)
+            age = "unknown" if way.written_at is None else _age_of(way.written_at, way.written_at + way.age_seconds, way.age_source)
+            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""), age, loses)
         console.print(table)
+        _print_age_sources(console, (way.age_source for way in result.ways if way.age_seconds is not None))
     for way in result.ways:
         console.print(f"\n[bold]{way.rank}. {way.action} {escape(way.snapshot)}[/]: {escape(way.why)}", highlight=False, markup=True)
         for line in way.loss_lines():

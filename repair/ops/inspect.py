@@ -25,6 +25,7 @@ from repair.io.layout import discover
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers.changelog import changelog_pieces, changelog_states
+from repair.ops.verify.engine import AGE_FROM_FILE_TIME
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 
 
@@ -192,6 +193,7 @@ class InspectResult:
             "snapshot_type": self.snapshot_type,
             "retained_checkpoints": self.retained_checkpoints,
             "written_at": st.iso_utc(self.written_at),
+            "age_source": None if self.written_at is None else AGE_FROM_FILE_TIME,
             "relocated": [{"recorded": k, "actual": v} for k, v in self.relocated_from.items()],
             "totals": {
                 "operators": len(self.operators),
