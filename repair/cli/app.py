@@ -90,7 +90,7 @@ def _root(
     retry_budget: Optional[float] = typer.Option(
         None, "--retry-budget", min=0, metavar="SECONDS",
         help="How long a read that failed transiently (throttling, a reset, a timeout) is retried (default 60; "
-             "also REPAIR_RETRY_BUDGET). A file still unreadable then makes its verdict unknown, never broken.",
+             "also REPAIR_RETRY_BUDGET; before or after the command). A file still unreadable then makes its verdict unknown, never broken.",
     ),
 ) -> None:
     """Emergency toolkit for Apache Flink RocksDB checkpoints."""
