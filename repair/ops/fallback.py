@@ -22,6 +22,7 @@ from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
 from repair.ops.rebuild.checkpoint import REPAIRABLE
 from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
+from repair.results import CommandResult
 
 
 @dataclass
@@ -143,7 +144,7 @@ class RestoreAdvice:
 
 
 @dataclass
-class FallbackResult:
+class FallbackResult(CommandResult):
     root: str
     checkpoints: list[CheckpointVerdict]  # newest first
     lineages: list[Lineage]
@@ -157,10 +158,24 @@ class FallbackResult:
     #: Every finding of the checkpoints verified, as `repair verify` reports them.
     findings: list[CheckpointFinding] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """A checkpoint to restore was chosen, and no newer one's verdict is unknown."""
+        return self.chosen is not None and not self.unknown
+
+    @property
+    def exit_code(self) -> int:
+        """2 when a newer checkpoint's verdict is unknown: a verdict could not be reached."""
+        return 2 if self.unknown else super().exit_code
+
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "source": self.root,
-            "root": self.root,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "root": self.source,  # the same as source (named so before every command had source)
             "unknown": self.unknown,
             "chosen": {"checkpoint_id": self.chosen.checkpoint_id, "path": self.chosen.path} if self.chosen else None,
             "message": self.message,

@@ -6,7 +6,7 @@ Returns an :class:`InspectResult`; its ``to_json()`` is the documented ``--json`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from repair.errors import RepairError, StorageError
 from repair.findings import Problem, Severity
@@ -26,6 +26,7 @@ from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
+from repair.results import CommandResult
 
 
 @dataclass
@@ -141,7 +142,7 @@ class OperatorInfo:
 
 
 @dataclass
-class InspectResult:
+class InspectResult(CommandResult):
     path: str
     layout: str  # job-root | checkpoint | savepoint | metadata-file
     metadata_path: str
@@ -171,11 +172,31 @@ class InspectResult:
             for sub in op.subtasks:
                 yield from sub.files
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """Every operator asked for (``uids``) was found; what inspect finds in the meta data does not fail it."""
+        return not self.unmatched_uids
+
+    @property
+    def exit_code(self) -> int:
+        """2 when an operator asked for is not there: a usage error, as in export."""
+        return 0 if self.ok else 2
+
+    @property
+    def source(self) -> str:
+        return st.absolute(self.path)
+
+    @property
+    def findings(self) -> list[Problem]:
+        """The problems of every subtask, each with its operator (uid, name or id) and subtask."""
+        return [replace(finding, details=(*finding.details, ("operator", op.uid or op.name or op.id), ("subtask", sub.index)))
+                for op in self.operators for sub in op.subtasks for finding in sub.findings]
+
+    def document(self) -> dict:
         files = list(self._files())
         return {
-            "source": self.path,
-            "path": self.path,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "path": self.source,  # the same as source (named so before every command had source)
             "layout": self.layout,
             "metadata_path": self.metadata_path,
             "checkpoint_id": self.checkpoint_id,
@@ -196,8 +217,7 @@ class InspectResult:
             },
             "unmatched_uids": self.unmatched_uids,
             "operators": [op.to_json() for op in self.operators],
-            "findings": [{**finding.to_json(), "operator": op.uid or op.name or op.id, "subtask": sub.index}
-                         for op in self.operators for sub in op.subtasks for finding in sub.findings],
+            "findings": [finding.to_json() for finding in self.findings],
         }
 
 

@@ -32,6 +32,7 @@ from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
+from repair.results import CommandResult
 
 RESTORE = "restore"
 REBUILD = "rebuild-manifest"
@@ -96,7 +97,7 @@ class BeyondRepair:
 
 
 @dataclass
-class TriageResult:
+class TriageResult(CommandResult):
     root: str
     savepoints: str | None
     checked: dict[str, int]
@@ -126,9 +127,18 @@ class TriageResult:
     def best(self) -> WayBack | None:
         return self.ways[0] if self.ways and not self.undecided else None
 
-    def to_json(self) -> dict:
+    @property
+    def exit_code(self) -> int:
+        """2 when a newer checkpoint's verdict is unknown: a verdict could not be reached."""
+        return 2 if self.unknown else super().exit_code
+
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok, "source": self.root, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
+            "source": self.source, "root": self.source, "savepoints": self.savepoints, "checked": self.checked,
             "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
             "best": self.best.rank if self.best else None, "unknown": self.unknown,
             "ways": [way.to_json() for way in self.ways],

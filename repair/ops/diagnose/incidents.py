@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 
 from repair.findings import Problem, Severity
 from repair.ops.diagnose import rules
+from repair.results import CommandResult
 
 #: How far around an occurrence the trace is searched for its operator, job and phase.
 _BEFORE, _AFTER = 6000, 2500
@@ -79,7 +80,7 @@ class Incident:
 
 
 @dataclass
-class DiagnoseResult:
+class DiagnoseResult(CommandResult):
     source: str
     incidents: list[Incident]
     unrecognised: list[str]  # exception lines of a log with no known incident
@@ -94,7 +95,16 @@ class DiagnoseResult:
             return NO_KNOWN_INCIDENT
         return f"{len(self.incidents)} incident(s): " + ", ".join(dict.fromkeys(i.cause_id for i in self.incidents))
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """A known incident (or question) was found."""
+        return self.known
+
+    @property
+    def findings(self) -> list[Problem]:
+        return [i.finding() for i in self.incidents]
+
+    def document(self) -> dict:
         return {
             "source": self.source,
             "known": self.known,

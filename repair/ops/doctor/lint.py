@@ -19,6 +19,7 @@ from repair.findings import Severity
 from repair.io.textinput import STDIN, read_text
 from repair.ops.doctor.config import check_is_flink_config, parse_config
 from repair.ops.doctor.flink_keys import DEFAULT_INLINE_THRESHOLD, DEFAULT_NUM_RETAINED, OPTIONS, Version, parse_version
+from repair.results import CommandResult
 
 SEVERITIES = ("error", "warning", "info")
 RUNBOOKS = "repair/runbooks"
@@ -55,7 +56,7 @@ class ConfigFinding:
 
 
 @dataclass
-class DoctorResult:
+class DoctorResult(CommandResult):
     source: str
     format: str  # "flat-yaml", "nested-yaml", "flink-deployment" or "dynamic-properties"
     flink_version: str | None
@@ -69,9 +70,9 @@ class DoctorResult:
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
 
-    def to_json(self) -> dict:
+    def document(self) -> dict:
         return {"source": self.source, "format": self.format, "flink_version": self.flink_version,
-                "ok": self.ok, "counts": self.counts(), "findings": [f.to_json() for f in self.findings],
+                "counts": self.counts(), "findings": [f.to_json() for f in self.findings],
                 "config": self.config}
 
 
