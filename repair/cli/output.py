@@ -80,7 +80,17 @@ def error_document(command: str | None, error: Any) -> dict:
     """What ``--json`` prints when a command stops at a :class:`~repair.errors.RepairError` (exit 2):
     its type, message and source; where and what for a ``FormatError`` (docs/json-contracts.md#errors)."""
     where = {name: getattr(error, name) for name in ("offset", "field", "expected", "found") if getattr(error, name, None) is not None}
-    return failure_document(command, type(error).__name__, error.message, error.exit_code, source=error.source, **where)
+    return failure_document(command, _documented_type(error), error.message, error.exit_code, source=error.source, **where)
+
+
+def _documented_type(error: Any) -> str:
+    """The documented error type ``error`` is one of (a ``TableFormatError`` is a ``FormatError``)."""
+    from repair.errors import FormatError, StorageError, TruncatedError, UsageError
+
+    for documented in (TruncatedError, FormatError, StorageError, UsageError):
+        if isinstance(error, documented):
+            return documented.__name__
+    return "RepairError"
 
 
 def failure_document(command: str | None, error_type: str, message: str, exit_code: int, *, source: str | None = None,

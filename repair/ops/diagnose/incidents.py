@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from repair.findings import Problem, Severity
+from repair.findings import Problem, Severity, kind_of
 from repair.ops.diagnose import rules
 from repair.results import CommandResult
 
@@ -75,7 +75,7 @@ class Incident:
 
     def finding(self) -> Problem:
         """The incident in the common finding shape: a question (``kind`` ``question``) is only worth knowing."""
-        return Problem(self.cause_id, self.cause, severity=Severity.INFO if self.kind == "question" else Severity.ERROR,
+        return Problem(kind_of(self.cause_id), self.cause, severity=Severity.INFO if self.kind == "question" else Severity.ERROR,
                        details=(("runbook", self.runbook), ("next_command", self.next_command)))
 
 

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 
 from repair.errors import UsageError
-from repair.findings import Severity
+from repair.findings import Severity, kind_of
 from repair.io.textinput import STDIN, read_text
 from repair.ops.doctor.config import check_is_flink_config, parse_config
 from repair.ops.doctor.flink_keys import DEFAULT_INLINE_THRESHOLD, DEFAULT_NUM_RETAINED, OPTIONS, Version, parse_version
@@ -50,7 +50,7 @@ class ConfigFinding:
         self.severity = Severity(self.severity)
 
     def to_json(self) -> dict:
-        return {"kind": self.check, "severity": self.severity, "message": f"{self.key}: {self.why}",
+        return {"kind": kind_of(self.check), "severity": self.severity, "message": f"{self.key}: {self.why}",
                 "check": self.check, "key": self.key, "value": self.value, "why": self.why, "fix": self.fix,
                 "runbook": self.runbook}
 
