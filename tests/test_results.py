@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 import shutil
 
 import pytest
@@ -90,3 +92,24 @@ def test_write_savepoint_library_json_is_the_cli_json(tmp_path, capsys):
     shutil.rmtree(out)
     assert main(["write-savepoint", str(export_dir), "--out", str(out), "--json"]) == result.exit_code == 0
     assert capsys.readouterr().out == library
+
+
+def test_sources_are_absolute_when_the_arguments_are_relative(tmp_path, capsys, monkeypatch):
+    """``source`` (and the _metadata an export records for write-savepoint) does not depend on the
+    directory a command ran in: relative arguments are echoed absolute."""
+    monkeypatch.chdir(tmp_path)
+    root = os.path.relpath(ROOT_120, tmp_path)
+    config = tmp_path / "flink-conf.yaml"
+    config.write_text("state.backend.type: rocksdb\n")
+    runs = [["inspect", root], ["verify", root], ["orphans", root], ["fallback", root], ["triage", root],
+            ["relocate", f"{root}/chk-5", "--out", "relocated"], ["rebuild-manifest", f"{root}/chk-5", "--out", "rebuilt"],
+            ["edit", f"{root}/chk-5", "--out", "edited", "--rename-uid", "per-type=gone"],
+            ["export", root, "--out", "export"], ["write-savepoint", "export", "--out", "savepoint"],
+            ["diagnose", os.path.relpath(SEED_TRACE, tmp_path)], ["doctor", "flink-conf.yaml"]]
+    for args in runs:
+        main([*args, "--json"])
+        document = json.loads(capsys.readouterr().out)
+        assert os.path.isabs(document["source"]), (args[0], document["source"])
+    exported = json.loads((tmp_path / "export" / "_export.json").read_text())
+    assert exported["schema_version"] == 1
+    assert os.path.isabs(exported["source"]) and os.path.isabs(exported["metadata"])

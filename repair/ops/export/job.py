@@ -304,7 +304,7 @@ def export(
         raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(
-        source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
+        source=st.absolute(checkpoint), metadata=st.absolute(ref.metadata_uri), snapshot=ref.name, kind=snapshot.kind,
         savepoint_format=snapshot.savepoint_format, checkpoint_id=snapshot.metadata.checkpoint_id, out=out,
         columns=columns,
     )

@@ -143,7 +143,7 @@ def plan_rebuild(
     ``findings`` are verify's findings about this snapshot. :mod:`repair.ops.triage` uses it to say
     what a rebuild would lose without writing anything.
     """
-    result = RebuildResult(snapshot.ref.metadata_uri)
+    result = RebuildResult(st.absolute(snapshot.ref.metadata_uri))
     broken, dropped = _classify(findings, drop_missing, result)
     if result.unrepairable:
         return result

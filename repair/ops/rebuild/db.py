@@ -262,7 +262,7 @@ def rebuild_db(
     if not is_rocksdb_dir(db_dir, storage):
         raise UsageError("not a RocksDB directory (no CURRENT, MANIFEST or SST file)", source=db_dir)
     st.refuse_output_inside(out, [db_dir])
-    result = RebuildDbResult(db_dir, out)
+    result = RebuildDbResult(st.absolute(db_dir), out)
     files = _inventory(db_dir, storage, result)
     result.current, target = read_current(files.get("CURRENT"), storage)
     old = result.old_manifest = read_old_manifest(files, target, storage)

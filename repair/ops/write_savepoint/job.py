@@ -225,7 +225,7 @@ def write_savepoint(
     if metadata.version not in METADATA_VERSIONS:
         raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
                          f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
-    result = WriteSavepointResult(export_dir, snapshot.ref.metadata_uri, out, metadata.version, metadata.checkpoint_id)
+    result = WriteSavepointResult(st.absolute(export_dir), st.absolute(snapshot.ref.metadata_uri), out, metadata.version, metadata.checkpoint_id)
     exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
     drops: dict[str, set[str]] = defaultdict(set)
     for value in drop_states:
