@@ -8,8 +8,8 @@ empty for commands that only write) and its ``--json`` document (``to_json()``).
 ``to_json()`` *is* the ``--json`` document, envelope included: the CLI prints it unchanged.
 
 A result class derives from :class:`CommandResult`, defines ``ok`` and ``document()`` (its own fields,
-``source`` first), has ``source`` and ``findings`` (fields or properties), and overrides
-``exit_code`` only where a result can end with exit code 2.
+``source`` first) and has ``source`` and ``findings`` (fields or properties). A result whose verdict
+can stay open (verify, fallback, triage) has ``unknown``: exit code 2 when it is set.
 """
 
 from __future__ import annotations
@@ -35,7 +35,10 @@ class CommandResult:
 
     @property
     def exit_code(self) -> int:
-        """0 when ``ok``, else 1 (problems found); results that can end unjudged override it with 2."""
+        """2 when a verdict could not be reached (a result's ``unknown``, where it has one, is true or not
+        empty: a file stayed unreadable), else 0 when ``ok`` and 1 when problems were found."""
+        if getattr(self, "unknown", False):
+            return 2
         return 0 if self.ok else 1
 
     def document(self) -> dict[str, Any]:

@@ -164,11 +164,6 @@ class FallbackResult(CommandResult):
         return self.chosen is not None and not self.unknown
 
     @property
-    def exit_code(self) -> int:
-        """2 when a newer checkpoint's verdict is unknown: a verdict could not be reached."""
-        return 2 if self.unknown else super().exit_code
-
-    @property
     def source(self) -> str:
         return st.absolute(self.root)
 

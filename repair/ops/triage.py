@@ -128,11 +128,6 @@ class TriageResult(CommandResult):
         return self.ways[0] if self.ways and not self.undecided else None
 
     @property
-    def exit_code(self) -> int:
-        """2 when a newer checkpoint's verdict is unknown: a verdict could not be reached."""
-        return 2 if self.unknown else super().exit_code
-
-    @property
     def source(self) -> str:
         return st.absolute(self.root)
 

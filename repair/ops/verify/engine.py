@@ -207,11 +207,6 @@ class VerifyResult(CommandResult):
         return any(f.severity == Severity.UNKNOWN for f in self.findings)
 
     @property
-    def exit_code(self) -> int:
-        """2 when a file stayed unreadable: a verdict could not be reached."""
-        return 2 if self.unknown else super().exit_code
-
-    @property
     def source(self) -> str:
         return st.absolute(self.path)
 
