@@ -160,6 +160,13 @@ def test_the_documented_example_follows_the_schema(command):
     assert schema["additionalProperties"] is False
 
 
+def test_the_documented_error_documents_follow_the_schema():
+    errors = re.search(r"^## Errors.*?(?=^## )", CONTRACTS.read_text(), re.S | re.M)[0]
+    examples = [json.loads(block) for block in EXAMPLE.findall(errors)]
+    assert len(examples) == 2
+    assert [schema_problems(example, "error") for example in examples] == [[], []]
+
+
 def test_the_schema_catches_a_broken_document():
     """The validation the tests rely on fails where the contract is broken."""
     example = documented()["verify PATH --json"][0]
