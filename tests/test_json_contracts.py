@@ -210,6 +210,7 @@ def test_findings_are_not_empty_where_the_input_is_damaged(tmp_path, capsys):
                  ("rebuild-manifest", str(root / f"chk-{newest}"), "--out", str(tmp_path / "rebuilt"))):
         exit_code = main([*args, "--json"])
         document = json.loads(capsys.readouterr().out)
+        assert schema_problems(document, args[0]) == []
         kinds = {f["kind"] for f in document["findings"]}
         assert "missing_file" in kinds, (args[0], kinds)
         # fallback and triage find a way back (an older checkpoint); the others report the problem

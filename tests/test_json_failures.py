@@ -115,8 +115,15 @@ def test_a_signal_is_an_interrupted_document(signum, tmp_path, capsys, monkeypat
     def stopped(*args, **kwargs):
         os.kill(os.getpid(), signum)  # the handler main() installed raises here, as for a real Ctrl-C
 
+    def not_handled(*args):
+        raise AssertionError("main() did not handle the signal")  # rather than SIGTERM ending pytest
+
     monkeypatch.setattr(repair.ops.orphans, "orphans", stopped)
-    exit_code, document, err = _one_failure(capsys, ["orphans", str(tmp_path)])
+    previous = signal.signal(signum, not_handled)  # main() installs its own handler over it while it runs
+    try:
+        exit_code, document, err = _one_failure(capsys, ["orphans", str(tmp_path)])
+    finally:
+        signal.signal(signum, previous)
     assert exit_code == 128 + signum
     assert schema_problems(document, "error") == []
     assert document["error"]["type"] == "Interrupted" and document["error"]["signal"] == signal.Signals(signum).name
