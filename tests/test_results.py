@@ -113,3 +113,17 @@ def test_sources_are_absolute_when_the_arguments_are_relative(tmp_path, capsys, 
     exported = json.loads((tmp_path / "export" / "_export.json").read_text())
     assert exported["schema_version"] == 1
     assert os.path.isabs(exported["source"]) and os.path.isabs(exported["metadata"])
+
+
+def test_rebuild_db_library_json_is_the_cli_json(tmp_path, capsys):
+    from tests.test_manifest_builder import _flink_instances
+
+    db, out = _flink_instances("flink-1.20-p3-external-xxhash-lz4", tmp_path)[0], tmp_path / "new-db"
+    for manifest in db.glob("MANIFEST-*"):
+        manifest.unlink()
+    result = repair.rebuild_db(str(db), str(out))
+    print_json(result.to_json())
+    library = capsys.readouterr().out
+    shutil.rmtree(out)
+    assert main(["rebuild-manifest", str(db), "--out", str(out), "--json"]) == result.exit_code == 0
+    assert capsys.readouterr().out == library
