@@ -73,25 +73,25 @@ def test_the_library_json_is_the_cli_json(command, tmp_path, capsys, monkeypatch
     monkeypatch.setattr(repair.ops.triage.time, "time", lambda: 1_800_000_000.0)  # triage's ages, the same in both runs
     damaged = damage.damaged_copy("flink-1.20-p3-external-xxhash-lz4", tmp_path, "missing_sst").root if command in ON_DAMAGE else None
     call, args, out = _cases(tmp_path, damaged)[command]
-    result = call()
+    _assert_the_cli_prints(call(), args, out, capsys)
+
+
+def _assert_the_cli_prints(result, args: list[str], out, capsys) -> None:
+    """``repair <args> --json`` prints the library's ``result.to_json()`` byte for byte and exits with
+    ``result.exit_code`` (writing ``out`` again, when the command writes)."""
     print_json(result.to_json())
     library = capsys.readouterr().out
     if out is not None:
-        shutil.rmtree(out)  # the CLI writes the same output again
-    exit_code = main([*args, "--json"])
+        shutil.rmtree(out)
+    assert main([*args, "--json"]) == result.exit_code
     assert capsys.readouterr().out == library
-    assert exit_code == result.exit_code
 
 
 def test_write_savepoint_library_json_is_the_cli_json(tmp_path, capsys):
     export_dir, out = tmp_path / "export", tmp_path / "savepoint"
     repair.export(str(ROOT_120), str(export_dir))
-    result = repair.write_savepoint(str(export_dir), str(out))
-    print_json(result.to_json())
-    library = capsys.readouterr().out
-    shutil.rmtree(out)
-    assert main(["write-savepoint", str(export_dir), "--out", str(out), "--json"]) == result.exit_code == 0
-    assert capsys.readouterr().out == library
+    _assert_the_cli_prints(repair.write_savepoint(str(export_dir), str(out)), ["write-savepoint", str(export_dir), "--out", str(out)],
+                           out, capsys)
 
 
 def test_sources_are_absolute_when_the_arguments_are_relative(tmp_path, capsys, monkeypatch):
@@ -121,9 +121,4 @@ def test_rebuild_db_library_json_is_the_cli_json(tmp_path, capsys):
     db, out = _flink_instances("flink-1.20-p3-external-xxhash-lz4", tmp_path)[0], tmp_path / "new-db"
     for manifest in db.glob("MANIFEST-*"):
         manifest.unlink()
-    result = repair.rebuild_db(str(db), str(out))
-    print_json(result.to_json())
-    library = capsys.readouterr().out
-    shutil.rmtree(out)
-    assert main(["rebuild-manifest", str(db), "--out", str(out), "--json"]) == result.exit_code == 0
-    assert capsys.readouterr().out == library
+    _assert_the_cli_prints(repair.rebuild_db(str(db), str(out)), ["rebuild-manifest", str(db), "--out", str(out)], out, capsys)
