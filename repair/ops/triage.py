@@ -30,7 +30,13 @@ from repair.io import storage as st
 from repair.io.layout import METADATA, discover
 from repair.io.snapshot import load_snapshot
 from repair.ops.advice import (
-    Command, commands_json, output_next_to, rebuild_command, relocate_command, repair_command, restore_commands,
+    Command,
+    commands_json,
+    output_next_to,
+    rebuild_command,
+    relocate_command,
+    repair_command,
+    restore_commands,
 )
 from repair.ops.fallback import Lineage, judge
 from repair.ops.rebuild.checkpoint import plan_rebuild
