@@ -1,0 +1,128 @@
+"""``repair rebuild-manifest --salvage``: a damaged shared SST replaced by what its sound blocks hold.
+
+The damage is a byte flipped in the properties block (every data block intact: nothing may be lost) or
+in a data block of the per-user ``count`` SST of the newest checkpoint (tests/test_rebuild.py picks it:
+its newest entries cannot be shadowed, so losing them shows). The expected entries come from sst_dump's
+view of the intact file. Real Flink (slow tests) restores the salvaged checkpoint: with the properties
+damaged the state is exactly the expected state; with a data block damaged every difference lies in the
+key groups the report lists as lost, and there is one.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from fixtures import state_model
+from fixtures.restore import restore_state
+from repair.cli.app import main
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.table.sst import BlockKind, open_table
+from repair.ops.rebuild.checkpoint import rebuild_manifest
+from repair.ops.verify.engine import verify
+from tests import damage
+from tests.conftest import FIXTURES, fixture_info
+from tests.rocksdb_testlib import needs_sst_dump
+from repair.formats.flink.keygroups import operator_id_for_uid
+from tests.test_rebuild import FIXTURES_WITH_FILES, SstFacts, _newest, _in_lost_range, _pick_count_sst, _rocksdb_key_prefix, _sst_dump_facts
+
+pytestmark = needs_sst_dump
+
+
+def _damaged(name: str, tmp_path: Path, target: SstFacts, block: str) -> Path:
+    """A copy of the fixture whose ``target`` SST has a byte flipped in its properties or first data block."""
+    copy = damage.copy_fixture(name, tmp_path / "damaged")
+    root, metadata_path = _newest(name)
+    path = damage.checkpoint_root(copy) / target.file.relative_to(root)
+    data = bytearray(path.read_bytes())
+    table = open_table(BytesSource(bytes(data)))
+    kind = BlockKind.PROPERTIES if block == "properties" else BlockKind.DATA
+    handle = next(b.handle for b in table.iter_block_handles() if b.kind == kind)
+    data[handle.offset + 3] ^= 0x20
+    path.write_bytes(bytes(data))
+    return damage.checkpoint_root(copy) / metadata_path.parent.name
+
+
+@pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
+def test_damaged_properties_lose_nothing_and_a_damaged_data_block_no_more_than_dropping(tmp_path, read_only_guard, name):
+    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    checkpoint = _damaged(name, tmp_path, target, "properties")
+    result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True)
+    assert result.ok and result.status == "rebuilt" and result.lost == []
+    (item,) = result.salvaged
+    assert (item.local_name, item.column_family, item.entries_kept, item.entries_lost) == (target.local_name, "count", target.entries, 0)
+    assert item.verified and item.sst_dump_verified
+    new_file = tmp_path / "out" / checkpoint.name / item.new_file
+    assert new_file.stat().st_size == item.new_size
+    assert verify(str(tmp_path / "out" / checkpoint.name)).ok
+
+    checkpoint = _damaged(name, tmp_path / "data", target, "data")
+    salvaged = rebuild_manifest(str(checkpoint), str(tmp_path / "out-data"), salvage=True)
+    dropped = rebuild_manifest(str(checkpoint), str(tmp_path / "out-drop"), drop_missing=True)
+    # A Flink SST this small has one data block: with it damaged nothing is sound, and the file is dropped
+    # whole, as --drop-missing drops it, its loss counted exactly.
+    assert salvaged.salvaged == [] and salvaged.status == dropped.status == "rebuilt_with_losses"
+    (lost,) = salvaged.lost
+    assert (lost.local_name, lost.entries) == (target.local_name, target.entries)
+    assert any("no data block of it is sound" in p for p in lost.problems)
+
+
+def test_the_json_document_lists_what_was_salvaged(tmp_path, capsys):
+    name = FIXTURES_WITH_FILES[1]
+    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    checkpoint = _damaged(name, tmp_path, target, "properties")
+    code = main(["rebuild-manifest", str(checkpoint), "--out", str(tmp_path / "out"), "--salvage", "--json"])
+    doc = json.loads(capsys.readouterr().out)
+    assert code == 0 and doc["status"] == "rebuilt"
+    (item,) = doc["salvaged"]
+    assert (item["local_name"], item["entries_lost"], item["entries_kept"], item["sst_dump_verified"]) == (target.local_name, 0, target.entries, True)
+    assert item["damaged_metadata"] and item["lost"] == []
+
+
+def _differing(restored: dict, expected: dict) -> list[tuple[str, str, str]]:
+    out = []
+    for operator, keys in expected["keyed"].items():
+        got = restored["keyed"].get(operator, {})
+        for key in set(keys) | set(got):
+            for state in set(keys.get(key, {})) | set(got.get(key, {})):
+                if keys.get(key, {}).get(state) != got.get(key, {}).get(state):
+                    out.append((operator, key, state))
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
+@pytest.mark.parametrize("block", ["properties", "data"])
+def test_real_flink_restores_the_salvaged_checkpoint(tmp_path, name, block):
+    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    checkpoint = _damaged(name, tmp_path, target, block)
+    result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True)
+    assert result.written_clean
+    info = fixture_info(FIXTURES / name)
+    max_parallelism = info["spec"]["max_parallelism"]
+    records = state_model.read_records(FIXTURES / name / "records.tsv")
+    restored = restore_state(info["flink_version"], tmp_path / "out" / checkpoint.name, records,
+                             parallelism=info["parallelism"], max_parallelism=max_parallelism)
+    expected = json.loads((FIXTURES / name / "expected.json").read_text())
+    assert restored["operator"] == expected["operator"]
+    differing = _differing(restored, expected)
+    if block == "properties":
+        assert result.salvaged[0].entries_lost == 0 and differing == []
+        return
+    assert differing, "the lost block changed nothing: the test would prove nothing"
+    # Every key whose state differs is one the report lists as lost: its state, between a lost block's bounds
+    # (or, for a file none of whose blocks is sound, in the dropped file's range).
+    outside = [d for d in differing if not any(_in_salvage_loss(item, *d, max_parallelism) for item in result.salvaged)
+               and not _in_lost_range(result.lost, *d, max_parallelism)]
+    assert outside == []
+
+
+def _in_salvage_loss(item, operator: str, key: str, state: str, max_parallelism: int) -> bool:
+    if item.operator_id != operator_id_for_uid(operator) or item.column_family != state:
+        return False
+    prefix = _rocksdb_key_prefix(operator, key, max_parallelism)
+    n = len(prefix)
+    return any((block.after is None or block.after.user_key[:n] <= prefix) and (block.up_to is None or prefix <= block.up_to.user_key[:n])
+               for block in item.lost)
