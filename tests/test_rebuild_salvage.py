@@ -15,18 +15,19 @@ from pathlib import Path
 
 import pytest
 
-from fixtures import state_model
-from fixtures.restore import restore_state
 from repair.cli.app import main
 from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.formats.rocksdb.table.sst import BlockKind, open_table
 from repair.ops.rebuild.checkpoint import rebuild_manifest
 from repair.ops.verify.engine import verify
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
 from tests.rocksdb_testlib import needs_sst_dump
-from repair.formats.flink.keygroups import operator_id_for_uid
-from tests.test_rebuild import FIXTURES_WITH_FILES, SstFacts, _newest, _in_lost_range, _pick_count_sst, _rocksdb_key_prefix, _sst_dump_facts
+from tests.test_rebuild import (
+    FIXTURES_WITH_FILES, SstFacts, _in_lost_range, _newest, _pick_count_sst, _rocksdb_key_prefix, _sst_dump_facts, differing_states,
+    restore_fixture_checkpoint,
+)
 
 pytestmark = needs_sst_dump
 
@@ -81,17 +82,6 @@ def test_the_json_document_lists_what_was_salvaged(tmp_path, capsys):
     assert item["damaged_metadata"] and item["lost"] == []
 
 
-def _differing(restored: dict, expected: dict) -> list[tuple[str, str, str]]:
-    out = []
-    for operator, keys in expected["keyed"].items():
-        got = restored["keyed"].get(operator, {})
-        for key in set(keys) | set(got):
-            for state in set(keys.get(key, {})) | set(got.get(key, {})):
-                if keys.get(key, {}).get(state) != got.get(key, {}).get(state):
-                    out.append((operator, key, state))
-    return out
-
-
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
 @pytest.mark.parametrize("block", ["properties", "data"])
@@ -100,14 +90,10 @@ def test_real_flink_restores_the_salvaged_checkpoint(tmp_path, name, block):
     checkpoint = _damaged(name, tmp_path, target, block)
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True)
     assert result.written_clean
-    info = fixture_info(FIXTURES / name)
-    max_parallelism = info["spec"]["max_parallelism"]
-    records = state_model.read_records(FIXTURES / name / "records.tsv")
-    restored = restore_state(info["flink_version"], tmp_path / "out" / checkpoint.name, records,
-                             parallelism=info["parallelism"], max_parallelism=max_parallelism)
-    expected = json.loads((FIXTURES / name / "expected.json").read_text())
+    max_parallelism = fixture_info(FIXTURES / name)["spec"]["max_parallelism"]
+    restored, expected = restore_fixture_checkpoint(name, tmp_path / "out" / checkpoint.name)
     assert restored["operator"] == expected["operator"]
-    differing = _differing(restored, expected)
+    differing = differing_states(restored, expected)
     if block == "properties":
         assert result.salvaged[0].entries_lost == 0 and differing == []
         return

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from repair.formats.bytes.random_access import BytesSource
-from repair.formats.rocksdb.table.block import BlockReader, InternalKey, ValueType
+from repair.formats.rocksdb.table.block import InternalKey, ValueType
 from repair.formats.rocksdb.table.checksum import ChecksumType
 from repair.formats.rocksdb.table.compression import CompressionType
 from repair.formats.rocksdb.table.salvage import SalvageError, salvage_table

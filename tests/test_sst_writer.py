@@ -16,13 +16,12 @@ from pathlib import Path
 import pytest
 
 from repair.formats.bytes.random_access import BytesSource
-from repair.formats.rocksdb.files import file_number
+from repair.formats.rocksdb.files import decode_current, file_number
 from repair.formats.rocksdb.manifest import read_manifest, replay
 from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
 from repair.formats.rocksdb.table.block import InternalKey, ValueType
 from repair.formats.rocksdb.table.sst import open_table, verify_table
 from repair.formats.rocksdb.table.writer import build_table, check_sorted, rewrite_options
-from repair.formats.rocksdb.files import decode_current
 from tests.rocksdb_testlib import ldb, make_rocksdict_db, needs_ldb, needs_sst_dump, sst_dump, sst_dump_properties
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"

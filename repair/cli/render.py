@@ -447,14 +447,22 @@ def render_rebuild(result) -> None:
             console.print("  [yellow]restoring it loses the state above (exit code 1: written with losses)[/]", markup=True)
 
 
+def _file_table(headline: str, columns: tuple[str, ...], *, right: tuple[str, ...]) -> Table:
+    """A blank line and ``headline`` printed, and an empty table of one row per SST file (``right`` columns right-aligned)."""
+    console = stdout()
+    console.print()
+    console.print(headline, markup=True)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in columns:
+        table.add_column(column, justify="right" if column in right else "left", overflow="fold")
+    return table
+
+
 def _render_salvaged(salvaged) -> None:
     """The table of SSTs a ``--salvage`` rebuild replaced by their salvaged copies, and what each lost."""
     console = stdout()
-    console.print()
-    console.print(f"[bold]{len(salvaged)} damaged SST file(s) salvaged block by block (--salvage):[/]", markup=True)
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    for column in ("subtask", "file", "state", "how", "kept", "lost", "key groups lost", "checked"):
-        table.add_column(column, justify="right" if column in ("kept", "lost") else "left", overflow="fold")
+    table = _file_table(f"[bold]{len(salvaged)} damaged SST file(s) salvaged block by block (--salvage):[/]",
+                        ("subtask", "file", "state", "how", "kept", "lost", "key groups lost", "checked"), right=("kept", "lost"))
     for item in salvaged:
         lost = "?" if item.entries_lost is None else str(item.entries_lost)
         if item.range_deletions_lost:
@@ -476,11 +484,8 @@ def _render_salvaged(salvaged) -> None:
 def _render_lost(lost) -> None:
     """The table of SSTs a ``--drop-missing`` rebuild left out, and what dropping each does."""
     console = stdout()
-    console.print()
-    console.print(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]", markup=True)
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    for column in ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"):
-        table.add_column(column, justify="right" if column == "entries" else "left", overflow="fold")
+    table = _file_table(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]",
+                        ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"), right=("entries",))
     for item in lost:
         groups = "-".join(map(str, item.key_groups)) if item.key_groups else "unknown"
         keys = f"{_boundary(item.smallest)} .. {_boundary(item.largest)}" if item.smallest else "unknown"
