@@ -11,14 +11,19 @@ key groups the report lists as lost, and there is one.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from repair.cli.app import main
 from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.handles import FileHandle
 from repair.formats.flink.keygroups import operator_id_for_uid
+from repair.formats.flink.metadata import decode_metadata, encode_metadata
+from repair.formats.rocksdb.table.block import InternalKey
 from repair.formats.rocksdb.table.sst import BlockKind, open_table
+from repair.formats.rocksdb.table.writer import build_table, rewrite_options
 from repair.ops.rebuild.checkpoint import rebuild_manifest
 from repair.ops.verify.engine import verify
 from tests import damage
@@ -112,3 +117,54 @@ def _in_salvage_loss(item, operator: str, key: str, state: str, max_parallelism:
     n = len(prefix)
     return any((block.after is None or block.after.user_key[:n] <= prefix) and (block.up_to is None or prefix <= block.up_to.user_key[:n])
                for block in item.lost)
+
+
+def _multi_block_damaged(name: str, tmp_path: Path, target: SstFacts) -> tuple[Path, list[bytes], int]:
+    """A fixture copy whose ``target`` SST is rewritten (same entries, format and properties) in blocks of
+    64 bytes, with a byte flipped in a middle data block; returns chk-N of the copy, the user keys of the
+    entries of that block (read from the intact rewrite), and how many data blocks the rewrite has."""
+    copy = damage.copy_fixture(name, tmp_path / "damaged")
+    root, metadata_path = _newest(name)
+    path = damage.checkpoint_root(copy) / target.file.relative_to(root)
+    table = open_table(BytesSource(path.read_bytes()))
+    options = rewrite_options(table)
+    options.block_size = 64  # a few entries per block: the count SST holds one entry per user
+    entries = [(InternalKey(e.user_key, e.seqno, e.value_type), bytes(e.value)) for e in table.entries()]
+    rewritten = build_table(entries, options)
+    blocks = [b.handle for b in open_table(BytesSource(rewritten)).iter_block_handles() if b.kind == BlockKind.DATA]
+    victim = blocks[len(blocks) // 2]
+    lost = [bytes(key[:-8]) for _, key, _ in open_table(BytesSource(rewritten)).block_reader(victim, BlockKind.DATA).entries()]
+    damaged = bytearray(rewritten)
+    damaged[victim.offset + 3] ^= 0x20
+    path.write_bytes(bytes(damaged))
+    # _metadata records each file's size: the rewrite's, as if Flink had written it so.
+    checkpoint = damage.checkpoint_root(copy) / metadata_path.parent.name
+    metadata = decode_metadata((checkpoint / "_metadata").read_bytes())
+    metadata.map_stream_handles(lambda h: replace(h, size=len(rewritten)) if isinstance(h, FileHandle) and h.path.endswith("/" + path.name) else h)
+    (checkpoint / "_metadata").write_bytes(encode_metadata(metadata))
+    return checkpoint, lost, len(blocks)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
+def test_real_flink_loses_exactly_the_entries_of_the_damaged_block(tmp_path, name):
+    """The per-user ``count`` SST in several blocks, one damaged: real Flink restores every key with its
+    expected state except exactly the keys of the lost block's entries (which lose their newest count)."""
+    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    checkpoint, lost_keys, blocks = _multi_block_damaged(name, tmp_path, target)
+    assert blocks > 3 and 0 < len(lost_keys) < target.entries
+    result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True)
+    assert result.written_clean and result.lost == []
+    (item,) = result.salvaged
+    assert (item.entries_lost, item.entries_kept) == (len(lost_keys), target.entries - len(lost_keys))
+    (block,) = item.lost
+    assert all(block.after.user_key < key <= block.up_to.user_key for key in lost_keys)
+    dropped = rebuild_manifest(str(checkpoint), str(tmp_path / "out-drop"), drop_missing=True)
+    assert dropped.lost[0].entries == target.entries > item.entries_lost  # dropping loses the whole file
+    max_parallelism = fixture_info(FIXTURES / name)["spec"]["max_parallelism"]
+    restored, expected = restore_fixture_checkpoint(name, tmp_path / "out" / checkpoint.name)
+    assert restored["operator"] == expected["operator"]
+    lost_users = {key for key in expected["keyed"]["per-user"]
+                  if any(lost.startswith(_rocksdb_key_prefix("per-user", key, max_parallelism)) for lost in lost_keys)}
+    assert lost_users
+    assert set(differing_states(restored, expected)) == {("per-user", key, "count") for key in lost_users}
