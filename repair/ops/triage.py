@@ -41,6 +41,7 @@ from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.rebuild.salvage import SalvagedFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
+from repair.results import CommandResult
 
 RESTORE = "restore"
 REBUILD = "rebuild-manifest"
@@ -122,7 +123,7 @@ class BeyondRepair:
 
 
 @dataclass
-class TriageResult:
+class TriageResult(CommandResult):
     root: str
     savepoints: str | None
     checked: dict[str, int]
@@ -145,16 +146,21 @@ class TriageResult:
 
     @property
     def ok(self) -> bool:
-        """A way back loses nothing (and it is clear which job's)."""
-        return not self.undecided and any(way.lossless for way in self.ways)
+        """A way back loses nothing (and it is clear which job's), and no newer checkpoint's verdict is
+        unknown (then the exit code is 2: a retry may find a better way; ``ok`` is true exactly at exit 0)."""
+        return not self.undecided and not self.unknown and any(way.lossless for way in self.ways)
 
     @property
     def best(self) -> WayBack | None:
         return self.ways[0] if self.ways and not self.undecided else None
 
-    def to_json(self) -> dict:
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok, "source": self.root, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
+            "source": self.source, "root": self.source, "savepoints": self.savepoints, "checked": self.checked,
             "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
             "best": self.best.rank if self.best else None, "unknown": self.unknown,
             "ways": [way.to_json() for way in self.ways],
