@@ -29,7 +29,13 @@ from tests import damage
 from tests.conftest import FIXTURES, fixture_info
 from tests.rocksdb_testlib import needs_sst_dump
 from tests.test_rebuild import (
-    FIXTURES_WITH_FILES, SstFacts, _newest, _pick_count_sst, _rocksdb_key_prefix, _sst_dump_facts, differing_states,
+    FIXTURES_WITH_FILES,
+    SstFacts,
+    _newest,
+    _pick_count_sst,
+    _rocksdb_key_prefix,
+    _sst_dump_facts,
+    differing_states,
     restore_fixture_checkpoint,
 )
 

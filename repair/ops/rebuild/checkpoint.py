@@ -26,8 +26,8 @@ import uuid
 from dataclasses import dataclass, field
 
 from repair.errors import RepairError
-from repair.formats.flink.backend_meta import decode_keyed_backend_meta
 from repair.formats.bytes.random_access import BytesSource
+from repair.formats.flink.backend_meta import decode_keyed_backend_meta
 from repair.formats.flink.handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, LocalFile, RelativeFileHandle
 from repair.formats.rocksdb.files import file_number
 from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
@@ -35,8 +35,8 @@ from repair.io import storage as st
 from repair.io.resolved import close, open_resolved, read_resolved
 from repair.io.snapshot import LoadedSnapshot
 from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason
-from repair.ops.rebuild.salvage import SalvagedFile, check_salvaged, lost_ranges, new_file_name, salvage_file
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
+from repair.ops.rebuild.salvage import SalvagedFile, check_salvaged, lost_ranges, new_file_name, salvage_file
 from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
 from repair.ops.verify.engine import CheckpointFinding, verify
 from repair.results import CommandResult
