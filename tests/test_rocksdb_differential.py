@@ -29,7 +29,7 @@ from tests.rocksdb_testlib import (
     sst_dump_properties,
     sst_files,
 )
-from tests.sst_writer import TableOptions, build_table
+from repair.formats.rocksdb.table.writer import TableOptions, build_table
 
 pytestmark = needs_sst_dump
 

@@ -29,7 +29,7 @@ from repair.readers.raw_timers import iter_raw_timers_handle
 from repair.readers.rocksdb import read_incremental_handle
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, expected_shape, fixture_info, namespaced
 from tests.flink_bytes import string_value
-from tests.sst_writer import TableOptions, build_table
+from repair.formats.rocksdb.table.writer import TableOptions, build_table
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: The event-time timer states of the fixture job: its process functions' and its window operators'.
