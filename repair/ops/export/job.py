@@ -63,9 +63,9 @@ from repair.ops.export.parts import (
     write_state_part,
 )
 from repair.ops.export.sources import SLOTS, SOURCES, not_exported, source_for
+from repair.ops.renamed import renamed
 from repair.ops.runner import default_workers, run_tasks
 from repair.readers.rocksdb import ENGINES
-from repair.ops.renamed import renamed
 from repair.results import CommandResult
 
 __all__ = ["COLUMNS", "COMMIT_FILE", "export", "export_subtask", "partition_value"]

@@ -19,21 +19,24 @@ if TYPE_CHECKING:
 
 
 def rebuild_manifest(
-    path: str, out: str, *, copy: bool = False, drop_missing: bool = False, format: str | None = None,
-    storage: st.Storage | None = None,
+    path: str, out: str, *, copy: bool = False, drop_missing: bool = False, salvage: bool = False,
+    format: str | None = None, storage: st.Storage | None = None,
 ) -> "RebuildResult | RebuildDbResult":
     """Rebuild the broken MANIFESTs (and CURRENT) of the checkpoint or RocksDB directory at ``path`` into ``out``.
 
     A checkpoint gives a :class:`~repair.ops.rebuild.checkpoint.RebuildResult` (``copy`` also copies every
     referenced file under ``out``); a bare RocksDB directory a :class:`~repair.ops.rebuild.db.RebuildDbResult`
     (``format``, ``frocksdb6`` or ``frocksdb8``, overrides the MANIFEST format the evidence points to).
-    ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held.
+    ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held;
+    ``salvage`` (checkpoints only) replaces corrupt and truncated ones by what their sound blocks hold.
     """
     storage = storage or st.default_storage()
     layout = classify(path, storage, accept=SNAPSHOT_KINDS | {ROCKSDB_DIR})
     if layout.kind == ROCKSDB_DIR:
         from repair.ops.rebuild.db import rebuild_db
 
+        if salvage:
+            raise UsageError("salvage is for checkpoints: a RocksDB directory's damaged SSTs can only be dropped (drop_missing)")
         if copy:
             raise UsageError("copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         return rebuild_db(layout, out, format=format, drop_missing=drop_missing, storage=storage)
@@ -41,4 +44,4 @@ def rebuild_manifest(
         raise UsageError("format is for RocksDB directories: a checkpoint's format follows its _metadata version")
     from repair.ops.rebuild.checkpoint import rebuild_checkpoint
 
-    return rebuild_checkpoint(layout, out, copy=copy, drop_missing=drop_missing, storage=storage)
+    return rebuild_checkpoint(layout, out, copy=copy, drop_missing=drop_missing, salvage=salvage, storage=storage)

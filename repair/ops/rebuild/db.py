@@ -73,8 +73,8 @@ from repair.ops.rebuild.db_evidence import (
     read_old_manifest,
     rocksdb7_markers,
 )
-from repair.ops.verify.engine import verify
 from repair.ops.renamed import renamed
+from repair.ops.verify.engine import verify
 from repair.results import CommandResult
 
 #: Files of ``DB_DIR`` copied as they are, besides SSTs, WALs and OPTIONS.

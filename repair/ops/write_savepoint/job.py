@@ -86,6 +86,7 @@ from repair.io.layout import discover
 from repair.io.outputs import new_output
 from repair.io.resolved import read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.renamed import renamed
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.write_savepoint.keyed_tasks import SpillTask, StreamTask, spill_part, write_subtask_stream
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
@@ -95,7 +96,6 @@ from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.operator_state import iter_operator_handle
 from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
-from repair.ops.renamed import renamed
 from repair.results import CommandResult
 
 __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
