@@ -8,14 +8,15 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from typing import List, Literal, Optional
 
 import typer
 
 from repair import __version__
 from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
+from repair.cli.signals import Stopped, exit_at_once_on_signals, stop_cleanly_on_signals, stopped_message
 from repair.errors import RepairError, UsageError
+from repair.ops.runner import stop_spark
 
 #: The environment variable StorageOptions.from_env reads the retry budget from.
 RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
@@ -347,28 +348,6 @@ def edit(
     _show(result, json_output, render_edit, exit_code=0 if result.ok else 1)
 
 
-class Stopped(BaseException):
-    """Raised in the main thread on SIGINT or SIGTERM. A BaseException, so that no ``except Exception``
-    swallows it and click does not turn it into "Aborted!" with exit code 1: it unwinds every ``with``
-    block (an output directory being written is deleted, Spark is stopped) and ends the run with exit
-    code 128 + the signal number, as a shell reports a signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _stop_cleanly_on_signals() -> dict[int, object]:
-    """Installs the handlers raising :class:`Stopped` (main thread only); returns the previous ones."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def stop(signum, frame):
-        raise Stopped(signum)
-
-    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-
-
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 
@@ -376,7 +355,7 @@ def main(argv: list[str] | None = None) -> int:
     operation is printed as one line, never as a traceback.
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
-    saved_handlers = _stop_cleanly_on_signals()
+    saved_handlers = stop_cleanly_on_signals()
     try:
         app(args=argv, prog_name="repair", standalone_mode=True)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
@@ -395,9 +374,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except (KeyboardInterrupt, Stopped) as stop:
         signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        print_error(f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published")
+        print_error(stopped_message(signum))
+        stop_spark(graceful=False)
         return 128 + signum
     finally:
+        stop_spark()  # Spark's JVM and Python workers end with the command
         for signum, handler in saved_handlers.items():
             signal.signal(signum, handler)
         if saved_budget is None:
@@ -445,4 +426,9 @@ def _command_in(argv: list[str]) -> str | None:
 
 
 def run() -> None:
-    sys.exit(main())
+    """Runs the command and exits with its code (:mod:`repair.cli.entry` calls it once the signal
+    handlers for the imports are in place; console scripts installed before that module call it
+    directly). After the command, a signal ends the interpreter's exit at once, in one line."""
+    code = main()
+    exit_at_once_on_signals()  # main() put back the handlers it found
+    sys.exit(code)
