@@ -16,7 +16,7 @@ from repair import __version__
 from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
 from repair.cli.signals import Stopped, exit_at_once_on_signals, stop_cleanly_on_signals, stopped_message
 from repair.errors import RepairError, UsageError
-from repair.ops.runner import stop_spark
+from repair.ops.runner import spark_started, stop_spark
 
 #: The environment variable StorageOptions.from_env reads the retry budget from.
 RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
@@ -355,7 +355,8 @@ def main(argv: list[str] | None = None) -> int:
     operation is printed as one line, never as a traceback.
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
-    saved_handlers = stop_cleanly_on_signals()
+    restore_handlers = stop_cleanly_on_signals()
+    spark_before = spark_started()  # a caller's (in-process use of main) is not this command's to end
     try:
         app(args=argv, prog_name="repair", standalone_mode=True)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
@@ -375,12 +376,13 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyboardInterrupt, Stopped) as stop:
         signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
         print_error(stopped_message(signum))
-        stop_spark(graceful=False)
+        if spark_started() is not spark_before:
+            stop_spark(graceful=False)
         return 128 + signum
     finally:
-        stop_spark()  # Spark's JVM and Python workers end with the command
-        for signum, handler in saved_handlers.items():
-            signal.signal(signum, handler)
+        if spark_started() is not spark_before:
+            stop_spark()  # the Spark this command started, its JVM and Python workers, end with it
+        restore_handlers()
         if saved_budget is None:
             os.environ.pop(RETRY_BUDGET_VARIABLE, None)
         else:

@@ -9,6 +9,7 @@ pickling error), so the CLI still prints one line.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import re
@@ -305,8 +306,15 @@ def _launch_jvm(settings: dict[str, str]) -> None:
 
     if SparkContext._gateway is not None:  # PySpark's own record of its JVM (a caller's, or ours)
         return
+    _started["jvm"] = _STARTING  # stop_spark looks for the JVM if its start is interrupted
     conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
-    SparkContext._ensure_initialized(gateway=launch_gateway(conf, popen_kwargs={"start_new_session": True}))
+    _started["jvm"] = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=_started["jvm"])
+
+
+def spark_started() -> object | None:
+    """The JVM this module started (PySpark's gateway), or None: the CLI ends the Spark a command started."""
+    return _started.get("jvm")
 
 
 def stop_spark(*, graceful: bool = True) -> None:
@@ -314,20 +322,25 @@ def stop_spark(*, graceful: bool = True) -> None:
     are gone (at most about 2 x :data:`STOP_SECONDS`): what the CLI does when a command ends,
     interrupted or not. ``graceful`` stops the session first (not after an interrupt, which may have
     cut a call to the JVM in half). A session the caller started is left alone."""
+    if "jvm" not in _started:
+        return  # none started here (a caller's own Spark is left alone)
     context = _started.pop("context", None)
-    if "pyspark" not in sys.modules:
-        return
+    _started.pop("jvm")
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
-
-    if context is None and SparkContext._gateway is not None:
-        return  # the caller's Spark (its JVM was not started by this module)
     if graceful and context is not None:
         try:
             context.stop()
         except Exception:  # noqa: BLE001 - the JVM is ended below whatever state it is in
             pass
     gateway = SparkContext._gateway
+    if not graceful:  # the JVM is ended under its tasks' and PySpark's feet: their errors are no news
+        server = getattr(context, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = lambda request, address: None
+        logging.getLogger().addFilter(_not_from_py4j)
+        if context is not None:
+            _call_briefly(lambda: context.setLogLevel("OFF"))  # the executor's "Python worker exited"
     jvms = _own_sessions()  # also a JVM whose start was interrupted before PySpark recorded it
     for pid in jvms:
         _end_group(pid)
@@ -335,13 +348,35 @@ def stop_spark(*, graceful: bool = True) -> None:
         remove_abandoned_scratch()  # the scratch directories of Python workers killed in a task
     if gateway is not None:
         try:
-            gateway.shutdown()
+            gateway.shutdown() if graceful else gateway.close()
         except Exception:  # noqa: BLE001 - the JVM is gone: closing its sockets may fail
             pass
         if getattr(gateway, "proc", None) is not None:
             gateway.proc.wait()
     SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
     SparkSession._instantiatedSession = SparkSession._activeSession = None
+
+
+def _call_briefly(call: Callable[[], object], seconds: float = 0.5) -> None:
+    """``call()`` (a call to the JVM) in a thread of its own, waited for at most ``seconds``: this
+    thread's Py4J connection may still wait for the answer of a call a signal interrupted, and the JVM
+    may not answer at all."""
+    def run() -> None:
+        try:
+            call()
+        except Exception:  # noqa: BLE001 - best effort: the JVM is ended next
+            pass
+
+    with _signals_for_the_main_thread():
+        thread = threading.Thread(target=run, name="repair-spark-stop", daemon=True)
+        thread.start()
+    thread.join(seconds)
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    """A root logger filter: Py4J logs a failed call to a JVM that is gone on the root logger, with a
+    traceback (its finalizers still release Java objects after the JVM was killed)."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 def _own_sessions() -> list[int]:
@@ -375,12 +410,16 @@ def _live_in_group(pgid: int) -> bool:
 
 
 def _end_group(pgid: int) -> None:
-    """SIGTERM to a process group (the JVM then runs its shutdown hooks: Spark deletes its temporary
-    directories), SIGKILL to what is left after :data:`STOP_SECONDS`; returns when no process of the
-    group lives (its leader, our child, reaped)."""
+    """SIGTERM to a process group's leader (Spark's JVM: its shutdown hooks stop Spark, which ends its
+    Python workers and deletes its temporary directories; a worker killed under a running task would
+    have the JVM log errors), SIGKILL to the whole group after :data:`STOP_SECONDS`; returns when no
+    process of the group lives (the leader, our child, reaped) or after another STOP_SECONDS."""
     for signum, seconds in ((signal.SIGTERM, STOP_SECONDS), (signal.SIGKILL, STOP_SECONDS)):
         try:
-            os.killpg(pgid, signum)
+            if signum == signal.SIGTERM:
+                os.kill(pgid, signum)
+            else:
+                os.killpg(pgid, signum)
         except ProcessLookupError:
             pass
         deadline = time.monotonic() + seconds
@@ -421,8 +460,10 @@ def check_master(master: str) -> None:
                 raise UsageError(f"cannot reach the Spark master at {address}: {error}") from None
 
 
-#: The SparkContext this module started last (a caller's own session is never stopped).
+#: The SparkContext this module started last (a caller's own session is never stopped), and the JVM
+#: it started ("jvm": PySpark's gateway; _STARTING while it starts).
 _started: dict[str, object] = {}
+_STARTING = object()
 
 
 @contextmanager
@@ -477,8 +518,8 @@ def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str, costs
     # partition (the list of its tasks), its slices are exactly the partitions planned.
     groups: Iterable[list[tuple[int, T]]] = [[(i, tasks[i]) for i in partition] for partition in partitions]
     try:
-        pairs = (context.parallelize(groups, len(partitions))
-                 .flatMap(lambda group: ((i, func(task)) for i, task in group)).collect())
+        job = context.parallelize(groups, len(partitions)).flatMap(lambda group: ((i, func(task)) for i, task in group))
+        pairs = _collect(job)
     except Exception as error:  # noqa: BLE001 - Py4J's error of a failed job: one line, not a Java trace
         raise TaskFailedError(f"the Spark job failed: {_first_line(error)}{_RETRY_HINT}") from None
     except BaseException:  # interrupted (the CLI's SIGINT/SIGTERM, KeyboardInterrupt): no task may go on writing
@@ -489,3 +530,27 @@ def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str, costs
         raise
     pairs.sort(key=lambda pair: pair[0])
     return [result for _, result in pairs]
+
+
+def _collect(job) -> list:
+    """``job.collect()``, run in a thread of its own while this thread waits for it.
+
+    Interrupted inside a call to the JVM, this thread's Py4J connection still waits for that call's
+    answer: the next call made on it (PySpark's own clean-up in ``collect``, cancelling the job) got
+    the answer only once the job had ended, seconds or hours later. Waiting for a thread instead is
+    interrupted at once, and no call of this thread is cut in half."""
+    outcome: dict[str, object] = {}
+
+    def collect() -> None:
+        try:
+            outcome["rows"] = job.collect()
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = error
+
+    with _signals_for_the_main_thread():  # the signals stay the waiting thread's
+        thread = threading.Thread(target=collect, name="repair-spark-job", daemon=True)
+        thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["rows"]
