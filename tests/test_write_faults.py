@@ -12,7 +12,7 @@ with its own temporary directory (``TMPDIR``), and is
   each phase of a run that tests/slow_writes_cli.py announces (the imports, Spark's JVM starting, the
   first and the last task, the first and the last file written, just before and just after the output
   is renamed into place, the interpreter's exit), in process, with a pool of two workers and on Spark
-  (``local[2]``), every command that writes or runs tasks: it exits with 128 + the signal number soon
+  (``local[2]``: fewer points, see :func:`_spark_points`), every command that writes or runs tasks: it exits with 128 + the signal number soon
   after the signal, says so in one line on stderr, prints no traceback, leaves no scratch directory,
   no staging directory and no target (a complete one when the signal came after publishing) and no
   process (pool workers, Spark's JVM and its Python workers). The signal lands at an announced point,
@@ -94,13 +94,25 @@ def _counted_run(command, mode, inputs, tmp: Path) -> dict[str, int]:
 
 
 def _points(counts: dict[str, int], common: bool) -> list[tuple[str, int]]:
-    """The announced points to stop at: the first and the last time of each phase."""
+    """The announced points to stop at: the first and the last time of each phase (``jvm`` and the
+    common phases only with the first command of a way of running: they are the same for all)."""
     points = []
     for phase in ("import", "jvm", "task", "write", "publish", "published", "exit"):
-        if phase in COMMON_PHASES and not common or phase not in counts:
+        if phase in COMMON_PHASES + ("jvm",) and not common or phase not in counts:
             continue
         points += [(phase, n) for n in sorted({1, counts[phase]})]
     return points
+
+
+def _spark_points(command, common: bool) -> list[tuple[str, int]]:
+    """On Spark (a run costs seconds of JVM): the first task, and the publishing of an output; the JVM's
+    start and the common phases with the first command. Tasks run, and the driver writes and publishes,
+    as in process: those phases are swept there."""
+    points = [("import", 1), ("jvm", 1)] if common else []
+    points.append(("task", 1))
+    if command.commit_file is not None:
+        points.append(("publish", 1))
+    return points + ([("exit", 1)] if common else [])
 
 
 def _alive(pid: int) -> bool:
@@ -130,12 +142,16 @@ def _left_in_session(sid: int) -> list[int]:
 @pytest.mark.parametrize(("name", "mode"), SWEPT)
 def test_stopped_by_a_signal_at_any_phase_it_exits_at_once_in_one_line_and_leaves_nothing(name, mode, write_inputs, write_outputs, tmp_path):
     command = _BY_NAME[name]
-    counts = _counted_run(command, mode, write_inputs, tmp_path)
-    points = _points(counts, common=_FIRST_OF_MODE[mode] == name)
-    assert ("task" in counts) == command.runs_tasks and (command.commit_file is None or {"write", "publish"} <= counts.keys()), counts
+    common = _FIRST_OF_MODE[mode] == name
+    if mode == "spark":
+        points = _spark_points(command, common)
+    else:
+        counts = _counted_run(command, mode, write_inputs, tmp_path)
+        points = _points(counts, common)
+        assert ("task" in counts) == command.runs_tasks and (command.commit_file is None or {"write", "publish"} <= counts.keys()), counts
     for index, (phase, n) in enumerate(points):
         signum = (signal.SIGINT, signal.SIGTERM)[index % 2]
-        where = f"{signal.Signals(signum).name} at {phase} #{n} of {counts[phase]}"
+        where = f"{signal.Signals(signum).name} at {phase} #{n}"
         run = tmp_path / f"{phase}{n}"
         parent, scratch, events = run / "parent", run / "tmp", run / "events"
         parent.mkdir(parents=True)

@@ -117,9 +117,9 @@ def _signals_for_the_main_thread() -> Iterator[None]:
 def _stopped_at_once(pool):
     """``with pool`` that, left by an exception (the CLI's SIGINT/SIGTERM, a failed task), does not wait
     for the tasks still queued: they are cancelled and a process pool's workers killed (a worker
-    writes only scratch files, deleted here once it is dead). ``shutdown(wait=True)``, what ``with pool`` does, ran
-    every queued task first, and could wait forever on a worker blocked writing its result into a pipe
-    nobody reads any more."""
+    writes only scratch files, deleted here once it is dead; a thread pool's running tasks end by
+    themselves). ``shutdown(wait=True)``, what ``with pool`` does, ran every queued task first, and
+    could wait forever on a worker blocked writing its result into a pipe nobody reads any more."""
     try:
         yield pool
     except BaseException:
