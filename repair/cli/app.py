@@ -14,7 +14,7 @@ import typer
 
 from repair import __version__
 from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
-from repair.cli.signals import Stopped, exit_at_once_on_signals, stop_cleanly_on_signals, stopped_message
+from repair.cli.signals import STOPPED_CODES, Stopped, exit_at_once_on_signals, stop_cleanly_on_signals, stopped_message
 from repair.errors import RepairError, UsageError
 from repair.ops.runner import spark_started, stop_spark
 
@@ -433,4 +433,8 @@ def run() -> None:
     directly). After the command, a signal ends the interpreter's exit at once, in one line."""
     code = main()
     exit_at_once_on_signals()  # main() put back the handlers it found
+    if code in STOPPED_CODES:  # cleaned up already: the interpreter's own teardown (finalizing modules,
+        sys.stdout.flush()  # freeing every object) only delays the exit the user asked for
+        sys.stderr.flush()
+        os._exit(code)
     sys.exit(code)

@@ -26,6 +26,8 @@ from typing import Callable
 
 #: The signals the command stops on.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+#: The exit codes of a command stopped by one of them.
+STOPPED_CODES = frozenset(128 + signum for signum in STOP_SIGNALS)
 #: How long after a stop was swallowed by a finalizer it is raised again (a finalizer returns in far
 #: less; one that swallows it again has it raised again).
 AGAIN_AFTER_SECONDS = 0.02
