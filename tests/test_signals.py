@@ -6,6 +6,7 @@ from __future__ import annotations
 import gc
 import os
 import signal
+import threading
 import time
 
 import pytest
@@ -48,3 +49,37 @@ def test_a_second_signal_does_not_interrupt_the_clean_up_of_the_first():
     finally:
         restore()
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_signal_the_kernel_gives_another_thread_interrupts_the_main_threads_wait():
+    """Python runs handlers in the main thread, and a signal delivered to another thread (a pool's
+    manager, PySpark's servers) does not interrupt the main thread's blocking wait: without the relay
+    the stop came only when the wait ended (here: when the fallback releases the lock)."""
+    lock, released = threading.Lock(), []
+    lock.acquire()
+
+    def signal_this_thread_then_release():
+        _until_waiting(threading.main_thread().native_id)
+        signal.pthread_kill(threading.get_ident(), signal.SIGTERM)  # the handler is due, no wait interrupted
+        time.sleep(10)
+        released.append(True)
+        lock.release()
+
+    restore = stop_cleanly_on_signals()
+    try:
+        with pytest.raises(Stopped):
+            threading.Thread(target=signal_this_thread_then_release, daemon=True).start()
+            lock.acquire()  # the main thread waits (for a task's result, for Spark's answer)
+        assert not released, "the stop came only when the wait ended"
+    finally:
+        restore()
+
+
+def _until_waiting(thread_id: int) -> None:
+    """Until the thread has been asleep (in the kernel: its lock's futex) for ten looks in a row."""
+    asleep = 0
+    while asleep < 10:
+        with open(f"/proc/self/task/{thread_id}/stat") as file:
+            text = file.read()
+        asleep = asleep + 1 if text[text.rindex(")") + 2] == "S" else 0
+        time.sleep(0.01)

@@ -133,6 +133,7 @@ def _relay_to_the_main_thread() -> Callable[[], None]:
             except OSError:
                 return
             if not numbers:  # the write end closed: undone
+                os.close(read_end)
                 return
             if wanted.intersection(numbers):
                 signal.pthread_kill(main, WAKE_SIGNAL)
