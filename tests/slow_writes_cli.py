@@ -14,6 +14,7 @@ the machine's speed. The phases:
 * ``import``: the entry point has begun importing the commands (typer, rich, ...);
 * ``jvm``: Spark's JVM was just started (PySpark waits for it to listen);
 * ``task``: a task of :func:`repair.ops.runner.run_tasks` begins (in whichever process runs it);
+  ``spark-task`` too when it runs on Spark;
 * ``write``: a file of an output is about to be written;
 * ``publish`` / ``published``: an output directory is about to be renamed into place / just was;
 * ``exit``: the command has returned, the interpreter is about to exit.
@@ -92,13 +93,13 @@ class _AnnounceImport:
 
 
 class _Announced:
-    """A task function announcing ``task`` first (picklable: pool workers and Spark run it)."""
+    """A task function announcing ``phase`` first (picklable: pool workers and Spark run it)."""
 
-    def __init__(self, func):
-        self.func = func
+    def __init__(self, func, phase: str = "task"):
+        self.func, self.phase = func, phase
 
     def __call__(self, task):
-        announce("task")
+        announce(self.phase)
         return self.func(task)
 
 
@@ -109,6 +110,7 @@ def _install() -> None:
     write_file = storage.Storage._write_file
     rename_into_place = storage.DirectoryPublisher._rename_into_place
     run_tasks = runner.run_tasks
+    run_on_spark = runner._run_on_spark
     launch_jvm = runner._launch_jvm
 
     def slow_write_file(location, fs, fs_path, data, uri, root=None):
@@ -125,6 +127,9 @@ def _install() -> None:
 
     def announced_run_tasks(func, tasks, **options):
         return run_tasks(_Announced(func), tasks, **options)
+
+    def announced_run_on_spark(func, tasks, *args, **options):
+        return run_on_spark(_Announced(func, "spark-task"), tasks, *args, **options)
 
     def announced_launch_jvm(settings):
         from pyspark import java_gateway
@@ -146,6 +151,7 @@ def _install() -> None:
     storage.DirectoryPublisher._rename_into_place = announced_rename
     runner.run_tasks = announced_run_tasks
     runner._launch_jvm = announced_launch_jvm
+    runner._run_on_spark = announced_run_on_spark
     for module in list(sys.modules.values()):  # the modules that imported run_tasks by name
         if getattr(module, "run_tasks", None) is run_tasks:
             module.run_tasks = announced_run_tasks

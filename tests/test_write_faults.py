@@ -105,11 +105,11 @@ def _points(counts: dict[str, int], common: bool) -> list[tuple[str, int]]:
 
 
 def _spark_points(command, common: bool) -> list[tuple[str, int]]:
-    """On Spark (a run costs seconds of JVM): the first task, and the publishing of an output; the JVM's
-    start and the common phases with the first command. Tasks run, and the driver writes and publishes,
-    as in process: those phases are swept there."""
+    """On Spark (a run costs seconds of JVM): the first task on Spark and the publishing of an output;
+    the JVM's start and the common phases with the first command. The driver reads, writes and
+    publishes as in process: those phases are swept there."""
     points = [("import", 1), ("jvm", 1)] if common else []
-    points.append(("task", 1))
+    points.append(("spark-task", 1))
     if command.commit_file is not None:
         points.append(("publish", 1))
     return points + ([("exit", 1)] if common else [])
