@@ -24,7 +24,6 @@ from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from repair.errors import RepairError, UsageError
-from repair.io.resolved import remove_abandoned_scratch
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -130,9 +129,15 @@ def _stopped_at_once(pool):
         for process in processes:
             process.join(STOP_SECONDS)
         if processes:
-            remove_abandoned_scratch()  # the killed workers' (a killed process deletes nothing)
+            _remove_dead_scratch()  # the killed workers' (a killed process deletes nothing)
         raise
     pool.shutdown(wait=True)
+
+
+def _remove_dead_scratch() -> None:
+    from repair.io.resolved import remove_abandoned_scratch  # imported when needed: it imports pyarrow,
+    # whose allocator the CLI chooses after importing this module
+    remove_abandoned_scratch()
 
 
 class TaskFailedError(RepairError):
@@ -345,7 +350,7 @@ def stop_spark(*, graceful: bool = True) -> None:
     for pid in jvms:
         _end_group(pid)
     if jvms:
-        remove_abandoned_scratch()  # the scratch directories of Python workers killed in a task
+        _remove_dead_scratch()  # the scratch directories of Python workers killed in a task
     if gateway is not None:
         try:
             gateway.shutdown() if graceful else gateway.close()
