@@ -352,11 +352,33 @@ def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 
     Usage errors are reported by typer (usage text, exit code 2); a :class:`RepairError` from an
-    operation is printed as one line, never as a traceback.
+    operation is printed as one line, never as a traceback. SIGINT and SIGTERM stop the command
+    (:mod:`repair.cli.signals`), also while an error is reported or Spark is stopped at its end.
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
     restore_handlers = stop_cleanly_on_signals()
     spark_before = spark_started()  # a caller's (in-process use of main) is not this command's to end
+    try:
+        try:
+            code = _run_app(argv)
+        except (KeyboardInterrupt, Stopped) as stop:
+            code = _report_stop(stop)
+        if spark_started() is not spark_before:  # the Spark this command started ends with it
+            try:
+                stop_spark(graceful=code not in STOPPED_CODES)
+            except (KeyboardInterrupt, Stopped) as stop:  # a signal while it stopped gracefully
+                code = _report_stop(stop)
+                stop_spark(graceful=False)
+        return code
+    finally:
+        restore_handlers()
+        if saved_budget is None:
+            os.environ.pop(RETRY_BUDGET_VARIABLE, None)
+        else:
+            os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
+
+
+def _run_app(argv: list[str] | None) -> int:
     try:
         app(args=argv, prog_name="repair", standalone_mode=True)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
@@ -373,21 +395,14 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{error.filename}: " if error.filename else ""
         print_error(f"{command + ': ' if command else ''}{where}{error.strerror or error}")
         return 2
-    except (KeyboardInterrupt, Stopped) as stop:
-        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        print_error(stopped_message(signum))
-        if spark_started() is not spark_before:
-            stop_spark(graceful=False)
-        return 128 + signum
-    finally:
-        if spark_started() is not spark_before:
-            stop_spark()  # the Spark this command started, its JVM and Python workers, end with it
-        restore_handlers()
-        if saved_budget is None:
-            os.environ.pop(RETRY_BUDGET_VARIABLE, None)
-        else:
-            os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
     return 0
+
+
+def _report_stop(stop: BaseException) -> int:
+    """The one line of a stopped command; its exit code, 128 + the signal number."""
+    signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+    print_error(stopped_message(signum))
+    return 128 + signum
 
 
 @app.command()

@@ -329,8 +329,7 @@ def stop_spark(*, graceful: bool = True) -> None:
     cut a call to the JVM in half). A session the caller started is left alone."""
     if "jvm" not in _started:
         return  # none started here (a caller's own Spark is left alone)
-    context = _started.pop("context", None)
-    _started.pop("jvm")
+    context = _started.get("context")  # forgotten once ended: a graceful stop cut short is done again
     from pyspark import SparkContext
     from pyspark.sql import SparkSession
     if graceful and context is not None:
@@ -358,6 +357,8 @@ def stop_spark(*, graceful: bool = True) -> None:
             pass
         if getattr(gateway, "proc", None) is not None:
             gateway.proc.wait()
+    _started.pop("context", None)
+    _started.pop("jvm", None)
     SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
     SparkSession._instantiatedSession = SparkSession._activeSession = None
 
