@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from typing import List, Literal, Optional
 
 import typer
@@ -17,7 +16,9 @@ from typer.core import TyperGroup
 from repair import __version__
 from repair.cli.help_format import use_plain_names
 from repair.cli.output import error_document, failure_document, print_error, print_json
+from repair.cli.signals import STOPPED_CODES, Stopped, exit_at_once_on_signals, stop_cleanly_on_signals, stopped_message
 from repair.errors import RepairError, UsageError
+from repair.ops.runner import spark_started, stop_spark
 
 #: The environment variable StorageOptions.from_env reads the retry budget from.
 RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
@@ -377,39 +378,41 @@ def edit(
     _show(result, json_output, _renderer("render_edit"))
 
 
-class Stopped(BaseException):
-    """Raised in the main thread on SIGINT or SIGTERM. A BaseException, so that no ``except Exception``
-    swallows it and click does not turn it into "Aborted!" with exit code 1: it unwinds every ``with``
-    block (an output directory being written is deleted, Spark is stopped) and ends the run with exit
-    code 128 + the signal number, as a shell reports a signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _stop_cleanly_on_signals() -> dict[int, object]:
-    """Installs the handlers raising :class:`Stopped` (main thread only); returns the previous ones."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def stop(signum, frame):
-        raise Stopped(signum)
-
-    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
-
-
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 
     Usage errors are reported as typer reports them (usage text, exit code 2); a :class:`RepairError`
     from an operation is printed as one line, never as a traceback. With ``--json`` every failure (a
     usage error, a typed error, a signal) is also one document on stdout (docs/schema/error.json).
+    SIGINT and SIGTERM stop the command (:mod:`repair.cli.signals`), also while an error is reported or
+    Spark is stopped at its end.
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
-    saved_handlers = _stop_cleanly_on_signals()
+    restore_handlers = stop_cleanly_on_signals()
+    spark_before = spark_started()  # a caller's (in-process use of main) is not this command's to end
     args = sys.argv[1:] if argv is None else argv
     json_output = "--json" in args  # every failure of a --json run is a document on stdout too
+    try:
+        try:
+            code = _run_app(argv, args, json_output)
+        except (KeyboardInterrupt, Stopped) as stop:
+            code = _report_stop(stop, args, json_output)
+        if spark_started() is not spark_before:  # the Spark this command started ends with it
+            try:
+                stop_spark(graceful=code not in STOPPED_CODES)
+            except (KeyboardInterrupt, Stopped) as stop:  # a signal while it stopped gracefully
+                code = _report_stop(stop, args, json_output)
+                stop_spark(graceful=False)
+        return code
+    finally:
+        restore_handlers()
+        if saved_budget is None:
+            os.environ.pop(RETRY_BUDGET_VARIABLE, None)
+        else:
+            os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
+
+
+def _run_app(argv: list[str] | None, args: list[str], json_output: bool) -> int:
     try:
         done = app(args=argv, prog_name="repair", standalone_mode=False)
         return done if isinstance(done, int) else 0
@@ -431,21 +434,18 @@ def main(argv: list[str] | None = None) -> int:
             print_json(failure_document(command, "StorageError", f"{where}{error.strerror or error}", 2,
                                         source=os.fsdecode(error.filename) if error.filename else None))
         return 2
-    except (KeyboardInterrupt, Stopped) as stop:
-        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        message = f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published"
-        print_error(message)
-        if json_output:
-            print_json(failure_document(_command_in(args), "Interrupted", message, 128 + signum,
-                                        signal=signal.Signals(signum).name))
-        return 128 + signum
-    finally:
-        for signum, handler in saved_handlers.items():
-            signal.signal(signum, handler)
-        if saved_budget is None:
-            os.environ.pop(RETRY_BUDGET_VARIABLE, None)
-        else:
-            os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
+
+
+def _report_stop(stop: BaseException, args: list[str], json_output: bool) -> int:
+    """The one line of a stopped command (and with ``--json`` its ``Interrupted`` document); its exit
+    code, 128 + the signal number."""
+    signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+    message = stopped_message(signum)
+    print_error(message)
+    if json_output:
+        print_json(failure_document(_command_in(args), "Interrupted", message, 128 + signum,
+                                    signal=signal.Signals(signum).name))
+    return 128 + signum
 
 
 def _usage_error(error: ClickException, command: str | None, json_output: bool) -> int:
@@ -520,4 +520,13 @@ def _command_in(argv: list[str]) -> str | None:
 
 
 def run() -> None:
-    sys.exit(main())
+    """Runs the command and exits with its code (:mod:`repair.cli.entry` calls it once the signal
+    handlers for the imports are in place; console scripts installed before that module call it
+    directly). After the command, a signal ends the interpreter's exit at once, in one line."""
+    code = main()
+    exit_at_once_on_signals()  # main() put back the handlers it found
+    if code in STOPPED_CODES:  # cleaned up already: the interpreter's own teardown (finalizing modules,
+        sys.stdout.flush()  # freeing every object) only delays the exit the user asked for
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)
