@@ -399,8 +399,12 @@ def _own_sessions() -> list[int]:
 
 def _process_stats() -> list[dict[str, int | str]]:
     """pid, state, ppid, pgid and sid of every process /proc shows."""
+    try:
+        entries = os.listdir("/proc")
+    except OSError:  # no /proc: not Linux
+        return []
     stats = []
-    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+    for entry in entries:
         if not entry.isdigit():
             continue
         try:
