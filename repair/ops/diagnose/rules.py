@@ -38,6 +38,9 @@ def _runbook(name: str) -> str:
     return f"{RUNBOOKS}/{name}.md"
 
 
+#: A command key of :attr:`Rule.commands`: a missing file outside the job root the log says Flink restored from.
+OUTSIDE_RESTORED_ROOT = "outside-restored-root"
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "manifest-missing",
@@ -71,6 +74,9 @@ RULES: tuple[Rule, ...] = (
             None: "repair fallback <checkpoint-root>",
             "verify": "repair verify <checkpoint-root>",
             "rebuild": "repair rebuild-manifest <checkpoint> --out <new-root>",
+            # the missing file's path is not under the job root Flink restored from (RESTORED_FROM): its
+            # _metadata may record a damaged path (the file is there, under another name of the root)
+            OUTSIDE_RESTORED_ROOT: "repair triage <checkpoint-root>",
         },
     ),
     Rule(
@@ -283,6 +289,13 @@ CHECKPOINT_ID = (
 #: A job checkpoint root named by a path below it; group ``sub`` is ``chk-N``, ``shared`` or ``taskowned``.
 CHECKPOINT_PATH = re.compile(
     r"(?P<root>(?:[a-z][a-z0-9+]*:)?/[^\s:'\"]*?/[0-9a-f]{32})/(?P<sub>chk-\d+|shared|taskowned)\b",
+    re.IGNORECASE,
+)
+
+#: The checkpoint the JobManager restores from, as it logs it: "Restoring job <id> from Checkpoint 5 @ <time> for
+#: <id> located at <chk-N>." (a completed checkpoint's description) or "Starting job <id> from savepoint <chk-N>".
+RESTORED_FROM = re.compile(
+    r"(?:located at|from savepoint) (?P<root>(?:[a-z][a-z0-9+]*:)?/[^\s'\"]*?)/chk-\d+\b",
     re.IGNORECASE,
 )
 
