@@ -9,13 +9,13 @@ from __future__ import annotations
 from repair.io import storage as st
 from repair.ops.fallback import FallbackResult, manifest_only
 from repair.ops.rebuild.checkpoint import is_manifest_problem
-from repair.ops.verify.engine import SnapshotSummary, VerifyResult
+from repair.ops.verify.engine import DAMAGED_PATH, SnapshotSummary, VerifyResult
 
 _SNAPSHOT_KINDS = ("checkpoint", "savepoint")
 
 
 def verify_next_steps(result: VerifyResult) -> list[str]:
-    """What to do after a verification: rebuild, relocate, fall back or triage (empty when nothing is to do)."""
+    """What to do after a verification: rebuild, relocate (moved, or damaged paths), fall back or triage (empty when nothing is to do)."""
     snapshots = [s for s in result.snapshots if s.kind in _SNAPSHOT_KINDS]
     if not snapshots:
         return []
@@ -29,6 +29,10 @@ def verify_next_steps(result: VerifyResult) -> list[str]:
     if newest.metadata_version is None and root is not None:
         steps.append(f"the newest _metadata ({newest.name}) cannot be read: `repair fallback {root}` picks the newest "
                      f"valid checkpoint, `repair inspect {root} -c N` reads an older one")
+    elif errors.get(newest.name) and all(f.kind == DAMAGED_PATH for f in errors[newest.name]):
+        steps.append(f"only paths in the _metadata of {newest.name} are damaged (each file is where its other files are): "
+                     f"`repair relocate {newest.path} --to NEW_ROOT` writes a _metadata recording where each file is, "
+                     "with nothing lost")
     elif errors.get(newest.name) and all(is_manifest_problem(f) for f in errors[newest.name]):
         steps.append(f"only MANIFEST, CURRENT or OPTIONS files of {newest.name} are broken: "
                       f"`repair rebuild-manifest {newest.path} --out NEW_ROOT` rebuilds it from its SSTs with nothing lost")

@@ -21,7 +21,7 @@ from repair.findings import Severity
 from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
 from repair.ops.rebuild.checkpoint import REPAIRABLE
-from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
+from repair.ops.verify.engine import DAMAGED_PATH, CheckpointFinding, SnapshotSummary, verify, verify_newest_first
 
 
 @dataclass
@@ -327,6 +327,9 @@ def manifest_only(culprit) -> bool:
 
 def _repair_hint(verdict: CheckpointVerdict) -> str:
     """Which repair could recover a broken checkpoint, from the kinds of its culprits."""
+    if verdict.culprits and all(c.kind == DAMAGED_PATH for c in verdict.culprits):
+        return (f"only paths in its _metadata are damaged (each file is where the checkpoint's other files are): "
+                f"`repair relocate {verdict.path} --to NEW_ROOT` writes a _metadata recording where each file is")
     if verdict.culprits and all(manifest_only(c) for c in verdict.culprits):
         return (f"only MANIFEST or CURRENT files are broken: `repair rebuild-manifest {verdict.path} --out NEW_ROOT` "
                 "rebuilds them from the SSTs into a new checkpoint")

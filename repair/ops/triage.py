@@ -5,8 +5,12 @@ savepoint under ``savepoints``), then each way back is listed:
 
 - **restore** the newest valid checkpoint of each lineage (after ``repair relocate`` when it was
   moved: Flink opens the paths its ``_metadata`` records), and every valid savepoint;
+- **relocate** a newer, broken checkpoint whose only problems are damaged paths in its ``_metadata``
+  (a recorded path that disagrees with where its files were written, see :mod:`repair.io.layout`): a
+  ``_metadata`` recording where each file is, nothing is lost;
 - **rebuild-manifest** a newer, broken checkpoint whose only problems are MANIFEST, CURRENT or
-  OPTIONS files: nothing is lost;
+  OPTIONS files (and damaged paths, which the rebuilt ``_metadata`` records where the files are):
+  nothing is lost;
 - **rebuild-manifest --drop-missing** a newer checkpoint whose SSTs are missing or corrupt: exactly
   what is lost is said per dropped file (state, key groups, key range), as the rebuild reports it.
 
@@ -31,9 +35,10 @@ from repair.io.snapshot import load_snapshot
 from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
-from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
+from repair.ops.verify.engine import DAMAGED_PATH, SnapshotSummary, VerifyResult, verify
 
 RESTORE = "restore"
+RELOCATE = "relocate"
 REBUILD = "rebuild-manifest"
 REBUILD_DROPPING = "rebuild-manifest --drop-missing"
 
@@ -42,7 +47,7 @@ REBUILD_DROPPING = "rebuild-manifest --drop-missing"
 class WayBack:
     """One way to get the job running again, with what it costs."""
 
-    action: str  # RESTORE | REBUILD | REBUILD_DROPPING
+    action: str  # RESTORE | RELOCATE | REBUILD | REBUILD_DROPPING
     snapshot: str  # chk-N or the savepoint's directory name
     kind: str  # checkpoint | savepoint
     path: str
@@ -239,10 +244,13 @@ def _repair(
     summary = next(s for s in report.snapshots if s.name == name)
     if summary.metadata_version is None:
         return None, [f"its {METADATA} cannot be read"]
+    findings = [f for f in report.findings if f.reference.snapshot == name]
+    damaged = [f for f in findings if f.kind == DAMAGED_PATH]
+    if damaged and all(f.kind == DAMAGED_PATH for f in findings if f.severity == "error"):
+        return _relocate(summary, damaged, root, times, now, lineage), []
     ref = next(r for r in discover(summary.path, storage).snapshots)
     try:
         snapshot = load_snapshot(ref, root, storage)
-        findings = [f for f in report.findings if f.reference.snapshot == name]
         plan = plan_rebuild(snapshot, findings, drop_missing=True, storage=storage)
     except RepairError as error:
         return None, [str(error)]
@@ -264,6 +272,21 @@ def _repair(
     written = times.get(name)
     return WayBack(action, name, "checkpoint", summary.path, summary.checkpoint_id, lossless, written, _age(written, now),
                    commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from)), []
+
+
+def _relocate(summary: SnapshotSummary, damaged: list, root: str, times: dict, now: float, lineage: int | None) -> WayBack:
+    """The lossless way back for a checkpoint whose only errors are damaged paths: a ``_metadata`` recording
+    where each file is (``repair relocate``), then the restore of it."""
+    target = output_next_to(root, "relocated", summary.name)
+    commands, alternatives = _steps([f"repair relocate {summary.path} --to {target}"], st.join(target, summary.name),
+                                    summary.metadata_version or 0)
+    paths = sorted({f.found for f in damaged})
+    why = (f"newer than every valid checkpoint; its _metadata records {len(paths)} path(s) where no file is, while each "
+           f"file is where the checkpoint's other files were written (a damaged path, e.g. {paths[0]}): relocate writes "
+           "a _metadata recording where each file is, nothing is lost")
+    written = times.get(summary.name)
+    return WayBack(RELOCATE, summary.name, "checkpoint", summary.path, summary.checkpoint_id, True, written,
+                   _age(written, now), commands, why, lineage, alternatives)
 
 
 def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:
