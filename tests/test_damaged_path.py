@@ -94,6 +94,68 @@ def test_files_where_another_root_records_them_are_no_damage(tmp_path):
     assert resolver.misrecorded == {}
 
 
+def _flip_first(metadata_file: Path, kind, attribute: str, old: str, new: str) -> str:
+    """One handle's recorded path (the first ``kind`` handle's ``attribute``) with ``old`` replaced by ``new``."""
+    from dataclasses import replace
+
+    from repair.formats.flink.metadata import decode_metadata, encode_metadata
+
+    metadata = decode_metadata(metadata_file.read_bytes())
+    done = []
+
+    def flip(handle):
+        if done or not isinstance(handle, kind) or old not in getattr(handle, attribute):
+            return handle
+        done.append(getattr(handle, attribute).replace(old, new, 1))
+        return replace(handle, **{attribute: done[0]})
+
+    metadata.map_stream_handles(flip)
+    metadata_file.write_bytes(encode_metadata(metadata))
+    return done[0]
+
+
+def test_a_damaged_segment_path_in_a_moved_file_merging_checkpoint_is_found(tmp_path):
+    """File merging (Flink 1.20): segments record their physical file's path; the fixture is read away from
+    where Flink wrote it (/var/lib/flink/...), so every root is moved, and one segment's root is damaged."""
+    import shutil
+
+    from repair.formats.flink.handles import SegmentFileHandle
+    from tests.conftest import FIXTURES, fixture_info
+
+    fixture = FIXTURES / "flink-1.20-file-merging"
+    job = fixture_info(fixture)["job_id"]
+    shutil.copytree(fixture / "checkpoints" / job, tmp_path / job)
+    chk = tmp_path / job / f"chk-{fixture_info(fixture)['retained_checkpoints'][-1]}"
+    flipped = _flip_first(chk / "_metadata", SegmentFileHandle, "physical_path", "/flink/checkpoints/", "/glink/checkpoints/")
+    report = verify(str(chk))
+    damaged = [f for f in report.findings if f.severity == "error"]
+    assert damaged and {(f.kind, f.found) for f in damaged} == {(DAMAGED_PATH, flipped)}
+    assert damaged[0].path == str(tmp_path / job / flipped.split(f"/{job}/", 1)[1])
+    assert report.snapshots[0].relocated_from  # and the rest is read as moved, as before
+
+
+def test_a_flipped_job_id_is_no_second_job_for_fallback(tmp_path):
+    """A job root laid out as Flink writes it (every retained checkpoint in place), the newest with one job-id
+    character flipped in one path: one lineage, the newest broken, the one before chosen."""
+    import shutil
+
+    from tests.conftest import FIXTURES, fixture_info
+
+    fixture = FIXTURES / "flink-1.20-p3-external-xxhash-lz4"
+    job = fixture_info(fixture)["job_id"]
+    root = tmp_path / "flink" / "checkpoints" / job
+    shutil.copytree(fixture / "checkpoints" / job, root)
+    for chk in sorted(root.glob("chk-*")):  # each _metadata recording where its files are: in place
+        assert relocate(str(chk), str(tmp_path / f"in-place-{chk.name}")).ok
+        shutil.copy(tmp_path / f"in-place-{chk.name}" / chk.name / "_metadata", chk / "_metadata")
+    assert verify(str(root / "chk-5")).ok
+    _flip_first(root / "chk-5" / "_metadata", FileHandle, "path", f"/{job}/shared/", f"/{job[:8]}{chr(ord(job[8]) ^ 1)}{job[9:]}/shared/")
+    result = fallback(str(root))
+    assert len(result.lineages) == 1 and result.chosen.name == "chk-4"
+    (broken,) = [v for v in result.checkpoints if v.name == "chk-5"]
+    assert {c.kind for c in broken.culprits} == {DAMAGED_PATH}
+
+
 # -- the damage matrix's path cells: real Flink refused them in place and restored relocate's output -------------
 
 PATH_ROWS = [row for row in load_results()["cells"] if row["role"] == "path"]
