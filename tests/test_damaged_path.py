@@ -197,7 +197,8 @@ def test_verify_names_the_damaged_path_and_triage_offers_relocate(row, tmp_path)
     out = tmp_path / "relocated"
     written = relocate(str(prepared.chk_dir), str(out))
     assert written.ok
-    assert any(f.recorded == recorded and f.target == "file:" + finding.path for f in written.files)
+    (rewritten,) = [f for f in written.files if f.damaged_path]
+    assert (rewritten.recorded, rewritten.target) == (recorded, "file:" + finding.path)
     assert verify(str(out / prepared.chk_dir.name)).ok
 
 

@@ -346,6 +346,8 @@ def render_relocate(result) -> None:
         f"  {len(result.files)} files checked; {len(copied)} copied ({human_bytes(sum(f.size for f in copied))}); "
         f"{len(result.files) - len(copied)} referenced where they are"
     )
+    for damaged in (f for f in result.files if f.damaged_path):
+        console.print(f"  damaged path rewritten: {damaged.recorded} -> {damaged.target}", highlight=False, markup=False)
     console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")
 
 
