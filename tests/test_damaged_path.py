@@ -58,6 +58,21 @@ def test_one_path_that_disagrees_with_its_siblings_is_damaged_not_moved(tmp_path
     assert resolver.moves == {} and resolver.recorded_job_ids == {JOB}  # no second job, no move
 
 
+def test_a_damaged_checkpoint_number_is_found_and_an_older_checkpoints_files_are_not(tmp_path):
+    """``chk-5/m`` recorded as ``chk-4/m`` (the file is in chk-5/): damaged. A file of an older ``chk-3/`` that is
+    there (the changelog backend's materialized state is referenced so) is read there."""
+    root = tmp_path / "flink" / "checkpoints" / JOB
+    (root / "chk-3").mkdir(parents=True)
+    (root / "chk-3" / "old").write_bytes(b"x")
+    good = [f"file:{root}/{tail}" for tail in FILES if tail != "chk-5/m"] + [f"file:{root}/chk-3/old"]
+    bad = f"file:{root}/chk-4/m"
+    resolver = _in_place(tmp_path, [bad, *good])
+    assert (resolver.resolve(FileHandle(bad, 1)).uri, resolver.resolve(FileHandle(bad, 1)).misrecorded) == (str(root / "chk-5" / "m"), True)
+    older = resolver.resolve(FileHandle(f"file:{root}/chk-3/old", 1))
+    assert (older.uri, older.misrecorded) == (str(root / "chk-3" / "old"), False)
+    assert resolver.misrecorded == {bad: str(root / "chk-5" / "m")}
+
+
 def test_a_moved_checkpoint_is_relocated_not_damaged(tmp_path):
     recorded = [f"file:/var/lib/flink/checkpoints/{JOB}/{tail}" for tail in FILES]
     resolver = _in_place(tmp_path, recorded, read_from=tmp_path / "backup" / "p3")

@@ -24,7 +24,8 @@ A moved snapshot moves every recorded root of its job together. A root that is p
 larger recorded root of the same snapshot is placed, whose files are not where it records them but are
 there, is no move: it is a damaged path in ``_metadata`` (one byte of one handle's path flipped, say
 ``/flink/`` read as ``/glink/`` or one character of the job id). So is a path whose ``shared`` segment is
-damaged (``.../<root>/sharee/<file>``, no anchor left) when the file is in ``<root>/shared/``. Real Flink opens the recorded path and
+damaged (``.../<root>/sharee/<file>``, no anchor left) when the file is in ``<root>/shared/``, and a
+path into another ``chk-M/`` whose files are not there but in the checkpoint's own ``chk-N/``. Real Flink opens the recorded path and
 fails; :attr:`PathResolver.misrecorded` names such paths and :attr:`ResolvedFile.misrecorded` marks
 their handles (read where the file is, so the rest of the snapshot is still checked, and ``relocate``
 rewrites them). A job restored from another job's checkpoint records that job's root beside its own;
@@ -181,6 +182,8 @@ class PathResolver:
         #: Damaged recorded paths -> where their files were found (see :meth:`_damaged_roots`).
         self.misrecorded: dict[str, str] = {}
         self._damaged: dict[str, str] | None = None
+        #: (recorded root, ``chk-M``) of another checkpoint's directory -> this one's root when M is damaged, else None.
+        self._other_checkpoint_dirs: dict[tuple[str, str], str | None] = {}
 
     def resolve(self, handle) -> ResolvedFile | None:
         """The location of ``handle``'s bytes; None for a null handle."""
@@ -218,6 +221,10 @@ class PathResolver:
         genuine = self._damaged_roots().get(normalize_uri(root_recorded).rstrip("/"))
         if genuine is not None:
             found = st.join(genuine, *tail)
+            self.misrecorded[recorded] = found
+            return found, False
+        found = self._in_own_checkpoint_dir(root_recorded, tail)
+        if found is not None:
             self.misrecorded[recorded] = found
             return found, False
         job_id = st.basename(root_recorded)
@@ -289,6 +296,25 @@ class PathResolver:
                 if key != genuine and not self._any_exists(key, samples) and self._any_exists(place, samples):
                     self._damaged[key] = place
         return self._damaged
+
+    def _in_own_checkpoint_dir(self, root_recorded: str, tail: list[str]) -> str | None:
+        """Where a file recorded in another ``chk-M/`` of its root is, when that number is damaged: none of the
+        files recorded there are there, but they are in this checkpoint's own ``chk-N/``. (A checkpoint may
+        rightly reference an older ``chk-M/``: the changelog backend's materialized state; those files are
+        there.) Decided once per recorded directory, by a few of its files."""
+        number = self.snapshot.number
+        match = _CHK.match(tail[0])
+        if number is None or self.root is None or self.storage is None or not match or int(match[1]) == number:
+            return None
+        key = (normalize_uri(root_recorded).rstrip("/"), tail[0])
+        if key not in self._other_checkpoint_dirs:
+            place = self.root if _same_place(root_recorded, self.root) else (self._place(root_recorded, tail) or root_recorded)
+            samples = [t for _, t in self._by_root.get(key[0], []) if t[0] == tail[0]][:_SAMPLES] or [tail]
+            own = [[f"chk-{number}", *t[1:]] for t in samples]
+            damaged = not self._any_exists(place, samples) and self._any_exists(place, own)
+            self._other_checkpoint_dirs[key] = place if damaged else None
+        place = self._other_checkpoint_dirs[key]
+        return None if place is None else st.join(place, f"chk-{number}", *tail[1:])
 
     def _found_beside(self, recorded: str) -> str | None:
         """Where the file of a path with no ``shared``/``taskowned``/``chk-N`` segment is, when that segment is
