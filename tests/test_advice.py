@@ -7,6 +7,7 @@ from __future__ import annotations
 import shutil
 
 from repair.cli.app import main
+from repair.ops.verify.engine import AGE_FROM_SST
 from tests import damage
 from tests.conftest import FIXTURES
 
@@ -24,7 +25,7 @@ def test_a_broken_manifest_of_the_newest_checkpoint_points_to_rebuild_manifest(t
     code, out = _text(capsys, "verify", str(dmg.root))
     assert code == 1
     tail = out[out.index(" next "):]
-    assert f"`repair rebuild-manifest {dmg.root}/chk-{newest} --out NEW_ROOT` rebuilds it from its SSTs with nothing lost" in tail
+    assert f"`repair rebuild-manifest {dmg.root}/chk-{newest} --out {dmg.root}-rebuilt-chk-{newest}` rebuilds it from its SSTs with nothing lost" in tail
     assert f"`repair triage {dmg.root}`" in tail
     code, out = _text(capsys, "fallback", str(dmg.root))
     assert code == 0
@@ -51,9 +52,9 @@ def test_a_moved_checkpoint_points_to_relocate_and_a_clean_one_has_no_advice(tmp
     shutil.copytree(damage.checkpoint_root(FIXTURES / EXTERNAL), copy)
     newest = max(damage.checkpoint_ids(copy))
     code, out = _text(capsys, "verify", str(copy / f"chk-{newest}"))
-    assert code == 0 and f"restore it after `repair relocate {copy}/chk-{newest} --to NEW_ROOT`" in out
+    assert code == 0 and f"restore it after `repair relocate {copy}/chk-{newest} --out {copy}-relocated-chk-{newest}`" in out
     code, out = _text(capsys, "fallback", str(copy))
-    assert code == 0 and f"repair relocate {copy}/chk-{newest} --to {copy}-relocated-chk-{newest}" in out
+    assert code == 0 and f"repair relocate {copy}/chk-{newest} --out {copy}-relocated-chk-{newest}" in out
     assert f"flink run -s {copy}-relocated-chk-{newest}/chk-{newest} -claimMode NO_CLAIM" in out
     relocated = tmp_path / "relocated"
     assert main(["relocate", str(copy / f"chk-{newest}"), "--to", str(relocated)]) == 0
@@ -78,7 +79,9 @@ def test_fallback_and_inspect_show_ages(tmp_path, capsys):
     assert main(["inspect", str(root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["written_at"] == "2026-01-01T00:00:00Z"
     assert main(["fallback", str(root), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["checkpoints"][0]["written_at"] == "2026-01-01T00:00:00Z"
+    newest_checkpoint = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    # fallback reads the SSTs: their creation time comes first, the _metadata file's time only without it
+    assert newest_checkpoint["age_source"] == AGE_FROM_SST and newest_checkpoint["written_at"] != "2026-01-01T00:00:00Z"
     assert time.time() > stamp
 
 

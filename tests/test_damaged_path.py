@@ -17,7 +17,7 @@ from fixtures.damage_matrix import Cell, Located, load_results, prepare
 from repair.formats.flink.handles import FileHandle
 from repair.io.layout import PathResolver, SnapshotRef
 from repair.io.storage import Storage
-from repair.ops.advice import verify_next_steps
+from repair.ops.advice import output_next_to, relocate_command, verify_next_steps
 from repair.ops.fallback import fallback
 from repair.ops.rebuild.checkpoint import rebuild_manifest
 from repair.ops.relocate import relocate
@@ -202,12 +202,13 @@ def test_verify_names_the_damaged_path_and_triage_offers_relocate(row, tmp_path)
     assert len(result.lineages) == 1  # the damaged job id is no second job
     best = result.best
     assert (best.action, best.snapshot, best.lossless) == (RELOCATE, prepared.chk_dir.name, True)
-    assert best.commands[0].startswith(f"repair relocate {prepared.chk_dir} --to ")
+    relocation = relocate_command(str(prepared.chk_dir), output_next_to(str(prepared.root), "relocated", prepared.chk_dir.name))
+    assert best.commands[0] == relocation
     assert recorded in best.why
     chosen = fallback(str(prepared.root))
     assert chosen.chosen is None and "repair relocate" in chosen.lost[-1]  # the newest (and only) checkpoint is broken
 
-    assert any(f"repair relocate {prepared.chk_dir} --to NEW_ROOT" in step for step in verify_next_steps(report))
+    assert any(f"`{relocation.to_shell()}`" in step for step in verify_next_steps(report))
 
     out = tmp_path / "relocated"
     written = relocate(str(prepared.chk_dir), str(out))

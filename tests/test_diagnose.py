@@ -8,6 +8,7 @@ own exception text.
 from __future__ import annotations
 
 import json
+import re
 import tempfile
 from pathlib import Path
 
@@ -48,7 +49,7 @@ def test_seed_000_missing_manifest_in_the_local_dir_per_job_and_subtask():
     assert second.subtasks == [1, 2, 4, 5, 6, 9, 13, 40]
     assert second.count == 13 and len(second.paths) == 8
     assert first.phase == "checkpoint"  # Checkpoint.createCheckpoint in the stack: the local dir lost it
-    assert first.next_command == "repair doctor <flink-conf.yaml>"
+    assert first.next_command.to_shell() == "repair doctor <flink-conf.yaml>"
     assert first.runbook == "repair/runbooks/manifest-missing.md"
     assert causes["small-state-inline"][0].kind == "question"
 
@@ -61,7 +62,7 @@ def test_seed_001_hard_links_not_supported():
     assert incident.checkpoint_ids == [1]
     assert incident.files == ["000022.sst"]
     assert incident.phase == "checkpoint"
-    assert incident.next_command == "repair doctor <flink-conf.yaml>"
+    assert incident.next_command.to_shell() == "repair doctor <flink-conf.yaml>"
 
 
 def test_seed_002_checksum_mismatch_on_restore_names_the_task():
@@ -70,7 +71,7 @@ def test_seed_002_checksum_mismatch_on_restore_names_the_task():
     assert (incident.operator, incident.operator_id) == ("KeyedMapBundleOperator", "44cfc1ca74b40bb44eed1f38f72b3ea9")
     assert (incident.subtasks, incident.parallelism) == ([71], 300)
     assert incident.phase == "restore"
-    assert incident.next_command == "repair fallback <checkpoint-root>"
+    assert incident.next_command.to_shell() == "repair triage <checkpoint-root>"
 
 
 def test_seed_003_four_incidents_in_one_report():
@@ -86,7 +87,7 @@ def test_seed_003_four_incidents_in_one_report():
     exists = causes["metadata-already-exists"][0]
     assert exists.paths == [f"{root}/chk-1/_metadata"]  # wrapped after chk-1 in the report
     assert exists.checkpoint_root == root and exists.checkpoint_ids == [1]
-    assert exists.next_command == f"repair fallback {root}"
+    assert exists.next_command.to_shell() == f"repair triage {root}"
     kafka = causes["kafka-offset-commit"][0]
     assert kafka.checkpoint_ids == [4] and kafka.count == 2
     assert result.to_json()["known"] is True
@@ -116,8 +117,35 @@ def test_real_flink_missing_manifest_trace():
     assert incident.files == ["1a93f2d5-567e-484d-86f1-f614326e4268"]
     assert (incident.operator, incident.subtasks, incident.parallelism) == ("KeyedProcessOperator", [1], 3)
     assert incident.checkpoint_root == root and incident.phase == "restore"
-    assert incident.next_command == f"repair fallback {root}"
-    assert f"repair verify {root}" in incident.also
+    assert incident.next_command.to_shell() == f"repair triage {root}"
+    assert [c.to_shell() for c in incident.also] == [f"repair verify {root}", "repair rebuild-manifest <checkpoint> --out <new-root>",
+                                                   f"repair fallback {root}"]  # triage first, fallback after it
+
+
+def test_a_task_name_and_the_backend_name_of_one_operator_are_one_incident():
+    """A log that names the failing task by its name only ("Sink: Unnamed (1/3)#0" with an attempt id that does
+    not name the vertex, as Flink 1.15 logs it) and, in the real Flink 1.20 trace, by the keyed backend's
+    "KeyedProcessOperator_<id>": one missing file, one incident (it was reported twice)."""
+    trace = _read(TRACES / "flink-1.20-restore-missing-manifest.txt")
+    missing = re.search(r"FileNotFoundException: (\S+) \(No such file", trace).group(1)
+    task_line = (f"2026-11-25 05:34:35,165 WARN  org.apache.flink.runtime.taskmanager.Task [] - Sink: Unnamed (1/3)#0 "
+                 f"(5b2f6c0e8d1a4f3b9c7e2d1a0f9e8d7c) switched from INITIALIZING to FAILED with failure cause: "
+                 f"java.io.FileNotFoundException: {missing} (No such file or directory)\n")
+    for text in (task_line + trace, trace + task_line):
+        (incident,) = diagnose(text).incidents
+        assert incident.cause_id == "checkpoint-file-missing" and incident.count == 3
+        assert (incident.operator, incident.operator_id) == ("KeyedProcessOperator", "59227332c1ac82ca63c2f66fa9c4244f")
+        assert incident.files == [missing.rsplit("/", 1)[-1]]
+
+
+def test_operators_named_differently_without_ids_stay_apart():
+    """Names are compared with names: two tasks named differently, neither with an id, are two incidents."""
+    lines = "".join(
+        f"2026-11-25 05:34:3{n},165 WARN  Task [] - {name} (1/3)#0 (5b2f6c0e8d1a4f3b9c7e2d1a0f9e8d7{n}) switched from "
+        f"INITIALIZING to FAILED with failure cause: java.io.FileNotFoundException: /ckpt/{'a' * 32}/shared/"
+        f"0b8e2f57-2b1c-4d0e-9a51-3f7c2a9e6d10 (No such file or directory)\n"
+        for n, name in enumerate(("per-user", "per-type")))
+    assert [i.operator for i in diagnose(lines).incidents] == ["per-user", "per-type"]
 
 
 def test_real_flink_restore_whose_missing_file_flink_did_not_name():
@@ -125,7 +153,7 @@ def test_real_flink_restore_whose_missing_file_flink_did_not_name():
     assert incident.cause_id == "restore-download-failed"
     assert incident.runbook == "repair/runbooks/manifest-missing.md"
     assert incident.operator_id == "a5a30b73b3c5159bcba1edfe5552063c" and incident.subtasks == [1]
-    assert incident.next_command == "repair verify <checkpoint-root>"
+    assert incident.next_command.to_shell() == "repair verify <checkpoint-root>"
 
 
 def test_real_flink_bad_magic_trace():
@@ -159,7 +187,7 @@ def test_wrapped_and_garbled_trace():
     exists = causes["metadata-already-exists"][0]
     assert exists.checkpoint_root == "s3://bucket/ckpt/0123456789abcdef0123456789abcdef"
     assert exists.checkpoint_ids == [7] and exists.job_id == "0123456789abcdef0123456789abcdef"
-    assert exists.next_command == "repair fallback s3://bucket/ckpt/0123456789abcdef0123456789abcdef"
+    assert exists.next_command.to_shell() == "repair triage s3://bucket/ckpt/0123456789abcdef0123456789abcdef"
     bad = causes["bad-sst"][0]
     assert (bad.operator, bad.subtasks, bad.parallelism, bad.files) == ("StreamGroupedReduceOperator", [2], 4, ["000042.sst"])
 
@@ -172,7 +200,7 @@ def test_task_name_with_attempt_number():
     (incident,) = diagnose(text).incidents
     assert incident.cause_id == "checkpoint-file-missing"
     assert (incident.operator, incident.subtasks, incident.parallelism) == ("per-user", [2], 4)
-    assert incident.next_command == "repair fallback hdfs://nn/flink/cp/aaaabbbbccccddddaaaabbbbccccdddd"
+    assert incident.next_command.to_shell() == "repair triage hdfs://nn/flink/cp/aaaabbbbccccddddaaaabbbbccccdddd"
 
 
 def test_a_file_missing_from_a_native_savepoint_is_a_missing_checkpoint_file():
@@ -224,7 +252,7 @@ def test_configuration_dump_in_a_log_is_not_a_question():
 
 def test_json_contract():
     document = diagnose(_read(SEEDS / "001_80391559a6aa6771.txt"), source="seed-001").to_json()
-    assert set(document) == {"source", "known", "message", "incidents", "unrecognised", "findings"}
+    assert set(document) == {"schema_version", "ok", "source", "known", "message", "incidents", "unrecognised", "findings"}
     (incident,) = document["incidents"]
     assert {"cause", "runbook", "evidence", "next_command"} <= set(incident)
     assert set(incident["evidence"]) == {"job_id", "operator", "operator_id", "subtasks", "parallelism", "files",
@@ -267,12 +295,12 @@ def test_real_flink_restore_failure_is_diagnosed(tmp_path):
     (incident,) = result.incidents
     if incident.cause_id == "restore-download-failed":
         # about one run in ten: another download thread's error surfaced, the file is not in the log
-        assert incident.next_command == "repair verify <checkpoint-root>"
+        assert incident.next_command.to_shell() == "repair verify <checkpoint-root>"
         return
     assert incident.cause_id == "checkpoint-file-missing"
     assert incident.files == [victim.name]
     assert incident.checkpoint_root == str(root)
-    assert incident.next_command == f"repair fallback {root}"
+    assert incident.next_command.to_shell() == f"repair triage {root}"
     assert incident.operator and incident.subtasks and incident.parallelism == spec.parallelism
 
 
@@ -292,8 +320,9 @@ def test_diagnose_points_at_the_job_root_flink_restored_from_not_the_damaged_one
     (incident,) = diagnose(log).incidents
     assert incident.cause_id == "checkpoint-file-missing"
     assert incident.checkpoint_root == f"/data/flink/checkpoints/{job}"
-    assert incident.next_command == f"repair triage /data/flink/checkpoints/{job}"
-    assert all("/data/glink/" not in command for command in [incident.next_command, *incident.also])
+    assert incident.next_command.to_shell() == f"repair triage /data/flink/checkpoints/{job}"
+    assert all("/data/glink/" not in command.to_shell() for command in [incident.next_command, *incident.also])
     # A file missing under the job root restored from: the usual advice, for that root.
     (incident,) = diagnose(log.replace("/data/glink/", "/data/flink/")).incidents
-    assert incident.next_command == f"repair fallback /data/flink/checkpoints/{job}"
+    assert incident.next_command.to_shell() == f"repair triage /data/flink/checkpoints/{job}"
+    assert f"repair fallback /data/flink/checkpoints/{job}" in [command.to_shell() for command in incident.also]

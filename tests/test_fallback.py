@@ -127,7 +127,7 @@ def test_json_contract_and_restore_advice(tmp_path, capsys):
     chosen = doc["chosen"]["path"]
     target = f"{dmg.root}-relocated-chk-{doc['chosen']['checkpoint_id']}"
     relocate_step, *restores = doc["restore"]["commands"]
-    assert relocate_step.startswith(f"repair relocate {chosen} --to {target} ")
+    assert relocate_step.startswith(f"repair relocate {chosen} --out {target} ")
     assert restores and all(f"-s {target}/chk-{doc['chosen']['checkpoint_id']} " in c and "NO_CLAIM" in c for c in restores)
     config = " ".join(doc["restore"]["config"])
     assert "execution.state-recovery.path" in config and "execution.savepoint.path" in config  # metadata V4: 1.16-1.20

@@ -12,9 +12,11 @@ import threading
 from typing import List, Literal, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from repair import __version__
-from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
+from repair.cli.help_format import use_plain_names
+from repair.cli.output import error_document, failure_document, print_error, print_json
 from repair.errors import RepairError, UsageError
 
 #: The environment variable StorageOptions.from_env reads the retry budget from.
@@ -33,8 +35,40 @@ def _choose_arrow_allocator() -> None:
 
 
 _choose_arrow_allocator()
+use_plain_names()
+
+def _retry_budget_first(args: list[str]) -> list[str]:
+    """``args`` with ``--retry-budget SECONDS`` (an option of ``repair`` itself) moved before the command
+    name, so that ``repair verify PATH --retry-budget 5`` works as ``repair --retry-budget 5 verify PATH``."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":  # what follows is arguments, never options
+            rest += args[index:]
+            break
+        if arg == "--retry-budget" and index + 1 < len(args):
+            front += args[index : index + 2]
+            index += 2
+            continue
+        (front if arg.startswith("--retry-budget=") else rest).append(arg)
+        index += 1
+    return front + rest
+
+
+class _RepairGroup(TyperGroup):
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _retry_budget_first(args))
+
+
+try:  # typer 0.2x runs its own copy of click; older releases run click itself
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover
+    from click import ClickException
 
 app = typer.Typer(
+    cls=_RepairGroup,
     name="repair",
     help=(
         "Emergency toolkit for Apache Flink RocksDB checkpoints: inspect, verify, repair and export "
@@ -61,7 +95,7 @@ def _root(
     retry_budget: Optional[float] = typer.Option(
         None, "--retry-budget", min=0, metavar="SECONDS",
         help="How long a read that failed transiently (throttling, a reset, a timeout) is retried (default 60; "
-             "also REPAIR_RETRY_BUDGET). A file still unreadable then makes its verdict unknown, never broken.",
+             "also REPAIR_RETRY_BUDGET; before or after the command). A file still unreadable then makes its verdict unknown, never broken.",
     ),
 ) -> None:
     """Emergency toolkit for Apache Flink RocksDB checkpoints."""
@@ -69,14 +103,13 @@ def _root(
         os.environ[RETRY_BUDGET_VARIABLE] = str(retry_budget)
 
 
-def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
-    """Print ``result`` as its documented JSON document or through ``render``; then exit with ``exit_code``."""
-    if json_output:  # every command's document: schema_version, ok (= exit code 0), then its own fields
-        document = result.to_json()
-        print_json({"schema_version": JSON_SCHEMA_VERSION, "ok": document.pop("ok", exit_code == 0), **document})
+def _show(result, json_output: bool, render) -> None:
+    """Print ``result`` as its documented JSON document or through ``render``; then exit with its exit code."""
+    if json_output:
+        print_json(result.to_json())
     else:
         render(result)
-    raise typer.Exit(exit_code)
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -95,8 +128,7 @@ def inspect(
     result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
     if result.unmatched_uids:
         print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
-    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks),
-          exit_code=2 if result.unmatched_uids else 0)  # an unknown selector is a usage error, as in export
+    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks))
 
 
 @app.command()
@@ -115,7 +147,7 @@ def verify(
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_verify(path, master=master, workers=workers, on_progress=on_progress, decompress=not checksums_only)
-    _show(result, json_output, render_verify, exit_code=2 if result.unknown else 0 if result.ok else 1)
+    _show(result, json_output, render_verify)
 
 
 @app.command()
@@ -135,7 +167,7 @@ def fallback(
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_fallback, exit_code=2 if result.unknown else 0 if result.chosen is not None else 1)
+    _show(result, json_output, render_fallback)
 
 
 @app.command()
@@ -155,7 +187,7 @@ def triage(
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_triage, exit_code=2 if result.unknown else 0 if result.ok else 1)
+    _show(result, json_output, render_triage)
 
 
 @app.command()
@@ -170,7 +202,7 @@ def orphans(
 
     with progress_bar("reading retained checkpoints", counting="checkpoints") as on_progress:
         result = run_orphans(root, on_progress=on_progress)
-    _show(result, json_output, render_orphans, 0 if result.ok else 1)
+    _show(result, json_output, render_orphans)
 
 
 @app.command()
@@ -187,7 +219,7 @@ def relocate(
 
     with progress_bar("copying", counting="files") as on_progress:
         result = run_relocate(checkpoint, to, copy=copy, on_progress=on_progress)
-    _show(result, json_output, render_relocate, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_relocate)
 
 
 @app.command("rebuild-manifest")
@@ -214,12 +246,12 @@ def rebuild_manifest(
         if copy:
             raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
-        _show(result, json_output, render_rebuild_db, exit_code=0 if result.ok else 1)
+        _show(result, json_output, render_rebuild_db)
         return
     if manifest_format is not None:
         raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
     result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing)
-    _show(result, json_output, render_rebuild, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_rebuild)
 
 
 @app.command()
@@ -235,7 +267,7 @@ def diagnose(
     _hint_if_terminal(file, "a log or a stack trace")
     text, source = read_text(file)
     result = run_diagnose(text, source=source)
-    _show(result, json_output, render_diagnose, exit_code=0 if result.known else 1)
+    _show(result, json_output, render_diagnose)
 
 
 @app.command()
@@ -252,12 +284,12 @@ def doctor(
     _hint_if_terminal(config, "a Flink configuration")
     text, source = read_text(config)
     result = run_doctor(text, flink_version=flink, source=source)
-    _show(result, json_output, render_doctor, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_doctor)
 
 
 @app.command()
 def export(
-    checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    checkpoint: str = typer.Argument(..., help="chk-N directory, savepoint directory (native or canonical), _metadata file, or job root (its newest checkpoint); local path or URI."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
     operator: Optional[List[str]] = typer.Option(None, "--operator", "--uid", metavar="UID|HASH|NAME", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
     state: Optional[List[str]] = typer.Option(None, "--state", metavar="NAME", help="Export only the state with this name. Repeatable."),
@@ -268,7 +300,7 @@ def export(
     columns: Literal["both", "decoded", "raw"] = typer.Option("both", "--columns", help="What is written of each key and value: both (decoded columns beside their raw bytes), decoded (raw bytes only where decoding failed), raw (the bytes only; decoded columns null)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
 ) -> None:
-    """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
+    """Export the keyed and operator state of a checkpoint or savepoint (native or canonical) to Parquet (one file per operator, state and subtask)."""
     from repair.cli.output import progress_bar
     from repair.cli.render import render_export
     from repair.ops.export.job import export as run_export
@@ -344,7 +376,7 @@ def edit(
             raise UsageError(f"--rename-uid takes OLD=NEW, not {value!r}")
         renames[old] = new
     result = run_edit(checkpoint, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
-    _show(result, json_output, render_edit, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_edit)
 
 
 class Stopped(BaseException):
@@ -372,30 +404,42 @@ def _stop_cleanly_on_signals() -> dict[int, object]:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 
-    Usage errors are reported by typer (usage text, exit code 2); a :class:`RepairError` from an
-    operation is printed as one line, never as a traceback.
+    Usage errors are reported as typer reports them (usage text, exit code 2); a :class:`RepairError`
+    from an operation is printed as one line, never as a traceback. With ``--json`` every failure (a
+    usage error, a typed error, a signal) is also one document on stdout (docs/schema/error.json).
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
     saved_handlers = _stop_cleanly_on_signals()
+    args = sys.argv[1:] if argv is None else argv
+    json_output = "--json" in args  # every failure of a --json run is a document on stdout too
     try:
-        app(args=argv, prog_name="repair", standalone_mode=True)
+        done = app(args=argv, prog_name="repair", standalone_mode=False)
+        return done if isinstance(done, int) else 0
+    except ClickException as error:  # arguments click refused: a usage error, exit code 2
+        return _usage_error(error, _command_in(args), json_output)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
-        args = sys.argv[1:] if argv is None else argv
         command = _command_in(args)
         print_error(f"{command}: {error}" if command else str(error))
-        if "--json" in args:  # scripts read stdout: the error as a document too
+        if json_output:
             print_json(error_document(command, error))
         return error.exit_code
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except OSError as error:  # the machine's own trouble (a full disk, a quota) where no layer named it
-        command = _command_in(sys.argv[1:] if argv is None else argv)
+        command = _command_in(args)
         where = f"{error.filename}: " if error.filename else ""
         print_error(f"{command + ': ' if command else ''}{where}{error.strerror or error}")
+        if json_output:
+            print_json(failure_document(command, "StorageError", f"{where}{error.strerror or error}", 2,
+                                        source=os.fsdecode(error.filename) if error.filename else None))
         return 2
     except (KeyboardInterrupt, Stopped) as stop:
         signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        print_error(f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published")
+        message = f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published"
+        print_error(message)
+        if json_output:
+            print_json(failure_document(_command_in(args), "Interrupted", message, 128 + signum,
+                                        signal=signal.Signals(signum).name))
         return 128 + signum
     finally:
         for signum, handler in saved_handlers.items():
@@ -404,18 +448,42 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop(RETRY_BUDGET_VARIABLE, None)
         else:
             os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
-    return 0
+
+
+def _usage_error(error: ClickException, command: str | None, json_output: bool) -> int:
+    """Arguments click refused (an unknown option, a missing argument, a bad value): typer's usage box;
+    with ``--json`` one line on stderr and a ``UsageError`` document on stdout instead."""
+    if type(error).__name__ == "NoArgsIsHelpError":  # `repair` alone: typer printed the help when raising it
+        return error.exit_code
+    if not json_output:
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(error)  # typer's usage box (standalone_mode=False leaves it to us)
+        return error.exit_code
+    message = " ".join(error.format_message().split())
+    print_error(f"{command}: {message}" if command else message)
+    print_json(failure_document(command, "UsageError", message, error.exit_code))
+    return error.exit_code
+
+
+def _complete_runbook(incomplete: str) -> list[tuple[str, str]]:
+    """The runbook names starting with ``incomplete``, each with its title (shell completion)."""
+    from repair import runbooks
+
+    return [(name, runbooks.title(name)) for name in runbooks.names() if name.startswith(incomplete)]
 
 
 @app.command()
 def runbook(
-    name: Optional[str] = typer.Argument(None, help="The runbook to print, e.g. manifest-missing (as diagnose and doctor name it); none lists them."),
+    name: Optional[str] = typer.Argument(None, help="The runbook to print, e.g. manifest-missing (as diagnose and doctor name it); none lists them.",
+                                         autocompletion=_complete_runbook),
 ) -> None:
     """Print a runbook: what an incident means, how to confirm it, and the commands that get the job back."""
     from repair import runbooks
 
     if name is None:
-        typer.echo("\n".join(runbooks.names()))
+        width = max(map(len, runbooks.names()))
+        typer.echo("\n".join(f"{name:<{width}}  {runbooks.title(name)}" for name in runbooks.names()))
         raise typer.Exit(0)
     from repair.cli.output import print_markdown
 

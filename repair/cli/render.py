@@ -82,6 +82,8 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
         f"total: {len(result.operators)} operators, inline {human_bytes(result.inline_bytes)}, "
         f"external {human_bytes(result.external_bytes)}"
     )
+    for finding in result.metadata_findings:
+        console.print(f"[red]{escape(result.metadata_path)}: {escape(finding.message)}[/]", markup=True)
     for problem in problems:
         console.print(f"[red]{escape(problem)}[/]", markup=True)
     if show_subtasks:
@@ -171,11 +173,32 @@ def _next_steps(console, steps: list[str]) -> None:
     if steps:
         console.print("\n[bold]next[/]", markup=True)
     for step in steps:
-        console.print(f"  {step}", highlight=False, markup=False)
+        console.print(f"  {step}", highlight=False, markup=False, soft_wrap=True)  # commands in it paste as one line
 
 
-def _age_of(written_at: float | None, now: float) -> str:
-    return "?" if written_at is None else _human_age(now - written_at)
+def _command(console, prefix: str, command) -> None:
+    """One command line (a :class:`~repair.ops.advice.Command`) after ``prefix``: never wrapped, so it pastes."""
+    console.print(f"{prefix}{command.to_shell()}", highlight=False, markup=False, soft_wrap=True)
+
+
+def _age_of(written_at: float | None, now: float, source: str | None = None) -> str:
+    """An age, marked ``*`` when it is a file's modification time (which a copy resets)."""
+    from repair.ops.verify.engine import AGE_FROM_FILE_TIME  # loaded already: the ages come from its results
+
+    if written_at is None:
+        return "?"
+    return _human_age(max(0.0, now - written_at)) + (" *" if source == AGE_FROM_FILE_TIME else "")
+
+
+def _print_age_sources(console, sources) -> None:
+    """Say where the ages in a table come from."""
+    from repair.ops.verify.engine import AGE_FROM_FILE_TIME, AGE_FROM_SST
+
+    sources = set(sources)
+    if AGE_FROM_SST in sources:
+        console.print("  age: from the creation time RocksDB recorded in the snapshot's newest SST (kept by copies)", highlight=False)
+    if AGE_FROM_FILE_TIME in sources:
+        console.print("  * age from the _metadata file's modification time (no SST time was read): a copy resets it", highlight=False)
 
 
 def _groups(result):
@@ -191,9 +214,9 @@ def _groups(result):
 def render_fallback(result) -> None:
     console = stdout()
     if result.chosen is not None:
-        console.print(f"[bold green]{escape(result.message)}[/]: {escape(result.chosen.path)}", markup=True)
+        console.print(f"[bold green]{escape(result.message)}[/]: {escape(result.chosen.path)}", markup=True, soft_wrap=True)
     else:
-        console.print(f"[bold red]{escape(result.message)}[/]", markup=True)
+        console.print(f"[bold red]{escape(result.message)}[/]", markup=True, soft_wrap=True)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     import time
 
@@ -208,8 +231,9 @@ def render_fallback(result) -> None:
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
         table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id),
-                      _age_of(verdict.written_at, now), str(verdict.lineage), status, culprit)
+                      _age_of(verdict.written_at, now, verdict.age_source), str(verdict.lineage), status, culprit)
     console.print(table)
+    _print_age_sources(console, (v.age_source for v in result.checkpoints if v.written_at is not None))
     if result.damaged:
         console.print("\n[bold]why[/]", markup=True)
         for damage in result.damaged:
@@ -221,14 +245,14 @@ def render_fallback(result) -> None:
     if result.lost:
         console.print("\n[bold]cannot be restored from the newest checkpoint[/]", markup=True)
         for line in result.lost:
-            console.print(f"  {line}")
+            console.print(f"  {line}", highlight=False, markup=False, soft_wrap=True)
     if result.restore is not None:
         console.print("\n[bold]how to restore[/]", markup=True)
         for command in result.restore.commands:
-            console.print(f"  {command}", highlight=False, markup=False)
+            _command(console, "  ", command)
         console.print("  or in the Flink configuration:")
         for line in result.restore.config:
-            console.print(f"    {line}", highlight=False, markup=False)
+            console.print(f"    {line}", highlight=False, markup=False, soft_wrap=True)
         for note in result.restore.notes:
             console.print(f"  {note}")
     from repair.ops.advice import fallback_next_steps
@@ -240,7 +264,7 @@ def render_triage(result) -> None:
     """The ways back, best first: a table, then each way's commands in order and what it loses."""
     console = stdout()
     colour = "green" if result.ok else ("yellow" if result.ways and not result.undecided else "red")
-    console.print(f"[bold {colour}]{escape(result.message)}[/]", highlight=False, markup=True)
+    console.print(f"[bold {colour}]{escape(result.message)}[/]", highlight=False, markup=True, soft_wrap=True)
     checked = result.checked
     console.print(f"  {checked['checkpoints']} retained checkpoint(s) and {checked['savepoints']} savepoint(s) verified, "
                   f"{checked['files']} files, {human_bytes(checked['bytes'])}", highlight=False)
@@ -250,17 +274,18 @@ def render_triage(result) -> None:
             table.add_column(column, overflow="fold")
         for way in result.ways:
             loses = "nothing" if way.lossless else f"{len(way.lost)} SST file(s) of state"
-            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""),
-                          "unknown" if way.age_seconds is None else _human_age(way.age_seconds), loses)
+            age = "unknown" if way.written_at is None else _age_of(way.written_at, way.written_at + way.age_seconds, way.age_source)
+            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""), age, loses)
         console.print(table)
+        _print_age_sources(console, (way.age_source for way in result.ways if way.age_seconds is not None))
     for way in result.ways:
         console.print(f"\n[bold]{way.rank}. {way.action} {escape(way.snapshot)}[/]: {escape(way.why)}", highlight=False, markup=True)
         for line in way.loss_lines():
             console.print(f"  lost: {line}", highlight=False, markup=False)
         for step, command in enumerate(way.commands, 1):
-            console.print(f"  {step}) {command}", highlight=False, markup=False)
+            _command(console, f"  {step}) ", command)
         for command in way.alternatives:
-            console.print(f"     or {command}", highlight=False, markup=False)
+            _command(console, "     or ", command)
     if len(result.lineages) > 1:
         console.print("\n[bold]lineages[/] (checkpoints of different jobs or deployments in one directory)", markup=True)
         for lineage in result.lineages:
@@ -307,8 +332,11 @@ def render_orphans(result) -> None:
         f"retained checkpoints {retained['checkpoints']}, {retained['files']} files, {human_bytes(retained['bytes'])}"
     )
     if referenced["missing"]:
-        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `repair verify {escape(result.root)}` says which; "
-                      f"`repair triage {escape(result.root)}` ranks the ways back", markup=True)
+        from repair.ops.advice import repair_command
+
+        verify, triage = (escape(repair_command(name, result.root).to_shell()) for name in ("verify", "triage"))
+        console.print(f"[red]{referenced['missing']} referenced file(s) missing[/]: `{verify}` says which; "
+                      f"`{triage}` ranks the ways back", markup=True, soft_wrap=True)
     if result.orphans:
         console.print(
             "Nothing was deleted. Delete orphans only with the job stopped, or only those older than the oldest "
@@ -348,7 +376,7 @@ def render_relocate(result) -> None:
     )
     for damaged in (f for f in result.files if f.damaged_path):
         console.print(f"  damaged path rewritten: {damaged.recorded} -> {damaged.target}", highlight=False, markup=False)
-    console.print(f"  restore with: flink run -s {parent(result.new_metadata)} -claimMode NO_CLAIM ...  (-restoreMode before Flink 1.20)")
+    _restore_lines(console, parent(result.new_metadata), 4)  # format 4 is restored by both the 1.15-1.19 and the 1.20+ lines
 
 
 def render_write_savepoint(result) -> None:
@@ -360,7 +388,15 @@ def render_write_savepoint(result) -> None:
         copied = f"; copied {len(op.copied)} handle(s)" if op.copied else ""
         console.print(f"  {op.uid or op.operator_id}: parallelism {op.parallelism}, max parallelism {op.max_parallelism}, {what}{copied}",
                       highlight=False, markup=False)
-    console.print(f"  restore with: flink run -s {parent(result.metadata)} ...", highlight=False, markup=False)
+    _restore_lines(console, parent(result.metadata), result.metadata_version)
+
+
+def _restore_lines(console, path: str, version: int) -> None:
+    """How to restore the snapshot just written, per Flink release."""
+    from repair.ops.advice import restore_commands
+
+    for i, command in enumerate(restore_commands(path, version)):
+        _command(console, "  restore with: " if i == 0 else "            or: ", command)
 
 
 def render_edit(result) -> None:
@@ -391,10 +427,11 @@ def render_rebuild(result) -> None:
         console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]", markup=True)
     for inst in result.rebuilt:
         levels = sorted(set(inst.levels.values()))
-        dropped = f", {len(inst.dropped)} dropped" if inst.dropped else ""
+        dropped = f" ({len(inst.dropped)} dropped)" if inst.dropped else ""
+        placed = f", placed on {'level' if len(levels) == 1 else 'levels'} {', '.join(map(str, levels))}" if levels else ""
         console.print(
-            f"rebuilt {inst.manifest_name} for {operator_label(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} on levels "
-            f"{', '.join(map(str, levels)) or '-'}, {len(inst.column_families)} column families  "
+            f"rebuilt {inst.manifest_name} for {operator_label(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} "
+            f"in {len(inst.column_families)} column families{placed}  "
             f"(because: {'; '.join(inst.reasons)})"
             + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
             highlight=False, markup=False,
@@ -531,15 +568,16 @@ def render_diagnose(result) -> None:
         if e["checkpoint_root"]:
             console.print(f"  checkpoint root: {e['checkpoint_root']}", markup=False, highlight=False)
         console.print(f"  runbook: {_runbook_command(incident.runbook)}", markup=False, highlight=False)
-        console.print(f"  next:    [bold]{escape(incident.next_command)}[/]", highlight=False, markup=True)
+        console.print(f"  next:    [bold]{escape(incident.next_command.to_shell())}[/]", highlight=False, markup=True, soft_wrap=True)
         for command in incident.also:
-            console.print(f"  also:    {command}", markup=False, highlight=False)
+            _command(console, "  also:    ", command)
 
 
 def render_doctor(result) -> None:
     console = stdout()
     counts = result.counts()
-    version = f" (Flink {result.flink_version})" if result.flink_version else ""
+    origin = ", from spec.flinkVersion" if result.flink_version_source == "flink-deployment" else ""
+    version = f" (Flink {result.flink_version}{origin})" if result.flink_version else ""
     status = "[bold green]no errors[/]" if result.ok else f"[bold red]{counts['error']} error(s)[/]"
     console.print(f"{escape(result.source)}: {len(result.config)} keys, {result.format}{escape(version)}: {status}, "
                   f"{counts['warning']} warning(s), {counts['info']} note(s)", highlight=False, markup=True)

@@ -20,8 +20,11 @@ from repair.errors import UsageError
 from repair.findings import Severity
 from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
-from repair.ops.rebuild.checkpoint import REPAIRABLE
+from repair.ops.advice import (
+    Command, commands_json, manifest_only, output_next_to, rebuild_command, relocate_command, repair_command, restore_commands,
+)
 from repair.ops.verify.engine import DAMAGED_PATH, CheckpointFinding, SnapshotSummary, verify, verify_newest_first
+from repair.results import CommandResult
 
 
 @dataclass
@@ -67,10 +70,12 @@ class CheckpointVerdict:
     valid: bool | None
     lineage: int
     culprits: list[Culprit] = field(default_factory=list)
-    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one.
+    #: When it was written (seconds since the epoch): the newest time RocksDB recorded in its SSTs, else its
+    #: ``_metadata``'s modification time (``age_source`` says which); None when neither is known.
     written_at: float | None = None
     #: Files that stayed unreadable (storage faults): with no culprit, the checkpoint could not be judged.
     unreadable: list[Culprit] = field(default_factory=list)
+    age_source: str | None = None
 
     @property
     def verdict(self) -> str:
@@ -92,6 +97,7 @@ class CheckpointVerdict:
             "culprits": [c.to_json() for c in self.culprits],
             "unreadable": [c.to_json() for c in self.unreadable],
             "written_at": st.iso_utc(self.written_at),
+            "age_source": self.age_source,
         }
 
 
@@ -134,16 +140,17 @@ class Lineage:
 @dataclass
 class RestoreAdvice:
     path: str
-    commands: list[str]
+    commands: list[Command]
     config: list[str]
     notes: list[str]
 
     def to_json(self) -> dict:
-        return {"path": self.path, "commands": self.commands, "config": self.config, "notes": self.notes}
+        lines, argvs = commands_json(self.commands)
+        return {"path": self.path, "commands": lines, "commands_argv": argvs, "config": self.config, "notes": self.notes}
 
 
 @dataclass
-class FallbackResult:
+class FallbackResult(CommandResult):
     root: str
     checkpoints: list[CheckpointVerdict]  # newest first
     lineages: list[Lineage]
@@ -157,10 +164,19 @@ class FallbackResult:
     #: Every finding of the checkpoints verified, as `repair verify` reports them.
     findings: list[CheckpointFinding] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """A checkpoint to restore was chosen, and no newer one's verdict is unknown."""
+        return self.chosen is not None and not self.unknown
+
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "source": self.root,
-            "root": self.root,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "root": self.source,  # the same as source (named so before every command had source)
             "unknown": self.unknown,
             "chosen": {"checkpoint_id": self.chosen.checkpoint_id, "path": self.chosen.path} if self.chosen else None,
             "message": self.message,
@@ -207,8 +223,9 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
         culprits = [Culprit.from_finding(f) for f in errors if f.reference.snapshot == snap.name]
         unread = [Culprit.from_finding(f) for f in unreadable if f.reference.snapshot == snap.name]
         valid = False if culprits else None if unread or not snap.checked else True
+        written, source = snap.time
         verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits,
-                                          snap.written_at, unread))
+                                          written, unread, source))
     damaged = _damaged_files(errors, [s.name for s in snapshots])
 
     if len(lineages) > 1 and lineage is None:
@@ -238,7 +255,7 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
     if unknown:
         message = (f"the verdict of {_and_list(unknown)} is unknown: {'a file' if len(unknown) == 1 else 'files'} could not "
                    f"be read (a storage fault, not damage); retry when the store answers, e.g. "
-                   f"`repair --retry-budget 600 fallback {root}`, before giving up newer state. ") + message
+                   f"`{repair_command('--retry-budget', '600', 'fallback', root)}`, before giving up newer state. ") + message
     return FallbackResult(root, verdicts, lineages, damaged, chosen, restore, lost, message, unknown, list(report.findings))
 
 
@@ -319,19 +336,18 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
     return lines
 
 
-def manifest_only(culprit) -> bool:
-    """Whether a rebuilt MANIFEST and CURRENT repair this culprit."""
-    name = culprit.local_name or ""
-    return culprit.kind in REPAIRABLE or name == "CURRENT" or name.startswith("MANIFEST-")
+def _new_root(verdict: CheckpointVerdict, what: str) -> str:
+    """Where the repair (``what``: rebuilt, relocated) of a broken checkpoint is suggested to go: next to its job root."""
+    return output_next_to(st.parent(verdict.path), what, verdict.name)
 
 
 def _repair_hint(verdict: CheckpointVerdict) -> str:
     """Which repair could recover a broken checkpoint, from the kinds of its culprits."""
     if verdict.culprits and all(c.kind == DAMAGED_PATH for c in verdict.culprits):
         return (f"only paths in its _metadata are damaged (each file is where the checkpoint's other files are): "
-                f"`repair relocate {verdict.path} --to NEW_ROOT` writes a _metadata recording where each file is")
+                f"`{relocate_command(verdict.path, _new_root(verdict, 'relocated'))}` writes a _metadata recording where each file is")
     if verdict.culprits and all(manifest_only(c) for c in verdict.culprits):
-        return (f"only MANIFEST or CURRENT files are broken: `repair rebuild-manifest {verdict.path} --out NEW_ROOT` "
+        return (f"only MANIFEST or CURRENT files are broken: `{rebuild_command(verdict.path, _new_root(verdict, 'rebuilt'))}` "
                 "rebuilds them from the SSTs into a new checkpoint")
     lost_ssts = verdict.culprits and all(
         (c.local_name or "").endswith(".sst") or manifest_only(c) for c in verdict.culprits
@@ -340,7 +356,7 @@ def _repair_hint(verdict: CheckpointVerdict) -> str:
         return ("SST files are lost or corrupt: the key groups and states above cannot be recovered from this "
                 "checkpoint as it is; check older checkpoints, savepoints, or the TaskManagers' local recovery "
                 "directories (`repair verify DIR` on a RocksDB dir) first. As a last resort, "
-                f"`repair rebuild-manifest {verdict.path} --out NEW_ROOT --drop-missing` rebuilds it without the lost "
+                f"`{rebuild_command(verdict.path, _new_root(verdict, 'rebuilt'), drop_missing=True)}` rebuilds it without the lost "
                 "SSTs and reports exactly which states, key groups and key ranges are lost")
     return ("_metadata or files other than SSTs are lost or corrupt: the key groups and states above cannot be "
             "recovered from this checkpoint; check older checkpoints, savepoints, or the TaskManagers' local "
@@ -355,7 +371,7 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary],
     if summary.relocated_from:  # Flink would open the recorded paths: a _metadata pointing where the files are, first
         target = output_next_to(root, "relocated", chosen.name)
         restore_path = st.join(target, chosen.name)
-        commands.append(f"repair relocate {path} --to {target}   # first: a _metadata pointing where its files are now")
+        commands.append(relocate_command(path, target, note="first: a _metadata pointing where its files are now"))
     commands += restore_commands(restore_path, version)
     config = []
     if version >= 5 or version == 4:
@@ -377,24 +393,6 @@ def _restore_advice(chosen: CheckpointVerdict, snapshots: list[SnapshotSummary],
     ]
     return RestoreAdvice(path, commands, config, notes)
 
-
-def output_next_to(root: str, what: str, name: str) -> str:
-    """A suggested new root next to the job root, never inside it: ``<root>-<what>-<chk-N>`` (absolute)."""
-    root = st.absolute(root).rstrip("/")
-    return st.join(st.parent(root), f"{st.basename(root)}-{what}-{name}")
-
-
-def restore_commands(path: str, version: int) -> list[str]:
-    """``flink run -s`` lines restoring the checkpoint or savepoint at ``path`` in NO_CLAIM mode, per Flink
-    release that writes ``_metadata`` format ``version``."""
-    commands = []
-    if version >= 5 or version == 4:
-        commands.append(f"flink run -s {path} -claimMode NO_CLAIM ...   # Flink 1.20 and 2.x")
-    if version in (3, 4):
-        commands.append(f"flink run -s {path} -restoreMode NO_CLAIM ...   # Flink 1.15 to 1.19")
-    if version == 3:
-        commands.append(f"flink run -s {path} ...   # Flink 1.11 to 1.14 (no restore modes: copy the checkpoint first)")
-    return commands
 
 
 def _and_list(items: list[str]) -> str:

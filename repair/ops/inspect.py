@@ -6,7 +6,7 @@ Returns an :class:`InspectResult`; its ``to_json()`` is the documented ``--json`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from repair.errors import RepairError, StorageError
 from repair.findings import Problem, Severity
@@ -24,8 +24,11 @@ from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.advice import repair_command
 from repair.readers.changelog import changelog_pieces, changelog_states
+from repair.ops.verify.engine import AGE_FROM_FILE_TIME
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
+from repair.results import CommandResult
 
 
 @dataclass
@@ -141,7 +144,7 @@ class OperatorInfo:
 
 
 @dataclass
-class InspectResult:
+class InspectResult(CommandResult):
     path: str
     layout: str  # job-root | checkpoint | savepoint | metadata-file
     metadata_path: str
@@ -157,6 +160,8 @@ class InspectResult:
     unmatched_uids: list[str] = field(default_factory=list)
     #: Modification time of ``_metadata`` (seconds since the epoch; ``_metadata`` records no timestamp), when the store reports one.
     written_at: float | None = None
+    #: Problems of the ``_metadata`` file itself (a CheckpointProperties trailer Flink cannot load), as verify judges them.
+    metadata_findings: list[Problem] = field(default_factory=list)
 
     @property
     def inline_bytes(self) -> int:
@@ -171,11 +176,35 @@ class InspectResult:
             for sub in op.subtasks:
                 yield from sub.files
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """Every operator asked for (``uids``) was found, and Flink can load the ``_metadata`` (no error
+        finding of the file itself); what inspect finds in a subtask's meta data does not fail it."""
+        return not self.unmatched_uids and not any(finding.severity == Severity.ERROR for finding in self.metadata_findings)
+
+    @property
+    def exit_code(self) -> int:
+        """2 when an operator asked for is not there (a usage error, as in export); 1 when Flink cannot
+        load the ``_metadata``."""
+        return 2 if self.unmatched_uids else 0 if self.ok else 1
+
+    @property
+    def source(self) -> str:
+        return st.absolute(self.path)
+
+    @property
+    def findings(self) -> list[Problem]:
+        """The problems of the ``_metadata`` file itself (with its path), then those of every subtask, each
+        with its operator (uid, name or id) and subtask."""
+        return [replace(finding, details=(*finding.details, ("path", self.metadata_path), ("operator", None), ("subtask", None)))
+                for finding in self.metadata_findings] + [replace(finding, details=(*finding.details, ("operator", op.uid or op.name or op.id), ("subtask", sub.index)))
+                for op in self.operators for sub in op.subtasks for finding in sub.findings]
+
+    def document(self) -> dict:
         files = list(self._files())
         return {
-            "source": self.path,
-            "path": self.path,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "path": self.source,  # the same as source (named so before every command had source)
             "layout": self.layout,
             "metadata_path": self.metadata_path,
             "checkpoint_id": self.checkpoint_id,
@@ -185,6 +214,7 @@ class InspectResult:
             "snapshot_type": self.snapshot_type,
             "retained_checkpoints": self.retained_checkpoints,
             "written_at": st.iso_utc(self.written_at),
+            "age_source": None if self.written_at is None else AGE_FROM_FILE_TIME,
             "relocated": [{"recorded": k, "actual": v} for k, v in self.relocated_from.items()],
             "totals": {
                 "operators": len(self.operators),
@@ -196,8 +226,7 @@ class InspectResult:
             },
             "unmatched_uids": self.unmatched_uids,
             "operators": [op.to_json() for op in self.operators],
-            "findings": [{**finding.to_json(), "operator": op.uid or op.name or op.id, "subtask": sub.index}
-                         for op in self.operators for sub in op.subtasks for finding in sub.findings],
+            "findings": [finding.to_json() for finding in self.findings],
         }
 
 
@@ -220,8 +249,9 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         snapshot = load_snapshot(refs[-1], layout.root, storage)
     except RepairError as error:
         if layout.kind == "job-root" and checkpoint is None and len(refs) > 1:
-            error.message += (f"; the newest checkpoint's _metadata cannot be read: `repair inspect {path} -c {refs[-2].number}` "
-                              f"reads an older one, `repair fallback {path}` picks the newest valid one")
+            older, fallback = repair_command("inspect", path, "-c", str(refs[-2].number)), repair_command("fallback", path)
+            error.message += (f"; the newest checkpoint's _metadata cannot be read: `{older}` reads an older one, "
+                              f"`{fallback}` picks the newest valid one")
         raise
     uid_by_id = {operator_id_for_uid(uid): uid for uid in uids or []}
     operators = [_operator(snapshot, op, uid_by_id, storage) for op in snapshot.metadata.operators]
@@ -248,6 +278,7 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         written_at=_mtime(storage, snapshot.ref.metadata_uri),
         retained_checkpoints=[r.number for r in layout.snapshots if r.number is not None],
         unmatched_uids=unmatched,
+        metadata_findings=[problem for problem in (snapshot.metadata.trailer_problem(),) if problem is not None],
     )
 
 

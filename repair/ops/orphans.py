@@ -28,6 +28,8 @@ from repair.io import storage as st
 # Maps ``file:/x``, ``file:///x`` and relative local paths to one absolute form, URIs to themselves.
 from repair.io.layout import Layout, discover, normalize_uri
 from repair.io.snapshot import load_snapshot
+from repair.ops.advice import repair_command
+from repair.results import CommandResult
 
 #: Directories below a job root that hold state files shared between checkpoints or owned by TaskManagers.
 STATE_DIRS = ("shared", "taskowned")
@@ -79,7 +81,7 @@ class FileCount:
 
 
 @dataclass
-class OrphansResult:
+class OrphansResult(CommandResult):
     root: str
     retained_checkpoints: list[int]
     #: ``chk-N`` directories without ``_metadata`` (in progress, failed or half deleted).
@@ -109,7 +111,7 @@ class OrphansResult:
         directories without ``_metadata`` (info: their files are why some orphans exist)."""
         found = [
             Problem("missing_file", f"{st.basename(uri)} is referenced by a retained checkpoint but does not exist: "
-                    f"`repair verify {self.root}` says which checkpoints it breaks", details=(("path", uri),))
+                    f"`{repair_command('verify', self.root)}` says which checkpoints it breaks", details=(("path", uri),))
             for uri in self.missing_files
         ]
         found += [
@@ -123,11 +125,14 @@ class OrphansResult:
     def orphaned(self) -> FileCount:
         return FileCount(len(self.orphans), sum(o.size for o in self.orphans))
 
-    def to_json(self) -> dict:
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok,
-            "source": self.root,
-            "root": self.root,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "root": self.source,  # the same as source (named so before every command had source)
             "retained_checkpoints": self.retained_checkpoints,
             "incomplete_checkpoints": self.incomplete_checkpoints,
             "oldest_metadata_mtime": self.oldest_metadata_mtime,

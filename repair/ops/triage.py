@@ -18,9 +18,10 @@ What a rebuild would do is worked out in memory (:func:`~repair.ops.rebuild.chec
 nothing is written. Ways back are ranked lossless first, then by how recent the state is: by checkpoint
 id (a savepoint takes its id from the job's checkpoint counter, so a savepoint taken after ``chk-5`` has
 a larger id), then by time. So the first one replays the least input. ``_metadata`` holds no timestamp;
-a snapshot's time is its ``_metadata``'s modification time as the store reports it (a copy made
-without keeping times shows the time of the copy), taken for a checkpoint as the latest of its own and
-every older checkpoint's, so ages never grow with the checkpoint number.
+a snapshot's time is the newest creation time RocksDB recorded inside its SSTs, which copies keep, else
+its ``_metadata``'s modification time as the store reports it (a copy made without keeping times shows
+the time of the copy); each way says which (``age_source``). A checkpoint's time is taken as the latest
+of its own and every older checkpoint's, so ages never grow with the checkpoint number.
 """
 
 from __future__ import annotations
@@ -32,10 +33,14 @@ from repair.errors import RepairError, UsageError
 from repair.io import storage as st
 from repair.io.layout import METADATA, discover
 from repair.io.snapshot import load_snapshot
-from repair.ops.fallback import Lineage, judge, output_next_to, restore_commands
+from repair.ops.advice import (
+    Command, commands_json, output_next_to, rebuild_command, relocate_command, repair_command, restore_commands,
+)
+from repair.ops.fallback import Lineage, judge
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import DAMAGED_PATH, SnapshotSummary, VerifyResult, verify
+from repair.results import CommandResult
 
 RESTORE = "restore"
 RELOCATE = "relocate"
@@ -53,20 +58,22 @@ class WayBack:
     path: str
     checkpoint_id: int | None
     lossless: bool
-    #: When ``_metadata`` was written (seconds since the epoch; its modification time), and its age then.
+    #: When the snapshot was written (seconds since the epoch; see ``age_source``), and its age then.
     written_at: float | None
     age_seconds: float | None
     #: The steps in order: repairs, then the restore (for the newest Flink release that reads the snapshot).
-    commands: list[str]
+    commands: list[Command]
     why: str
     lineage: int | None = None
     #: The restore step for older Flink releases, when they differ (``-restoreMode`` before Flink 1.20).
-    alternatives: list[str] = field(default_factory=list)
+    alternatives: list[Command] = field(default_factory=list)
     #: With REBUILD_DROPPING: every SST left out and what it held.
     lost: list[LostFile] = field(default_factory=list)
     #: Files recorded under another root and read where they are now (a copied or moved checkpoint).
     relocated_from: dict[str, str] = field(default_factory=dict)
     rank: int = 0
+    #: Where ``written_at`` comes from: ``AGE_FROM_SST`` (inside the SSTs) or ``AGE_FROM_FILE_TIME`` (``_metadata``'s file time).
+    age_source: str | None = None
 
     def loss_lines(self) -> list[str]:
         """What is lost, one line per dropped file."""
@@ -79,11 +86,15 @@ class WayBack:
         return lines
 
     def to_json(self) -> dict:
+        commands, commands_argv = commands_json(self.commands)
+        alternatives, alternatives_argv = commands_json(self.alternatives)
         return {
             "rank": self.rank, "action": self.action, "snapshot": self.snapshot, "kind": self.kind, "path": self.path,
             "checkpoint_id": self.checkpoint_id, "lineage": self.lineage, "lossless": self.lossless,
             "written_at": st.iso_utc(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
-            "why": self.why, "commands": self.commands, "alternatives": self.alternatives, "relocated_from": self.relocated_from,
+            "age_source": self.age_source,
+            "why": self.why, "commands": commands, "commands_argv": commands_argv, "alternatives": alternatives,
+            "alternatives_argv": alternatives_argv, "relocated_from": self.relocated_from,
             "lost": [item.to_json() for item in self.lost],
         }
 
@@ -101,7 +112,7 @@ class BeyondRepair:
 
 
 @dataclass
-class TriageResult:
+class TriageResult(CommandResult):
     root: str
     savepoints: str | None
     checked: dict[str, int]
@@ -124,16 +135,21 @@ class TriageResult:
 
     @property
     def ok(self) -> bool:
-        """A way back loses nothing (and it is clear which job's)."""
-        return not self.undecided and any(way.lossless for way in self.ways)
+        """A way back loses nothing (and it is clear which job's), and no newer checkpoint's verdict is
+        unknown (then the exit code is 2: a retry may find a better way; ``ok`` is true exactly at exit 0)."""
+        return not self.undecided and not self.unknown and any(way.lossless for way in self.ways)
 
     @property
     def best(self) -> WayBack | None:
         return self.ways[0] if self.ways and not self.undecided else None
 
-    def to_json(self) -> dict:
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok, "source": self.root, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
+            "source": self.source, "root": self.source, "savepoints": self.savepoints, "checked": self.checked,
             "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
             "best": self.best.rank if self.best else None, "unknown": self.unknown,
             "ways": [way.to_json() for way in self.ways],
@@ -199,19 +215,21 @@ def triage(
     return result
 
 
-def _steps(repairs: list[str], restore_path: str, version: int) -> tuple[list[str], list[str]]:
+def _steps(repairs: list[Command], restore_path: str, version: int) -> tuple[list[Command], list[Command]]:
     """The steps of a way back (``repairs``, then one restore) and the restore lines for older releases."""
-    restores = restore_commands(restore_path, version) or [f"flink run -s {restore_path} ..."]
+    restores = restore_commands(restore_path, version)
     return [*repairs, restores[0]], restores[1:]
 
 
-def _checkpoint_times(snapshots: list[SnapshotSummary]) -> dict[str, float | None]:
-    """A time per checkpoint that never decreases with its number: the latest ``_metadata`` time of it and
-    every older checkpoint (copies made without keeping times may reorder the files' own times)."""
-    times, latest = {}, None
+def _checkpoint_times(snapshots: list[SnapshotSummary]) -> dict[str, tuple[float | None, str | None]]:
+    """A time (and its source) per checkpoint that never decreases with its number: the latest time of it
+    and every older checkpoint (copies made without keeping times may reorder the files' own times)."""
+    times: dict[str, tuple[float | None, str | None]] = {}
+    latest: tuple[float | None, str | None] = (None, None)
     for snap in sorted(snapshots, key=lambda s: s.number if s.number is not None else -1):
-        if snap.written_at is not None:
-            latest = snap.written_at if latest is None else max(latest, snap.written_at)
+        written, source = snap.time
+        if written is not None and (latest[0] is None or written >= latest[0]):
+            latest = (written, source)
         times[snap.name] = latest
     return times
 
@@ -225,15 +243,15 @@ def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, linea
     version = summary.metadata_version or 0
     if summary.relocated_from:
         target = output_next_to(root, "relocated", summary.name)
-        commands, alternatives = _steps([f"repair relocate {path} --to {target}"], st.join(target, summary.name), version)
+        commands, alternatives = _steps([relocate_command(path, target)], st.join(target, summary.name), version)
         why = (f"the newest valid checkpoint; it was written elsewhere ({', '.join(summary.relocated_from)}), so a "
                "_metadata pointing where its files are now is written first")
     else:
         commands, alternatives = _steps([], path, version)
         why = "the newest valid checkpoint"
-    written = times.get(summary.name)
+    written, source = times.get(summary.name, (None, None))
     return WayBack(RESTORE, summary.name, "checkpoint", path, summary.checkpoint_id, True, written, _age(written, now),
-                   commands, why, lineage, alternatives, relocated_from=dict(summary.relocated_from))
+                   commands, why, lineage, alternatives, relocated_from=dict(summary.relocated_from), age_source=source)
 
 
 def _repair(
@@ -259,9 +277,8 @@ def _repair(
     lossless = not plan.lost
     action = REBUILD if lossless else REBUILD_DROPPING
     target = output_next_to(root, "rebuilt", name)
-    flags = "" if lossless else " --drop-missing"
     version = summary.metadata_version or 0
-    commands, alternatives = _steps([f"repair rebuild-manifest {summary.path} --out {target}{flags}"], st.join(target, name), version)
+    commands, alternatives = _steps([rebuild_command(summary.path, target, drop_missing=not lossless)], st.join(target, name), version)
     kinds = sorted({reason.rsplit(" ", 1)[-1] for instance in plan.rebuilt for reason in instance.reasons})
     if lossless:
         why = (f"newer than every valid checkpoint; only the MANIFEST, CURRENT or OPTIONS files of {len(plan.rebuilt)} RocksDB "
@@ -269,24 +286,24 @@ def _repair(
     else:
         why = (f"newer than every valid checkpoint; {len(plan.lost)} SST file(s) are missing or corrupt: rebuilt without "
                "them, their state is lost (below), and keys they last updated may come back with older values")
-    written = times.get(name)
+    written, source = times.get(name, (None, None))
     return WayBack(action, name, "checkpoint", summary.path, summary.checkpoint_id, lossless, written, _age(written, now),
-                   commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from)), []
+                   commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from), age_source=source), []
 
 
 def _relocate(summary: SnapshotSummary, damaged: list, root: str, times: dict, now: float, lineage: int | None) -> WayBack:
     """The lossless way back for a checkpoint whose only errors are damaged paths: a ``_metadata`` recording
     where each file is (``repair relocate``), then the restore of it."""
     target = output_next_to(root, "relocated", summary.name)
-    commands, alternatives = _steps([f"repair relocate {summary.path} --to {target}"], st.join(target, summary.name),
+    commands, alternatives = _steps([relocate_command(summary.path, target)], st.join(target, summary.name),
                                     summary.metadata_version or 0)
     paths = sorted({f.found for f in damaged})
     why = (f"newer than every valid checkpoint; its _metadata records {len(paths)} path(s) where no file is, while each "
            f"file is where the checkpoint's other files were written (a damaged path, e.g. {paths[0]}): relocate writes "
            "a _metadata recording where each file is, nothing is lost")
-    written = times.get(summary.name)
+    written, source = times.get(summary.name, (None, None))
     return WayBack(RELOCATE, summary.name, "checkpoint", summary.path, summary.checkpoint_id, True, written,
-                   _age(written, now), commands, why, lineage, alternatives)
+                   _age(written, now), commands, why, lineage, alternatives, age_source=source)
 
 
 def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:
@@ -308,15 +325,17 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
             ways.append(BeyondRepair(summary.name, path, errors))
             continue
         commands, alternatives = _steps([], path, summary.metadata_version or 0)
-        ways.append(WayBack(RESTORE, summary.name, "savepoint", path, summary.checkpoint_id, True, summary.written_at,
-                            _age(summary.written_at, now), commands, "a valid savepoint", None, alternatives))
+        written, source = summary.time
+        ways.append(WayBack(RESTORE, summary.name, "savepoint", path, summary.checkpoint_id, True, written,
+                            _age(written, now), commands, "a valid savepoint", None, alternatives, age_source=source))
     return ways
 
 
 def _message(result: TriageResult) -> str:
     if result.unknown:
         return (f"the verdict of {', '.join(result.unknown)} is unknown: files could not be read (a storage fault, not "
-                f"damage); retry when the store answers, e.g. `repair --retry-budget 600 triage {result.root}`, before "
+                f"damage); retry when the store answers, e.g. "
+                f"`{repair_command('--retry-budget', '600', 'triage', result.root)}`, before "
                 "taking a way back that gives up newer state. " + _ranked(result))
     return _ranked(result)
 

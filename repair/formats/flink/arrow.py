@@ -63,7 +63,7 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from repair.formats.flink import avro, scala_types
+from repair.formats.flink import avro, registry, scala_types
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
@@ -78,28 +78,17 @@ from repair.formats.flink.serializers import (
 )
 from repair.formats.flink.table_types import SqlType
 
-_B = "org.apache.flink.api.common.typeutils.base."
-_F = "org.apache.flink."
-
-#: Snapshot classes of the simple serializers the decoders know -> Arrow type.
-SIMPLE_TYPES: dict[str, pa.DataType] = {
-    _B + f"{name}Serializer${name}SerializerSnapshot": arrow
-    for name, arrow in {
-        "String": pa.string(), "Long": pa.int64(), "Int": pa.int32(), "Short": pa.int16(), "Byte": pa.int8(),
-        "Boolean": pa.bool_(), "Double": pa.float64(), "Float": pa.float32(), "Char": pa.string(), "Void": pa.null(),
-    }.items()
-}
-SIMPLE_TYPES.update({
-    _F + "table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot": pa.string(),
-    _F + "table.dataview.NullSerializer$NullSerializerSnapshot": pa.null(),
-    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": pa.binary(),
-    _F + "runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": pa.null(),
-    _F + "queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": pa.null(),
+_NULL = pa.null()
+#: Leaf serializer snapshot classes the decoders know -> Arrow type.
+SIMPLE_TYPES: dict[str, pa.DataType] = registry.register(registry.ARROW_TYPE, {
+    registry.STRING: pa.string(), registry.LONG: pa.int64(), registry.INT: pa.int32(), registry.SHORT: pa.int16(),
+    registry.BYTE: pa.int8(), registry.BOOLEAN: pa.bool_(), registry.DOUBLE: pa.float64(),
+    registry.FLOAT: pa.float32(), registry.CHAR: pa.string(), registry.VOID: _NULL,
+    registry.STRING_DATA: pa.string(), registry.NULL: _NULL, registry.BYTE_ARRAY: pa.binary(),
+    registry.VOID_NAMESPACE: _NULL, registry.QUERYABLE_VOID_NAMESPACE: _NULL,
     # the one window of countWindow / GlobalWindows: nothing to tell apart, so null like VoidNamespace
-    _F + "streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": pa.null(),
-    _F + "streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": pa.struct(
-        [("start", pa.int64()), ("end", pa.int64())]
-    ),
+    registry.GLOBAL_WINDOW: _NULL,
+    registry.TIME_WINDOW: pa.struct([("start", pa.int64()), ("end", pa.int64())]),
 })
 
 #: ``describe()`` of a column with no serializer at all (e.g. ``user_key`` of a value state).

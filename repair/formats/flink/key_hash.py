@@ -18,11 +18,9 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.flink import kryo
+from repair.formats.flink import kryo, registry
 from repair.formats.flink.keygroups import assign_key_group, java_int_hash, java_long_hash, java_string_hash
 from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT, SerializerSnapshot
-
-_B = "org.apache.flink.api.common.typeutils.base."
 
 
 def _double_hash(value: float) -> int:
@@ -41,17 +39,17 @@ def _float_hash(value: float) -> int:
 _cached_string_hash = functools.lru_cache(maxsize=1 << 16)(java_string_hash)
 
 #: Key serializer snapshot class -> ``hashCode`` of the decoded key (as :mod:`repair.formats.flink.values` decodes it).
-_HASHES: dict[str, Callable[[Any], int]] = {
-    _B + "StringSerializer$StringSerializerSnapshot": _cached_string_hash,
-    _B + "LongSerializer$LongSerializerSnapshot": java_long_hash,
-    _B + "IntSerializer$IntSerializerSnapshot": java_int_hash,
-    _B + "ShortSerializer$ShortSerializerSnapshot": java_int_hash,  # Short.hashCode: (int) value
-    _B + "ByteSerializer$ByteSerializerSnapshot": java_int_hash,  # Byte.hashCode: (int) value
-    _B + "BooleanSerializer$BooleanSerializerSnapshot": lambda value: 1231 if value else 1237,
-    _B + "CharSerializer$CharSerializerSnapshot": ord,  # Character.hashCode: the UTF-16 unit
-    _B + "DoubleSerializer$DoubleSerializerSnapshot": _double_hash,
-    _B + "FloatSerializer$FloatSerializerSnapshot": _float_hash,
-}
+_HASHES: dict[str, Callable[[Any], int]] = registry.register(registry.KEY_HASH, {
+    registry.STRING: _cached_string_hash,
+    registry.LONG: java_long_hash,
+    registry.INT: java_int_hash,
+    registry.SHORT: java_int_hash,  # Short.hashCode: (int) value
+    registry.BYTE: java_int_hash,  # Byte.hashCode: (int) value
+    registry.BOOLEAN: lambda value: 1231 if value else 1237,
+    registry.CHAR: ord,  # Character.hashCode: the UTF-16 unit
+    registry.DOUBLE: _double_hash,
+    registry.FLOAT: _float_hash,
+})
 
 
 #: Kryo's own registrations (a key that is a boxed JDK value or a String) -> ``hashCode`` of the value.

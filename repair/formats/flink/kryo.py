@@ -49,8 +49,8 @@ from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_serialization import JavaObject, read_java_object
 from repair.formats.flink.row_data import decimal_text
+from repair.formats.flink.serializers import KRYO_SNAPSHOT
 
-KRYO_SNAPSHOT_CLASS = "org.apache.flink.api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
 #: Kryo's own registration ids (``Kryo`` constructor, 2.24 and 5).
 INT, STRING, FLOAT, BOOLEAN, BYTE, CHAR, SHORT, LONG, DOUBLE = range(9)
 _NAMES = {FLOAT: "float", CHAR: "char", SHORT: "short", DOUBLE: "double"}
@@ -196,7 +196,7 @@ def generation_of_metadata_version(version: int) -> int:
 
 
 def _unsupported(at: int, detail: str) -> UnsupportedSerializerError:
-    return UnsupportedSerializerError(KRYO_SNAPSHOT_CLASS, at, detail=detail)
+    return UnsupportedSerializerError(KRYO_SNAPSHOT, at, detail=detail)
 
 
 def read_varint_flag(r: ByteReader, field: str) -> tuple[bool, int]:

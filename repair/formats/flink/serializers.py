@@ -30,7 +30,7 @@ from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
 from repair.formats.bytes.java_serialization import JavaStreamReader
-from repair.formats.flink import avro, scala_types
+from repair.formats.flink import avro, registry, scala_types
 from repair.formats.flink.table_types import SqlType, sql_type_of
 
 
@@ -114,46 +114,9 @@ class SerializerSnapshot:
 
 # -- the known classes -------------------------------------------------------------------------------
 
-# SimpleTypeSerializerSnapshot subclasses -> the type they serialize.
-SIMPLE_SNAPSHOTS: dict[str, str] = {
-    _F + "api.common.typeutils.base." + k + "Serializer$" + k + "SerializerSnapshot": v
-    for k, v in {
-        "String": "String", "Long": "Long", "Int": "Integer", "Short": "Short",
-        "Byte": "Byte", "Boolean": "Boolean", "Double": "Double", "Float": "Float", "Char": "Character",
-        "Void": "Void", "Date": "java.util.Date", "SqlDate": "java.sql.Date", "SqlTime": "java.sql.Time",
-        "SqlTimestamp": "java.sql.Timestamp", "BigInt": "BigInteger", "BigDec": "BigDecimal",
-        "Instant": "Instant", "LocalDate": "LocalDate", "LocalTime": "LocalTime",
-        "LocalDateTime": "LocalDateTime", "StringValue": "StringValue", "IntValue": "IntValue",
-        "LongValue": "LongValue", "ShortValue": "ShortValue", "ByteValue": "ByteValue",
-        "BooleanValue": "BooleanValue", "DoubleValue": "DoubleValue", "FloatValue": "FloatValue",
-        "CharValue": "CharValue", "NullValue": "NullValue", "Variant": "Variant",
-    }.items()
-}
-SIMPLE_SNAPSHOTS.update(
-    {
-        _F + "api.common.typeutils.base.array." + k + "ArraySerializer$" + k + "ArraySerializerSnapshot": v
-        for k, v in {
-            "BytePrimitive": "byte[]", "IntPrimitive": "int[]", "LongPrimitive": "long[]",
-            "ShortPrimitive": "short[]", "CharPrimitive": "char[]", "FloatPrimitive": "float[]",
-            "DoublePrimitive": "double[]", "BooleanPrimitive": "boolean[]", "String": "String[]",
-        }.items()
-    }
-)
-SIMPLE_SNAPSHOTS.update(
-    {
-        _F + "runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": "VoidNamespace",
-        _F + "queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": "VoidNamespace",
-        _F + "streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": "TimeWindow",
-        _F + "streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": "GlobalWindow",
-        _F + "api.java.typeutils.runtime.Tuple0SerializerSnapshot": "Tuple0",
-        _F + "runtime.state.JavaSerializer$JavaSerializerSnapshot": "Serializable (Java serialization)",
-        # flink-table-runtime / flink-table-api-java: internal data structures of SQL state
-        _T + "StringDataSerializer$StringDataSerializerSnapshot": "STRING",
-        _F + "table.dataview.NullSerializer$NullSerializerSnapshot": "NULL",
-        _F + "table.runtime.operators.window.TimeWindow$Serializer$TimeWindowSerializerSnapshot": "TimeWindow",
-        _F + "table.runtime.operators.window.CountWindow$Serializer$CountWindowSerializerSnapshot": "CountWindow",
-    }
-)
+#: SimpleTypeSerializerSnapshot subclasses (and leaf table serializers) -> the type they serialize: a view
+#: of :mod:`repair.formats.flink.registry`, where each of them is named.
+SIMPLE_SNAPSHOTS: dict[str, str] = registry.type_names()
 
 
 def _no_outer(reader: ByteReader, outer_version: int) -> dict[str, Any]:
@@ -194,6 +157,8 @@ def _external_outer(reader: ByteReader, outer_version: int) -> dict[str, Any]:
     return {"data_type": data_type, "is_internal_input": reader.bool("is internal input")}
 
 
+#: ``TimerSerializer``'s snapshot (timers: key and namespace serializers nested).
+TIMER_SNAPSHOT = _F + "streaming.api.operators.TimerSerializerSnapshot"
 # CompositeTypeSerializerSnapshot subclasses -> (short type name, outer payload reader).
 COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, Any]]]] = {
     _F + "api.common.typeutils.base.ListSerializerSnapshot": ("List", _no_outer),
@@ -202,7 +167,7 @@ COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, 
     _F + "runtime.state.ArrayListSerializerSnapshot": ("ArrayList", _no_outer),
     _F + "runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": ("TTL", _no_outer),
     _F + "runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot": ("TTL", _no_outer),
-    _F + "streaming.api.operators.TimerSerializerSnapshot": ("Timer", _no_outer),
+    TIMER_SNAPSHOT: ("Timer", _no_outer),
     _F + "streaming.api.operators.co.IntervalJoinOperator$BufferEntrySerializerSnapshot": ("BufferEntry", _no_outer),
     _F + "streaming.runtime.streamrecord.StreamElementSerializer$StreamElementSerializerSnapshot": ("StreamElement", _no_outer),
     _F + "streaming.api.datastream.CoGroupedStreams$UnionSerializerSnapshot": ("TaggedUnion", _no_outer),

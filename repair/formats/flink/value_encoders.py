@@ -21,12 +21,11 @@ import math
 import struct
 from typing import Any, Callable
 
-from repair.formats.flink import avro, scala_types
+from repair.formats.flink import avro, registry, scala_types
 from repair.formats.flink.row_data_encoder import RowEncodeError, row_data_encoder
 from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, ROW_DATA_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.values import Timer, TtlValue
 
-_B = "org.apache.flink.api.common.typeutils.base."
 _SIGN_BIT = 1 << 63
 #: ``StringValue``'s high bit: more bytes of a varint follow.
 _HIGH_BIT = 0x80
@@ -112,25 +111,25 @@ def _time_window(value: Any) -> bytes:
     return struct.pack(">qq", value["start"], value["end"])
 
 
-_SIMPLE: dict[str, Encode] = {
-    _B + "StringSerializer$StringSerializerSnapshot": encode_string_value,
-    _B + "LongSerializer$LongSerializerSnapshot": _checked(int, "Long", lambda v: struct.pack(">q", v)),
-    _B + "IntSerializer$IntSerializerSnapshot": _checked(int, "Integer", lambda v: struct.pack(">i", v)),
-    _B + "ShortSerializer$ShortSerializerSnapshot": _checked(int, "Short", lambda v: struct.pack(">h", v)),
-    _B + "ByteSerializer$ByteSerializerSnapshot": _checked(int, "Byte", lambda v: struct.pack(">b", v)),
-    _B + "BooleanSerializer$BooleanSerializerSnapshot": _checked(bool, "Boolean", lambda v: b"\x01" if v else b"\x00"),
-    _B + "DoubleSerializer$DoubleSerializerSnapshot": _checked((float, int), "Double", _double),
-    _B + "FloatSerializer$FloatSerializerSnapshot": _checked((float, int), "Float", _float),
-    _B + "CharSerializer$CharSerializerSnapshot": _char,
-    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": _checked((bytes, bytearray), "byte[]", _byte_array),
-    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _zero_byte,
-    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _zero_byte,
-    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": _zero_byte,
-    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": _time_window,
-}
+#: Leaf serializer snapshot class -> its encoder (a null refused unless in :data:`_NULLABLE`).
+_SIMPLE: dict[str, Encode] = registry.register(registry.ENCODE, {
+    registry.STRING: encode_string_value,
+    registry.LONG: _checked(int, "Long", lambda v: struct.pack(">q", v)),
+    registry.INT: _checked(int, "Integer", lambda v: struct.pack(">i", v)),
+    registry.SHORT: _checked(int, "Short", lambda v: struct.pack(">h", v)),
+    registry.BYTE: _checked(int, "Byte", lambda v: struct.pack(">b", v)),
+    registry.BOOLEAN: _checked(bool, "Boolean", lambda v: b"\x01" if v else b"\x00"),
+    registry.DOUBLE: _checked((float, int), "Double", _double),
+    registry.FLOAT: _checked((float, int), "Float", _float),
+    registry.CHAR: _char,
+    registry.BYTE_ARRAY: _checked((bytes, bytearray), "byte[]", _byte_array),
+    registry.VOID_NAMESPACE: _zero_byte,
+    registry.QUERYABLE_VOID_NAMESPACE: _zero_byte,
+    registry.GLOBAL_WINDOW: _zero_byte,
+    registry.TIME_WINDOW: _time_window,
+})
 #: Serializers that write null (the others refuse it: Flink's would throw).
-_STRING_DATA = "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
-_NULLABLE = {_B + "StringSerializer$StringSerializerSnapshot", *(k for k, v in _SIMPLE.items() if v is _zero_byte)}
+_NULLABLE = {registry.STRING.class_name, *(k for k, v in _SIMPLE.items() if v is _zero_byte)}
 
 
 def _not_null(name: str, encode: Encode) -> Encode:
@@ -246,7 +245,7 @@ def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
         return _tuple(snapshot)
     if kind == "External" and len(snapshot.nested) == 1:  # the bytes are its internal serializer's
         return encoder_for(snapshot.nested[0])
-    if name == _STRING_DATA:
+    if name == registry.STRING_DATA.class_name:
         return _checked(str, "string", lambda v: struct.pack(">i", len(v.encode("utf-8"))) + v.encode("utf-8"))
     if name == ROW_DATA_SNAPSHOT:
         return _row_data(snapshot)

@@ -34,7 +34,7 @@ from typing import Any, Callable, NamedTuple
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
-from repair.formats.flink import avro, kryo, row_data, scala_types
+from repair.formats.flink import avro, kryo, registry, row_data, scala_types
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
@@ -162,38 +162,29 @@ def _time_window(r: ByteReader) -> dict[str, int]:
     return {"start": r.i64("window start"), "end": r.i64("window end")}
 
 
-_B = "org.apache.flink.api.common.typeutils.base."
-#: Simple snapshot class -> (type name, reader, Flink getLength()).
-_SIMPLE: dict[str, tuple[Callable[[ByteReader], Any], int]] = {
-    _B + "StringSerializer$StringSerializerSnapshot": (read_string_value, -1),
-    _B + "LongSerializer$LongSerializerSnapshot": (lambda r: r.i64("long"), 8),
-    _B + "IntSerializer$IntSerializerSnapshot": (lambda r: r.i32("int"), 4),
-    _B + "ShortSerializer$ShortSerializerSnapshot": (lambda r: r.i16("short"), 2),
-    _B + "ByteSerializer$ByteSerializerSnapshot": (lambda r: r.i8("byte"), 1),
-    _B + "BooleanSerializer$BooleanSerializerSnapshot": (lambda r: r.bool("boolean"), 1),
-    _B + "DoubleSerializer$DoubleSerializerSnapshot": (_double, 8),
-    _B + "FloatSerializer$FloatSerializerSnapshot": (_float, 4),
-    _B + "CharSerializer$CharSerializerSnapshot": (_char, 2),
-    _B + "VoidSerializer$VoidSerializerSnapshot": (_one_zero_byte("void"), 1),
-    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, -1),
-    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": (
-        _one_zero_byte("void namespace"),
-        0,  # VoidNamespaceSerializer.getLength() is 0, yet it writes one byte
-    ),
-    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": (
-        _one_zero_byte("void namespace"),
-        0,
-    ),
-    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": (
-        _time_window,
-        16,
-    ),
+#: Leaf serializer snapshot class -> (reader, Flink getLength()).
+_SIMPLE: dict[str, tuple[Callable[[ByteReader], Any], int]] = registry.register(registry.DECODE, {
+    registry.STRING: (read_string_value, -1),
+    registry.LONG: (lambda r: r.i64("long"), 8),
+    registry.INT: (lambda r: r.i32("int"), 4),
+    registry.SHORT: (lambda r: r.i16("short"), 2),
+    registry.BYTE: (lambda r: r.i8("byte"), 1),
+    registry.BOOLEAN: (lambda r: r.bool("boolean"), 1),
+    registry.DOUBLE: (_double, 8),
+    registry.FLOAT: (_float, 4),
+    registry.CHAR: (_char, 2),
+    registry.VOID: (_one_zero_byte("void"), 1),
+    registry.BYTE_ARRAY: (_byte_array, -1),
+    # VoidNamespaceSerializer.getLength() is 0, yet it writes one byte
+    registry.VOID_NAMESPACE: (_one_zero_byte("void namespace"), 0),
+    registry.QUERYABLE_VOID_NAMESPACE: (_one_zero_byte("void namespace"), 0),
+    registry.TIME_WINDOW: (_time_window, 16),
     # countWindow / GlobalWindows: the one GlobalWindow, decoded as None like VoidNamespace
-    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": (
-        _one_zero_byte("global window"),
-        0,  # GlobalWindow.Serializer.getLength() is 0, yet it writes one byte
-    ),
-}
+    # (GlobalWindow.Serializer.getLength() is 0, yet it writes one byte)
+    registry.GLOBAL_WINDOW: (_one_zero_byte("global window"), 0),
+    registry.STRING_DATA: (row_data.string_data_read, -1),
+    registry.NULL: (_one_zero_byte("null"), 1),  # NullSerializer writes one byte 0
+})
 
 
 # -- fast paths over bytes (see FastDecode) ----------------------------------------------------------
@@ -269,23 +260,23 @@ _U16 = struct.Struct(">H")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
 _I64_PAIR = struct.Struct(">qq")
-_FAST_SIMPLE: dict[str, FastDecode] = {
-    _B + "StringSerializer$StringSerializerSnapshot": _fast_string,
-    _B + "LongSerializer$LongSerializerSnapshot": _fast_struct(">q"),
-    _B + "IntSerializer$IntSerializerSnapshot": _fast_struct(">i"),
-    _B + "ShortSerializer$ShortSerializerSnapshot": _fast_struct(">h"),
-    _B + "ByteSerializer$ByteSerializerSnapshot": _fast_struct(">b"),
-    _B + "BooleanSerializer$BooleanSerializerSnapshot": _fast_bool,
-    _B + "DoubleSerializer$DoubleSerializerSnapshot": _fast_struct(">d"),
-    _B + "FloatSerializer$FloatSerializerSnapshot": _fast_struct(">f"),
-    _B + "CharSerializer$CharSerializerSnapshot": _fast_char,
-    _B + "VoidSerializer$VoidSerializerSnapshot": _fast_zero_byte,
-    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": _fast_byte_array,
-    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _fast_zero_byte,
-    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot": _fast_zero_byte,
-    "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot": _fast_time_window,
-    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot": _fast_zero_byte,
-}
+_FAST_SIMPLE: dict[str, FastDecode] = registry.register(registry.FAST_DECODE, {
+    registry.STRING: _fast_string,
+    registry.LONG: _fast_struct(">q"),
+    registry.INT: _fast_struct(">i"),
+    registry.SHORT: _fast_struct(">h"),
+    registry.BYTE: _fast_struct(">b"),
+    registry.BOOLEAN: _fast_bool,
+    registry.DOUBLE: _fast_struct(">d"),
+    registry.FLOAT: _fast_struct(">f"),
+    registry.CHAR: _fast_char,
+    registry.VOID: _fast_zero_byte,
+    registry.BYTE_ARRAY: _fast_byte_array,
+    registry.VOID_NAMESPACE: _fast_zero_byte,
+    registry.QUERYABLE_VOID_NAMESPACE: _fast_zero_byte,
+    registry.TIME_WINDOW: _fast_time_window,
+    registry.GLOBAL_WINDOW: _fast_zero_byte,
+})
 
 
 # -- composites --------------------------------------------------------------------------------------
@@ -528,9 +519,6 @@ class _KryoDecoder(Decoder):
         return value
 
 
-_STRING_DATA = "org.apache.flink.table.runtime.typeutils.StringDataSerializer$StringDataSerializerSnapshot"
-_NULL_SERIALIZER = "org.apache.flink.table.dataview.NullSerializer$NullSerializerSnapshot"
-
 #: ``RowKind.shortString()`` by ``RowKind.toByteValue()``.
 ROW_KINDS = ("+I", "-U", "+U", "-D")
 
@@ -727,8 +715,4 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
     elif name == avro.AVRO_SNAPSHOT:
         read, problem = avro.reader_for(snapshot)
         decoder = Decoder(describe(snapshot), read) if read is not None else _unsupported(snapshot, problem)
-    elif name == _STRING_DATA:
-        decoder = Decoder("STRING", row_data.string_data_read)
-    elif name == _NULL_SERIALIZER:
-        decoder = Decoder("NULL", _one_zero_byte("null"), 1)  # NullSerializer writes one byte 0
     return decoder if decoder is not None else _unsupported(snapshot)

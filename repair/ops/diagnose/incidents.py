@@ -13,8 +13,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from repair.findings import Problem, Severity
+from repair.findings import Problem, Severity, kind_of
+from repair.ops.advice import Command, Placeholder, commands_json, output_next_to
 from repair.ops.diagnose import rules
+from repair.results import CommandResult
 
 #: How far around an occurrence the trace is searched for its operator, job and phase.
 _BEFORE, _AFTER = 6000, 2500
@@ -31,8 +33,8 @@ class Incident:
     runbook: str
     kind: str  # "incident", or "question" for a recognised question about state placement
     phase: str | None  # "checkpoint", "restore" or None when the trace does not say
-    next_command: str
-    also: list[str]
+    next_command: Command
+    also: list[Command]
     count: int = 0
     job_id: str | None = None
     operator: str | None = None
@@ -63,26 +65,29 @@ class Incident:
         }
 
     def to_json(self) -> dict:
+        also, also_argv = commands_json(self.also)
         return {
             "cause_id": self.cause_id,
             "cause": self.cause,
             "kind": self.kind,
             "runbook": self.runbook,
             "evidence": self.evidence,
-            "next_command": self.next_command,
-            "also": self.also,
+            "next_command": self.next_command.to_shell(),
+            "next_argv": list(self.next_command.argv),
+            "also": also,
+            "also_argv": also_argv,
             "count": self.count,
             "excerpt": self.excerpt,
         }
 
     def finding(self) -> Problem:
         """The incident in the common finding shape: a question (``kind`` ``question``) is only worth knowing."""
-        return Problem(self.cause_id, self.cause, severity=Severity.INFO if self.kind == "question" else Severity.ERROR,
-                       details=(("runbook", self.runbook), ("next_command", self.next_command)))
+        return Problem(kind_of(self.cause_id), self.cause, severity=Severity.INFO if self.kind == "question" else Severity.ERROR,
+                       details=(("runbook", self.runbook), ("next_command", self.next_command.to_shell())))
 
 
 @dataclass
-class DiagnoseResult:
+class DiagnoseResult(CommandResult):
     source: str
     incidents: list[Incident]
     unrecognised: list[str]  # exception lines of a log with no known incident
@@ -97,7 +102,16 @@ class DiagnoseResult:
             return NO_KNOWN_INCIDENT
         return f"{len(self.incidents)} incident(s): " + ", ".join(dict.fromkeys(i.cause_id for i in self.incidents))
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """A known incident (or question) was found."""
+        return self.known
+
+    @property
+    def findings(self) -> list[Problem]:
+        return [i.finding() for i in self.incidents]
+
+    def document(self) -> dict:
         return {
             "source": self.source,
             "known": self.known,
@@ -127,7 +141,8 @@ def diagnose(text: str, *, source: str = "-") -> DiagnoseResult:
     """Find every known incident in ``text`` (a log, a trace, several pasted together)."""
     flat = rules.normalize(text)
     occurrences = _occurrences(flat)
-    only_root = _single_checkpoint_root(flat)
+    written = _roots_as_written(text)
+    only_root = _single_checkpoint_root(flat, written)
     sightings = []
     for i, occ in enumerate(occurrences):
         # the trace around an occurrence, up to its neighbours and to the log entries before and after
@@ -135,7 +150,7 @@ def diagnose(text: str, *, source: str = "-") -> DiagnoseResult:
         high = min(occurrences[i + 1].start if i + 1 < len(occurrences) else len(flat), occ.end + _AFTER)
         before = _after_last_timestamp(flat[low:occ.start])
         after = _before_next_timestamp(flat[occ.end:high])
-        sightings.append(_sighting(occ, before, after, only_root))
+        sightings.append(_sighting(occ, before, after, only_root, written))
     incidents = _cluster(sightings)
     restored = _restored_root(flat)
     for incident in incidents:
@@ -194,12 +209,14 @@ class _Sighting:
 
     @property
     def identity(self) -> dict:
-        """What tells two incidents of one cause apart: job, operator and file (None: not named)."""
+        """What tells two incidents of one cause apart: job, operator and file (None: not named). An operator
+        is its id where the trace gives one, else its name (see :func:`_same_incident`)."""
         op = self.operator or {}
-        return {"job": self.job_id, "operator": op.get("operator_id") or op.get("operator"), "file": self.file_name}
+        return {"job": self.job_id, "operator_id": op.get("operator_id"),
+                "operator": None if op.get("operator_id") else op.get("operator"), "file": self.file_name}
 
 
-def _sighting(occ: _Occurrence, before: str, after: str, only_root: str | None) -> _Sighting:
+def _sighting(occ: _Occurrence, before: str, after: str, only_root: str | None, written: list[str]) -> _Sighting:
     matched = occ.match.group(0)
     # the operator and subtask: from the matched path first, then from the surrounding trace
     operator = _operator(matched, before, after)
@@ -208,7 +225,7 @@ def _sighting(occ: _Occurrence, before: str, after: str, only_root: str | None) 
     root_match = _nearest_match(rules.CHECKPOINT_PATH, matched, before, after)
     if root_match and not checkpoint and root_match.group("sub").startswith("chk-"):
         checkpoint = root_match.group("sub")[4:]
-    root = rules.local_path(root_match.group("root")) if root_match else only_root
+    root = _as_written(rules.local_path(root_match.group("root")), written) if root_match else only_root
     return _Sighting(occ.rule, occ.start, _phase(occ, before, after), _excerpt(matched), job_id, operator,
                      _group(occ.match, "file"), checkpoint, root)
 
@@ -225,7 +242,7 @@ def _cluster(sightings: list[_Sighting]) -> list[Incident]:
             anonymous.append(s)
             continue
         for known, incident in incidents:
-            if incident.cause_id == s.rule.cause_id and all(known.get(k, v) == v for k, v in ident.items()):
+            if incident.cause_id == s.rule.cause_id and _same_incident(known, ident):
                 known.update(ident)
                 break
         else:
@@ -243,8 +260,20 @@ def _cluster(sightings: list[_Sighting]) -> list[Incident]:
     return sorted((i for _, i in incidents), key=lambda i: first_seen[id(i)])
 
 
+def _same_incident(known: dict, ident: dict) -> bool:
+    """Whether two identities of one cause can be one incident: nothing both name differs. Operators are
+    compared by id when both have one; a name is compared only with a name, as a task's name in a log line
+    ("Unnamed (1/3)#0") and an operator's class in a backend's name ("KeyedProcessOperator_<id>") name one
+    operator in two ways, so a sighting with a name only and one with an id are not told apart by them."""
+    if any(known.get(k, ident[k]) != ident[k] for k in ("job", "file", "operator_id") if k in ident):
+        return False
+    if ("operator_id" in known) != ("operator_id" in ident):
+        return True
+    return known.get("operator", ident.get("operator")) == ident.get("operator", known.get("operator"))
+
+
 def _new_incident(s: _Sighting) -> Incident:
-    return Incident(s.rule.cause_id, s.rule.cause, s.rule.runbook, s.rule.kind, None, "", [], excerpt=s.excerpt)
+    return Incident(s.rule.cause_id, s.rule.cause, s.rule.runbook, s.rule.kind, None, Command(()), [], excerpt=s.excerpt)
 
 
 def _merge(incident: Incident, s: _Sighting, first_seen: dict) -> None:
@@ -254,8 +283,9 @@ def _merge(incident: Incident, s: _Sighting, first_seen: dict) -> None:
     incident.job_id = incident.job_id or s.job_id
     incident.checkpoint_root = incident.checkpoint_root or s.root
     if s.operator:
+        if s.operator.get("operator_id") and not incident.operator_id:  # a name beside its id is the better label
+            incident.operator, incident.operator_id = s.operator.get("operator"), s.operator["operator_id"]
         incident.operator = incident.operator or s.operator.get("operator")
-        incident.operator_id = incident.operator_id or s.operator.get("operator_id")
         if s.operator.get("parallelism") and incident.parallelism is None:
             incident.parallelism = int(s.operator["parallelism"])
         _append(incident.subtasks, int(s.operator["subtask"]) if s.operator.get("subtask") else None)
@@ -318,9 +348,30 @@ def _distances(marker: str, before: str, after: str):
         yield m.start()
 
 
-def _single_checkpoint_root(flat: str) -> str | None:
-    roots = {rules.local_path(m.group("root")) for m in rules.CHECKPOINT_PATH.finditer(flat)}
+def _single_checkpoint_root(flat: str, written: list[str]) -> str | None:
+    roots = {_as_written(rules.local_path(m.group("root")), written) for m in rules.CHECKPOINT_PATH.finditer(flat)}
+    roots.update(written)
     return roots.pop() if len(roots) == 1 else None
+
+
+#: A checkpoint root where Flink's messages put a path ("...Exception: /x/<job>/shared/...", "File /x/<job>/chk-3
+#: does not exist", "in directory /x/<job>/chk-3"), on one line of the log as written: spaces and quotes kept.
+_ROOT_AS_WRITTEN = re.compile(
+    r"(?:Exception:[ \t]*|\bFile[ \t]+|directory[ \t]+)(?P<root>(?:file:)?/[^\n]*?/[0-9a-f]{32})(?=/(?:chk-\d+|shared|taskowned)\b)",
+    re.IGNORECASE,
+)
+
+
+def _roots_as_written(text: str) -> list[str]:
+    """Checkpoint roots as the log writes them. The normalized log has lost their quotes and cannot tell
+    where a path with spaces starts; these can."""
+    return list(dict.fromkeys(rules.local_path(m.group("root")) for m in _ROOT_AS_WRITTEN.finditer(text)))
+
+
+def _as_written(root: str, written: list[str]) -> str:
+    """``root`` found in the normalized log, or the root as written that it is the end of (a path with spaces
+    or quotes, cut at its last space by normalizing)."""
+    return next((w for w in written if rules.normalize(w).endswith(root)), root)
 
 
 def _restored_root(flat: str) -> str | None:
@@ -346,17 +397,18 @@ def _fill_commands(incident: Incident) -> None:
     incident.also = [_fill(c, incident) for c in dict.fromkeys(rule.commands.values()) if c != chosen]
 
 
-def _fill(command: str, incident: Incident) -> str:
+def _fill(argv: tuple[str, ...], incident: Incident) -> Command:
+    """The rule's command with the root, checkpoint and a new root from the trace; what it does not name
+    stays a placeholder."""
+    values = {}
     root = incident.checkpoint_root
     if root:
-        command = command.replace("<checkpoint-root>", _quote(root))
+        values["<checkpoint-root>"] = root
         if len(incident.checkpoint_ids) == 1:
-            command = command.replace("<checkpoint>", _quote(f"{root}/chk-{incident.checkpoint_ids[0]}"))
-    return command
-
-
-def _quote(path: str) -> str:
-    return path if re.fullmatch(r"[\w@%+=:,./-]+", path) else "'" + path.replace("'", "'\\''") + "'"
+            name = f"chk-{incident.checkpoint_ids[0]}"
+            values["<checkpoint>"] = f"{root}/{name}"
+            values["<new-root>"] = output_next_to(root, "rebuilt", name)
+    return Command(tuple(values.get(arg, Placeholder(arg) if arg.startswith("<") else arg) for arg in argv))
 
 
 def _excerpt(matched: str, limit: int = 240) -> str:

@@ -24,14 +24,28 @@ class Rule:
     runbook: str
     #: regexes; a ``(regex, phase)`` pair says which phase a match of that regex implies
     patterns: tuple
-    #: next command per phase ("restore", "checkpoint" or None when the phase is unknown)
+    #: the next command (an argv, ``<placeholders>`` filled from the trace) per phase ("restore", "checkpoint" or
+    #: None when the phase is unknown); other keys name follow-ups, listed after it
     commands: dict
     kind: str = "incident"  # or "question": a recognised question, not a failure
     #: whether the phase (checkpoint or restore) the trace shows is worth reporting
     phased: bool = True
 
-    def command_for(self, phase: str | None) -> str:
+    def command_for(self, phase: str | None) -> tuple[str, ...]:
         return self.commands.get(phase) or self.commands[None]
+
+
+#: The commands the rules name, as argvs; ``<placeholders>`` are filled from the trace when it names them.
+TRIAGE = ("repair", "triage", "<checkpoint-root>")  # the first command during an incident: every way back, ranked
+FALLBACK = ("repair", "fallback", "<checkpoint-root>")
+VERIFY = ("repair", "verify", "<checkpoint-root>")
+REBUILD = ("repair", "rebuild-manifest", "<checkpoint>", "--out", "<new-root>")
+DOCTOR = ("repair", "doctor", "<flink-conf.yaml>")
+
+
+#: The start of a path in an exception's message: no spaces, or else from a URI scheme or '/' on, anything but
+#: the parentheses that end the message ("(No such file or directory)") or open a stack frame, spaces included.
+_PATH = r"(?:\S*|(?:[a-z][a-z0-9+]*:)?/[^()]{0,400}?)"
 
 
 def _runbook(name: str) -> str:
@@ -54,9 +68,10 @@ RULES: tuple[Rule, ...] = (
             r"CURRENT file points to a non-existent MANIFEST",
         ),
         {
-            None: "repair fallback <checkpoint-root>",
-            "restore": "repair rebuild-manifest <checkpoint> --out <new-root>",
-            "checkpoint": "repair doctor <flink-conf.yaml>",
+            None: TRIAGE,
+            "checkpoint": DOCTOR,
+            "rebuild": REBUILD,
+            "fallback": FALLBACK,
         },
     ),
     Rule(
@@ -66,17 +81,19 @@ RULES: tuple[Rule, ...] = (
         "lifecycle rule or by another deployment",
         _runbook("manifest-missing"),
         (
-            r"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>\S*/(?:shared|chk-\d+|taskowned|dstl|savepoint-[0-9a-f]+-[0-9a-f]+)"
+            # the path may hold spaces (a directory named "from broken cluster"): from its first '/' on
+            rf"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>{_PATH}/(?:shared|chk-\d+|taskowned|dstl|savepoint-[0-9a-f]+-[0-9a-f]+)"
             r"/\S*[0-9a-f-]{36})\b",
-            r"File (?P<file>\S*/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{36}) does not exist",
+            rf"File (?P<file>{_PATH}/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{{36}}) does not exist",
         ),
         {
-            None: "repair fallback <checkpoint-root>",
-            "verify": "repair verify <checkpoint-root>",
-            "rebuild": "repair rebuild-manifest <checkpoint> --out <new-root>",
+            None: TRIAGE,
+            "verify": VERIFY,
+            "rebuild": REBUILD,
+            "fallback": FALLBACK,
             # the missing file's path is not under the job root Flink restored from (RESTORED_FROM): its
             # _metadata may record a damaged path (the file is there, under another name of the root)
-            OUTSIDE_RESTORED_ROOT: "repair triage <checkpoint-root>",
+            OUTSIDE_RESTORED_ROOT: TRIAGE,
         },
     ),
     Rule(
@@ -90,7 +107,7 @@ RULES: tuple[Rule, ...] = (
             # exception that surfaces may be a later thread's. Bounded: a stack trace of frames in between.
             r"Could not restore keyed state backend for \S+ .{0,6000}?Cannot register Closeable, registry is already closed",
         ),
-        {None: "repair verify <checkpoint-root>"},
+        {None: VERIFY},
         phased=False,
     ),
     Rule(
@@ -99,7 +116,7 @@ RULES: tuple[Rule, ...] = (
         "often the checkpoint filesystem itself): RocksDB cannot create its native checkpoint",
         _runbook("hard-links-not-supported"),
         (r"while link file to (?P<file>\S+?)\s*:\s*(?P<source>\S+?)\s*:\s*(?:Operation )?not supported",),
-        {None: "repair doctor <flink-conf.yaml>"},
+        {None: DOCTOR},
     ),
     Rule(
         "checksum-mismatch",
@@ -112,7 +129,7 @@ RULES: tuple[Rule, ...] = (
             r"checksum mismatch The file (?P<file>\S+) may be corrupted",
             r"(?:block )?checksum mismatch(?:: stored = \d+, computed = \d+(?:, type = \d+)?)?(?: in (?P<file>\S+))?",
         ),
-        {None: "repair fallback <checkpoint-root>"},
+        {None: TRIAGE, "fallback": FALLBACK},
     ),
     Rule(
         "bad-sst",
@@ -126,7 +143,7 @@ RULES: tuple[Rule, ...] = (
             r"Sst file size mismatch: (?P<file>\S+?\.sst)",
             r"RocksDBException: properties unsorted",
         ),
-        {None: "repair fallback <checkpoint-root>"},
+        {None: TRIAGE, "fallback": FALLBACK},
     ),
     Rule(
         "manifest-corrupt",
@@ -140,7 +157,7 @@ RULES: tuple[Rule, ...] = (
             r"Column families not opened: ",
             r"No such file or directory: While open a file for random read: (?:(?P<file>\S+?\.sst)\b)?",
         ),
-        {None: "repair verify <checkpoint-root>", "restore": "repair rebuild-manifest <checkpoint> --out <new-root>"},
+        {None: VERIFY, "restore": REBUILD},
     ),
     Rule(
         "metadata-unreadable",
@@ -158,7 +175,7 @@ RULES: tuple[Rule, ...] = (
             # what ObjectInputStream or the metadata reader throws, under the JobMaster's start
             r"Could not start the JobMaster\..{0,4000}?Caused by: java\.io\.(?:EOF|UTFDataFormat|StreamCorrupted)Exception",
         ),
-        {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
+        {None: TRIAGE, "verify": VERIFY, "fallback": FALLBACK},
         phased=False,
     ),
     Rule(
@@ -179,7 +196,7 @@ RULES: tuple[Rule, ...] = (
             # a length read from damaged bytes: a serializer asks for gigabytes (Flink 2.3, heap key groups)
             r"OutOfMemoryError: Java heap space(?: at \S+){0,4}? at org\.apache\.flink\.api\.common\.typeutils\.\S+?\.deserialize\(",
         ),
-        {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
+        {None: TRIAGE, "verify": VERIFY, "fallback": FALLBACK},
     ),
     Rule(
         "changelog-corrupt",
@@ -196,7 +213,7 @@ RULES: tuple[Rule, ...] = (
             r"\bat org\.apache\.flink\.state\.changelog\.StateChangeOperation\.byCode\b",
             r"\bat org\.apache\.flink\.state\.changelog\.restore\.ChangelogBackendLogApplier\.apply",
         ),
-        {None: "repair fallback <checkpoint-root>", "verify": "repair verify <checkpoint-root>"},
+        {None: TRIAGE, "verify": VERIFY, "fallback": FALLBACK},
     ),
     Rule(
         "metadata-already-exists",
@@ -204,7 +221,7 @@ RULES: tuple[Rule, ...] = (
         "directory and job id (a fixed job id, no per-deployment directory)",
         _runbook("metadata-already-exists"),
         (r"Target file (?P<file>\S+?/_metadata) already exists", r"(?P<file>\S*/chk-\d+/_metadata) already exists"),
-        {None: "repair fallback <checkpoint-root>"},
+        {None: TRIAGE, "fallback": FALLBACK},
     ),
     Rule(
         "tolerable-failure-threshold",
@@ -212,7 +229,7 @@ RULES: tuple[Rule, ...] = (
         "(default 0), so the job failed over; the checkpoint failures themselves are the cause",
         _runbook("tolerable-failure-threshold"),
         (r"Exceeded checkpoint tolerable failure threshold",),
-        {None: "repair doctor <flink-conf.yaml>"},
+        {None: DOCTOR},
         phased=False,
     ),
     Rule(
@@ -224,7 +241,7 @@ RULES: tuple[Rule, ...] = (
             r"Failed to commit consumer offsets for checkpoint (?P<checkpoint>\d+)",
             r"Failed to commit offsets for checkpoint (?P<checkpoint>\d+)",
         ),
-        {None: "repair inspect <checkpoint-root>"},
+        {None: ("repair", "inspect", "<checkpoint-root>")},
         phased=False,
     ),
     Rule(
@@ -237,7 +254,7 @@ RULES: tuple[Rule, ...] = (
             r"state\.storage\.fs\.memory-threshold|execution\.checkpointing\.data-inline-threshold)"
             r"(?=.{0,200}?(?:rocksdb|\?))",
         ),
-        {None: "repair inspect <checkpoint> --files"},
+        {None: ("repair", "inspect", "<checkpoint>", "--files")},
         kind="question",
         phased=False,
     ),

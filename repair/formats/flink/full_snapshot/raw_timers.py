@@ -34,7 +34,7 @@ from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import ByteWriter, read_utf
 from repair.formats.flink.backend_meta import BACKEND_STATE_TYPES, TIMER_STATE_PREFIX, StateMetaInfo
-from repair.formats.flink.serializers import SerializerSnapshot, SnapshotReader
+from repair.formats.flink.serializers import TIMER_SNAPSHOT, SerializerSnapshot, SnapshotReader
 from repair.formats.flink.values import Decoder, decoder_for
 
 #: ``PostVersionedIOReadableWritable.VERSIONED_IDENTIFIER``: the first bytes of every key group.
@@ -43,7 +43,6 @@ VERSIONED_IDENTIFIER = bytes.fromhex("f1cd859f")
 PROXY_VERSION = 2
 #: Timer kinds, in the order a service writes them, and the state name prefix of each.
 TIMER_KINDS = ("event", "processing")
-TIMER_SNAPSHOT_CLASS = "org.apache.flink.streaming.api.operators.TimerSerializerSnapshot"
 #: The fewest bytes a timer takes (its timestamp; a key and namespace may be empty).
 _MIN_TIMER_SIZE = 8
 _I64 = struct.Struct(">q")
@@ -83,7 +82,7 @@ def timer_states(service: TimerService) -> list[StateMetaInfo]:
     """The priority-queue states of ``service``'s event and processing timers, as the keyed backend meta
     data of a RocksDB-timers or heap snapshot would describe them (a ``TimerSerializer`` of its key
     and namespace serializers)."""
-    timer = SerializerSnapshot(TIMER_SNAPSHOT_CLASS, 2, nested=[service.key_serializer, service.namespace_serializer], outer_version=2)
+    timer = SerializerSnapshot(TIMER_SNAPSHOT, 2, nested=[service.key_serializer, service.namespace_serializer], outer_version=2)
     return [StateMetaInfo(timer_state_name(kind, service.name), BACKEND_STATE_TYPES.index("PRIORITY_QUEUE"),
                           serializers=[("VALUE_SERIALIZER", timer)]) for kind in TIMER_KINDS]
 
@@ -103,7 +102,7 @@ def timer_state_meta_bytes(service: TimerService, kind: str) -> bytes:
     w.i32(1)  # serializer snapshots
     w.utf("VALUE_SERIALIZER")
     w.i32(_SNAPSHOT_PROXY_VERSION)
-    w.utf(TIMER_SNAPSHOT_CLASS)
+    w.utf(TIMER_SNAPSHOT)
     w.i32(_COMPOSITE_SNAPSHOT_VERSION)
     w.i32(_COMPOSITE_MAGIC)
     w.i32(_TIMER_OUTER_VERSION)

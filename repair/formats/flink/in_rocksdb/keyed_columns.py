@@ -34,7 +34,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from repair.errors import RepairError
-from repair.formats.flink.arrow import StateColumns, column_converter, to_arrow
+from repair.formats.flink import registry
+from repair.formats.flink.arrow import SIMPLE_TYPES, StateColumns, column_converter, to_arrow
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.keygroups import key_group_prefix_bytes
 from repair.formats.flink.serializers import (
@@ -57,15 +58,7 @@ FIXED_COLUMN_TYPES = {
 #: inside a value with more is read by its serializer's fast path (that row alone).
 MAX_LIST_STEPS = 64
 _LIST_DELIMITER = 0x2C
-_B = "org.apache.flink.api.common.typeutils.base."
-#: Namespaces of one instance, written as one byte 0 and decoded as null: VoidNamespace, GlobalWindow.
-_ZERO_BYTE_NAMESPACES = (
-    "org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot",
-    "org.apache.flink.queryablestate.client.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot",
-    "org.apache.flink.streaming.api.windowing.windows.GlobalWindow$Serializer$GlobalWindowSerializerSnapshot",
-)
-_TIME_WINDOW = "org.apache.flink.streaming.api.windowing.windows.TimeWindow$Serializer$TimeWindowSerializerSnapshot"
-_STRING_SNAPSHOT = SerializerSnapshot(_B + "StringSerializer$StringSerializerSnapshot", 1)
+_STRING_SNAPSHOT = SerializerSnapshot(registry.STRING.class_name, 1)
 _SIGN = pa.scalar(-(1 << 63), pa.int64())
 
 
@@ -362,21 +355,25 @@ def _byte_array(c: _Cursor) -> pa.Array:
     return data
 
 
-_VECTOR: dict[str, tuple[Vector, pa.DataType]] = {
-    _B + "StringSerializer$StringSerializerSnapshot": (_string, pa.string()),
-    _B + "LongSerializer$LongSerializerSnapshot": (_number(pa.int64()), pa.int64()),
-    _B + "IntSerializer$IntSerializerSnapshot": (_number(pa.int32()), pa.int32()),
-    _B + "ShortSerializer$ShortSerializerSnapshot": (_number(pa.int16()), pa.int16()),
-    _B + "ByteSerializer$ByteSerializerSnapshot": (_number(pa.int8()), pa.int8()),
-    _B + "BooleanSerializer$BooleanSerializerSnapshot": (_boolean, pa.bool_()),
-    _B + "DoubleSerializer$DoubleSerializerSnapshot": (_number(pa.float64()), pa.float64()),
-    _B + "FloatSerializer$FloatSerializerSnapshot": (_number(pa.float32()), pa.float32()),
-    _B + "CharSerializer$CharSerializerSnapshot": (_char, pa.string()),
-    _B + "VoidSerializer$VoidSerializerSnapshot": (_zero_byte, pa.null()),
-    _B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot": (_byte_array, pa.binary()),
-    **{name: (_zero_byte, pa.null()) for name in _ZERO_BYTE_NAMESPACES},
-    _TIME_WINDOW: (_time_window, pa.struct([("start", pa.int64()), ("end", pa.int64())])),
-}
+#: Leaf serializer snapshot class -> its column-wise reader (of values of its ``SIMPLE_TYPES`` Arrow type).
+_VECTOR: dict[str, Vector] = registry.register(registry.COLUMN_READER, {
+    registry.STRING: _string,
+    registry.LONG: _number(pa.int64()),
+    registry.INT: _number(pa.int32()),
+    registry.SHORT: _number(pa.int16()),
+    registry.BYTE: _number(pa.int8()),
+    registry.BOOLEAN: _boolean,
+    registry.DOUBLE: _number(pa.float64()),
+    registry.FLOAT: _number(pa.float32()),
+    registry.CHAR: _char,
+    registry.VOID: _zero_byte,
+    registry.BYTE_ARRAY: _byte_array,
+    # namespaces of one instance, written as one byte 0 and decoded as null
+    registry.VOID_NAMESPACE: _zero_byte,
+    registry.QUERYABLE_VOID_NAMESPACE: _zero_byte,
+    registry.GLOBAL_WINDOW: _zero_byte,
+    registry.TIME_WINDOW: _time_window,
+})
 
 
 def _enum_vector(constants: list[str]) -> Vector:
@@ -604,7 +601,7 @@ def _vector(snapshot: SerializerSnapshot, arrow: pa.DataType) -> Vector | None:
     gave them), or None."""
     simple = _VECTOR.get(snapshot.class_name)
     if simple is not None:
-        return simple[0] if simple[1] == arrow else None
+        return simple if SIMPLE_TYPES[snapshot.class_name] == arrow else None
     if snapshot.class_name == ENUM_SNAPSHOT:
         return _enum_vector(snapshot.attributes.get("enum_constants") or []) if arrow == pa.string() else None
     label = COMPOSITE_SNAPSHOTS.get(snapshot.class_name, ("",))[0]
