@@ -103,6 +103,18 @@ def _root(
         os.environ[RETRY_BUDGET_VARIABLE] = str(retry_budget)
 
 
+def _renderer(name: str, **options):
+    """``repair.cli.render``'s function ``name`` (with ``options``), imported when a result is printed for
+    people: a ``--json`` run never imports rich's tables."""
+
+    def render(result) -> None:
+        from repair.cli import render as renderers
+
+        getattr(renderers, name)(result, **options)
+
+    return render
+
+
 def _show(result, json_output: bool, render) -> None:
     """Print ``result`` as its documented JSON document or through ``render``; then exit with its exit code."""
     if json_output:
@@ -122,13 +134,12 @@ def inspect(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """Show what a checkpoint or savepoint holds: operators, subtasks, key groups, states and files."""
-    from repair.cli.render import render_inspect
     from repair.ops.inspect import inspect as run_inspect
 
     result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
     if result.unmatched_uids:
         print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
-    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks))
+    _show(result, json_output, _renderer("render_inspect", show_files=files, show_subtasks=subtasks))
 
 
 @app.command()
@@ -141,13 +152,12 @@ def verify(
 ) -> None:
     """Verify every SST block checksum, MANIFEST record, file size and reference. Exit 1 when a problem is found."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_verify
     from repair.ops.verify.engine import verify as run_verify
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_verify(path, master=master, workers=workers, on_progress=on_progress, decompress=not checksums_only)
-    _show(result, json_output, render_verify)
+    _show(result, json_output, _renderer("render_verify"))
 
 
 @app.command()
@@ -161,13 +171,12 @@ def fallback(
 ) -> None:
     """Find the newest retained checkpoint that is entirely valid and say how to restore it. Exit 1 when none is."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_fallback
     from repair.ops.fallback import fallback as run_fallback
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_fallback)
+    _show(result, json_output, _renderer("render_fallback"))
 
 
 @app.command()
@@ -181,13 +190,12 @@ def triage(
 ) -> None:
     """Verify every retained checkpoint and rank every way back (restore, rebuild, rebuild dropping lost files) with its age, loss and exact commands. Exit 0 when a way back loses nothing, 1 otherwise."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_triage
     from repair.ops.triage import triage as run_triage
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_triage)
+    _show(result, json_output, _renderer("render_triage"))
 
 
 @app.command()
@@ -197,12 +205,11 @@ def orphans(
 ) -> None:
     """List the files in shared/ and taskowned/ that no retained checkpoint references. Read-only: deletes nothing."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_orphans
     from repair.ops.orphans import orphans as run_orphans
 
     with progress_bar("reading retained checkpoints", counting="checkpoints") as on_progress:
         result = run_orphans(root, on_progress=on_progress)
-    _show(result, json_output, render_orphans)
+    _show(result, json_output, _renderer("render_orphans"))
 
 
 @app.command()
@@ -214,12 +221,11 @@ def relocate(
 ) -> None:
     """Write a new _metadata whose paths point to where the files of a moved checkpoint are now. Exit 1 if files are missing."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_relocate
     from repair.ops.relocate import relocate as run_relocate
 
     with progress_bar("copying", counting="files") as on_progress:
         result = run_relocate(checkpoint, to, copy=copy, on_progress=on_progress)
-    _show(result, json_output, render_relocate)
+    _show(result, json_output, _renderer("render_relocate"))
 
 
 @app.command("rebuild-manifest")
@@ -231,27 +237,32 @@ def rebuild_manifest(
         False, "--drop-missing", metavar="",
         help="Rebuild without SSTs that are missing or corrupt for good, reporting the state, key groups and key range each held (their data is lost; exit 1).",
     ),
+    salvage: bool = typer.Option(
+        False, "--salvage", metavar="",
+        help="Like --drop-missing, but corrupt or truncated SSTs are salvaged block by block: replaced by a new SST (under the output) holding every entry of their sound blocks; reports the entries, key groups and key bounds lost (exit 1 if any).",
+    ),
     manifest_format: Optional[Literal["frocksdb6", "frocksdb8"]] = typer.Option(
         None, "--format", help="RocksDB directory only: write the MANIFEST for frocksdb6 (Flink <= 1.20) or frocksdb8 (Flink 2.x) instead of the format the evidence points to.",
     ),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
-    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing lost data."""
-    from repair.cli.render import render_rebuild, render_rebuild_db
+    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing or --salvage lost data."""
     from repair.io.layout import is_rocksdb_dir
     from repair.ops.rebuild.checkpoint import rebuild_manifest as run_rebuild
     from repair.ops.rebuild.db import rebuild_db
 
     if is_rocksdb_dir(checkpoint):
+        if salvage:
+            raise UsageError("--salvage is for checkpoints: a RocksDB directory's damaged SSTs can only be dropped (--drop-missing)")
         if copy:
             raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
-        _show(result, json_output, render_rebuild_db)
+        _show(result, json_output, _renderer("render_rebuild_db"))
         return
     if manifest_format is not None:
         raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
-    result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing)
-    _show(result, json_output, render_rebuild)
+    result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing, salvage=salvage)
+    _show(result, json_output, _renderer("render_rebuild"))
 
 
 @app.command()
@@ -260,14 +271,13 @@ def diagnose(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """From a Flink log or stack trace to the incident, its runbook, the evidence and the next repair command. Exit 1 when no known incident is found."""
-    from repair.cli.render import render_diagnose
     from repair.io.textinput import read_text
     from repair.ops.diagnose.incidents import diagnose as run_diagnose
 
     _hint_if_terminal(file, "a log or a stack trace")
     text, source = read_text(file)
     result = run_diagnose(text, source=source)
-    _show(result, json_output, render_diagnose)
+    _show(result, json_output, _renderer("render_diagnose"))
 
 
 @app.command()
@@ -277,14 +287,13 @@ def doctor(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Lint a Flink configuration for the hazards behind checkpoint incidents. Exit 1 when a finding is an error."""
-    from repair.cli.render import render_doctor
     from repair.io.textinput import read_text
     from repair.ops.doctor.lint import doctor as run_doctor
 
     _hint_if_terminal(config, "a Flink configuration")
     text, source = read_text(config)
     result = run_doctor(text, flink_version=flink, source=source)
-    _show(result, json_output, render_doctor)
+    _show(result, json_output, _renderer("render_doctor"))
 
 
 @app.command()
@@ -302,14 +311,13 @@ def export(
 ) -> None:
     """Export the keyed and operator state of a checkpoint or savepoint (native or canonical) to Parquet (one file per operator, state and subtask)."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_export
     from repair.ops.export.job import export as run_export
 
     _say_spark(master)
     with progress_bar("exporting", counting="subtasks") as on_progress:
         result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
                             engine=engine, compression=compression, columns=columns, on_progress=on_progress)
-    _show(result, json_output, render_export)
+    _show(result, json_output, _renderer("render_export"))
 
 
 @app.command("write-savepoint")
@@ -325,13 +333,12 @@ def write_savepoint(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Write an export back as a canonical savepoint (the format every state backend restores), _metadata last."""
-    from repair.cli.render import render_write_savepoint
     from repair.ops.write_savepoint import write_savepoint as run_write_savepoint
 
     _say_spark(master)
     result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source,
                                  drop_states=drop_state or [], master=master, workers=workers)
-    _show(result, json_output, render_write_savepoint)
+    _show(result, json_output, _renderer("render_write_savepoint"))
 
 
 @app.command()
@@ -346,13 +353,12 @@ def rescale(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """A checkpoint as a canonical savepoint with a new max parallelism: export and write-savepoint in one, no Parquet kept."""
-    from repair.cli.render import render_write_savepoint
     from repair.ops.write_savepoint import rescale as run_rescale
 
     _say_spark(master)
     result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers,
                          scratch=scratch)
-    _show(result, json_output, render_write_savepoint)
+    _show(result, json_output, _renderer("render_write_savepoint"))
 
 
 @app.command()
@@ -366,7 +372,6 @@ def edit(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Rename operator uids, drop operators or operator states: a new _metadata, every kept byte unchanged."""
-    from repair.cli.render import render_edit
     from repair.ops.edit import edit as run_edit
 
     renames = {}
@@ -376,7 +381,7 @@ def edit(
             raise UsageError(f"--rename-uid takes OLD=NEW, not {value!r}")
         renames[old] = new
     result = run_edit(checkpoint, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
-    _show(result, json_output, render_edit)
+    _show(result, json_output, _renderer("render_edit"))
 
 
 class Stopped(BaseException):
