@@ -374,6 +374,8 @@ def render_relocate(result) -> None:
         f"  {len(result.files)} files checked; {len(copied)} copied ({human_bytes(sum(f.size for f in copied))}); "
         f"{len(result.files) - len(copied)} referenced where they are"
     )
+    for damaged in (f for f in result.files if f.damaged_path):
+        console.print(f"  damaged path rewritten: {damaged.recorded} -> {damaged.target}", highlight=False, markup=False)
     _restore_lines(console, parent(result.new_metadata), 4)  # format 4 is restored by both the 1.15-1.19 and the 1.20+ lines
 
 
