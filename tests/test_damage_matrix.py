@@ -113,7 +113,11 @@ def test_real_flink_restores_sampled_cells_as_recorded(cell_id):
     recorded = row["flink"]
     assert (again["restored"], again["state_equal"]) == (recorded["restored"], recorded["state_equal"])
     if not recorded["restored"]:
-        assert again["root_cause"]["class"] == recorded["root_cause"]["class"]
+        # The recorded root cause is among this restore's exceptions. Not only its root cause: when the
+        # restore fails, a task's shutdown sometimes logs a longer chain of its own ("registry is already
+        # closed") that exception_summary then takes for the root, the real failure logged beside it.
+        seen = {again["root_cause"]["class"], *(cause["class"] for cause in again["causes"])}
+        assert recorded["root_cause"]["class"] in seen
     if "after_relocate" in row:
         assert again_record["after_relocate"] == row["after_relocate"]
 
