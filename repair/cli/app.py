@@ -174,6 +174,24 @@ def orphans(
 
 
 @app.command()
+def size(
+    path: str = typer.Argument(..., help="Job checkpoint root (each retained checkpoint), chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    by: Literal["state", "operator", "subtask", "key-group", "file"] = typer.Option("state", "--by", help="Group the bytes by state (column family), operator, subtask, key-group range or file."),
+    top: Optional[int] = typer.Option(None, "--top", metavar="N", min=1, help="Only the N largest groups (default: all in --json, 15 on a terminal)."),
+    checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", metavar="N", help="In a job root: only chk-N."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """Where a checkpoint's bytes are: per state, operator, subtask, key-group range or file, from SST properties only. Exit 1 when a file is missing or damaged."""
+    from repair.cli.output import progress_bar
+    from repair.cli.render import render_size
+    from repair.ops.size import size as run_size
+
+    with progress_bar("reading", counting="checkpoints") as on_progress:
+        result = run_size(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress)
+    _show(result, json_output, render_size, exit_code=result.exit_code)
+
+
+@app.command()
 def relocate(
     checkpoint: str = typer.Argument(..., help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     to: str = typer.Option(..., "--out", "--to", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),
