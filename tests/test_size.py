@@ -24,7 +24,7 @@ from repair.ops.inspect import inspect
 from repair.ops.size import GROUPINGS, METADATA, UNKNOWN, size
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
-from tests.rocksdb_testlib import needs_sst_dump, sst_dump
+from tests.rocksdb_testlib import needs_sst_dump, sst_dump_properties
 
 EXTERNAL = "flink-2.1-p3-external-xxh3-zstd"  # inline threshold 0: every SST is a file
 
@@ -77,15 +77,7 @@ def _sst_dump_facts(path: str, scratch: Path) -> dict[str, str] | None:
     link = scratch / "table.sst"
     link.unlink(missing_ok=True)
     link.symlink_to(path)
-    out = sst_dump(f"--file={link}", "--show_properties")
-    if out.returncode != 0 or "Table Properties:" not in out.stdout:
-        return None
-    facts = {}
-    for line in out.stdout.split("Table Properties:")[1].splitlines():
-        label, sep, value = line.strip().partition(": ")
-        if sep:
-            facts[label] = value
-    return facts
+    return sst_dump_properties(link, must_open=False)
 
 
 @needs_sst_dump
