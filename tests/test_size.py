@@ -244,3 +244,23 @@ def test_usage_errors(tmp_path):
     assert main(["size", str(root), "--by", "colour"]) == 2
     assert main(["size", str(root), "-c", "999"]) == 2
     assert main(["size", str(tmp_path / "nothing-here")]) == 2
+
+
+def test_a_file_that_stays_unreadable_is_unknown_not_damage():
+    """A storage fault that outlasts the retries: the SST's state is unknown, the verdict too (exit 2)."""
+    from repair.errors import StorageError
+
+    root = damage.checkpoint_root(FIXTURES / EXTERNAL)
+    newest = damage.checkpoint_ids(root)[-1]
+    target, _ = damage._pick(root, newest, damage.is_sst, "SST")
+
+    class Throttled(Storage):
+        def open_input(self, uri: str, *, scan: bool = False):
+            if uri.endswith(target.name):
+                raise StorageError("503 Slow Down (retries ran out)", source=uri, transient=True)
+            return super().open_input(uri, scan=scan)
+
+    result = size(str(root), checkpoint=newest, storage=Throttled())
+    assert [(f.kind, f.severity.value) for f in result.findings] == [("unreadable", "unknown")]
+    assert result.exit_code == 2
+    assert [p.status for p in result.checkpoints[0].pieces if p.file and p.file.endswith(target.name)] == ["unreadable"]

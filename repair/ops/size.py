@@ -260,7 +260,9 @@ class _CountedReads:
 
 
 @dataclass
-class _SstFacts:
+class _FileFacts:
+    """What looking at one file found: its status, and for an SST its column family and counts."""
+
     status: str
     state: str = UNKNOWN
     entries: int | None = None
@@ -279,7 +281,7 @@ class _Accounting:
         self.read_counter = _Counter()
         self.findings: list[Problem] = []
         #: What each file is found to be (an SST's facts, or whether another file exists), by file.
-        self._found: dict[tuple, _SstFacts] = {}
+        self._found: dict[tuple, _FileFacts] = {}
 
     # -- one checkpoint -------------------------------------------------------------------------
     def checkpoint(self, snapshot: LoadedSnapshot) -> CheckpointSize:
@@ -361,48 +363,49 @@ class _Accounting:
                 piece.entries, piece.deletions, piece.range_deletions = facts.entries, facts.deletions, facts.range_deletions
                 piece.raw_key_bytes, piece.raw_value_bytes = facts.raw_key_bytes, facts.raw_value_bytes
 
-    def _check_exists(self, resolved: ResolvedFile) -> _SstFacts:
-        """A file that is not an SST: only whether it is there (its pieces' states come from _metadata)."""
+    def _check_exists(self, resolved: ResolvedFile, error: StorageError | None = None) -> _FileFacts:
+        """A file that is not an SST: only whether it is there (its pieces' states come from _metadata).
+        With ``error`` (opening it failed): missing, or else unreadable."""
         try:
             present = self.storage.stat(resolved.uri) is not None
-        except StorageError as error:
-            return self._unreadable(resolved.uri, error)
-        return _SstFacts("ok") if present else self._missing(resolved)
+        except StorageError as stat_error:
+            return self._unreadable(resolved.uri, stat_error)
+        if not present:
+            return self._missing(resolved)
+        return _FileFacts("ok") if error is None else self._unreadable(resolved.uri, error)
 
-    def _missing(self, resolved: ResolvedFile) -> _SstFacts:
-        return _SstFacts("missing", problem=Problem(
+    def _missing(self, resolved: ResolvedFile) -> _FileFacts:
+        return _FileFacts("missing", problem=Problem(
             "missing_file", f"{st.basename(resolved.uri)} is missing: its {resolved.size} bytes (as _metadata records) are "
             "counted, what they hold is unknown", expected=f"{resolved.size} bytes", found="nothing",
             details=(("path", resolved.uri),)))
 
     @staticmethod
-    def _unreadable(where: str, error: StorageError) -> _SstFacts:
-        return _SstFacts("unreadable", problem=Problem(
+    def _unreadable(where: str, error: StorageError) -> _FileFacts:
+        return _FileFacts("unreadable", problem=Problem(
             "unreadable", f"{st.basename(where)}: {error.message}", severity=Severity.UNKNOWN, details=(("path", where),)))
 
-    def _read_sst(self, resolved: ResolvedFile) -> _SstFacts:
+    def _read_sst(self, resolved: ResolvedFile) -> _FileFacts:
         where = resolved.uri or "inline SST"
         try:
             source = open_resolved(self.storage, resolved)
         except StorageError as error:
-            if self.storage.stat(resolved.uri) is None:
-                return self._missing(resolved)
-            return self._unreadable(where, error)
+            return self._unreadable(where, error) if error.transient else self._check_exists(resolved, error)
         try:
             props = read_table_properties(_CountedReads(source, self.read_counter))
         except StorageError as error:
             return self._unreadable(where, error)
         except FormatError as error:
-            return _SstFacts("damaged", problem=Problem(
+            return _FileFacts("damaged", problem=Problem(
                 "bad_sst", f"{st.basename(where)}: its column family is unknown ({error.message}); its bytes count "
                 f"under {UNKNOWN}", offset=error.offset, details=(("path", where),)))
         finally:
             close(source)
         if props is None or not props.column_family_name:
-            return _SstFacts("damaged", problem=Problem(
+            return _FileFacts("damaged", problem=Problem(
                 "bad_sst", f"{st.basename(where)}: no column family in its properties; its bytes count under {UNKNOWN}",
                 details=(("path", where),)))
-        return _SstFacts("ok", props.column_family_name, props.num_entries, props.num_deletions, props.num_range_deletions,
+        return _FileFacts("ok", props.column_family_name, props.num_entries, props.num_deletions, props.num_range_deletions,
                          props.raw_key_size, props.raw_value_size)
 
 
