@@ -34,6 +34,7 @@ _EXPORTS = {
     "fallback": "repair.ops.fallback",
     "orphans": "repair.ops.orphans",
     "size": "repair.ops.size",
+    "diff": "repair.ops.diff",
     "relocate": "repair.ops.relocate",
     "rebuild_manifest": "repair.ops.rebuild.checkpoint",
     "rebuild_db": "repair.ops.rebuild.db",
@@ -52,6 +53,7 @@ _EXPORTS = {
     "FallbackResult": "repair.ops.fallback",
     "OrphansResult": "repair.ops.orphans",
     "SizeResult": "repair.ops.size",
+    "DiffResult": "repair.ops.diff",
     "RelocateResult": "repair.ops.relocate",
     "RebuildResult": "repair.ops.rebuild.checkpoint",
     "RebuildDbResult": "repair.ops.rebuild.db",
@@ -94,6 +96,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.io.options import StorageOptions
     from repair.io.storage import Storage
     from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
+    from repair.ops.diff import DiffResult, diff
     from repair.ops.doctor.lint import DoctorResult, doctor
     from repair.ops.edit import EditResult, edit
     from repair.ops.export.job import ExportResult, export

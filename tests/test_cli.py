@@ -123,6 +123,7 @@ def _bad_invocations(tmp_path) -> list[list[str]]:
     metadata = str(ROOT_120 / "chk-5" / "_metadata")
     out = str(tmp_path / "out")
     calls = [[command, missing] for command in ("inspect", "verify", "fallback", "triage", "orphans", "size")]
+    calls += [["diff", missing, missing], ["diff", str(ROOT_120), str(ROOT_120)]]
     calls += [[command, readme] for command in ("inspect", "fallback", "triage", "orphans", "size")]  # verify judges a file as an SST
     calls += [["relocate", missing, "--to", out], ["rebuild-manifest", missing, "--out", out], ["export", missing, "--out", out],
               ["relocate", readme, "--to", out], ["rebuild-manifest", readme, "--out", out], ["export", readme, "--out", out],

@@ -100,6 +100,9 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         return [_run(capsys, "orphans", str(root))]
     if command == "size PATH --json":
         return [_run(capsys, "size", str(_damaged(tmp_path, "missing_sst", "flink-2.1-p3-external-xxh3-zstd")), "--top", "2")]
+    if command == "diff OLD NEW --json":
+        root = damage.checkpoint_root(FIXTURES / "flink-2.1-p3-external-xxh3-zstd")
+        return [_run(capsys, "diff", str(root / "chk-4"), str(root / "chk-5"), "--top", "1")]
     if command == "relocate CHECKPOINT --to NEW_ROOT --json":
         moved = tmp_path / "moved" / ROOT_120.name
         shutil.copytree(ROOT_120, moved)
@@ -147,7 +150,7 @@ def test_the_documented_json_is_what_the_command_prints(command, tmp_path, capsy
 
 
 WRITING = {"relocate", "rebuild-manifest", "export", "write-savepoint", "edit", "rescale"}
-JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "relocate", "rebuild-manifest", "diagnose", "doctor"}
+JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest", "diagnose", "doctor"}
 
 
 @pytest.mark.parametrize("command", list(documented()))

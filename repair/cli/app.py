@@ -192,6 +192,21 @@ def size(
 
 
 @app.command()
+def diff(
+    old: str = typer.Argument(..., help="The older checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    new: str = typer.Argument(..., help="The newer checkpoint of the same job."),
+    top: Optional[int] = typer.Option(None, "--top", metavar="N", min=1, help="Only the N states that changed most (default: all in --json, 15 on a terminal)."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """What grew between two checkpoints: files added, removed and shared; per state the growth in bytes and entries. Exit 1 when a file is missing or damaged."""
+    from repair.cli.render import render_diff
+    from repair.ops.diff import diff as run_diff
+
+    result = run_diff(old, new, top=top)
+    _show(result, json_output, render_diff, exit_code=result.exit_code)
+
+
+@app.command()
 def relocate(
     checkpoint: str = typer.Argument(..., help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     to: str = typer.Option(..., "--out", "--to", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),

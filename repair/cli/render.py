@@ -670,7 +670,7 @@ def render_size(result) -> None:
     for column in (result.by, "bytes", "", "share", "files", "entries"):
         table.add_column(column, justify="left" if column in (result.by, "") else "right", overflow="fold")
     for group in shown:
-        bar = "█" * max(1, round(_BAR_WIDTH * group["bytes"] / largest)) if group["bytes"] else ""
+        bar = _bar(group["bytes"], largest)
         share = f"{100 * group['bytes'] / totals['bytes']:.1f}%" if totals["bytes"] else "-"
         note = f" ({group['unknown_files']} unknown)" if group["unknown_files"] else ""
         table.add_row(_size_label(group), human_bytes(group["bytes"]), bar, share, f"{group['files']}{note}",
@@ -680,6 +680,49 @@ def render_size(result) -> None:
     if left:
         console.print(f"... and {left} smaller group(s) (--top N, --json)")
     console.print(f"read {human_bytes(result.bytes_read)} to count them (SST footers and properties, _metadata)")
-    for finding in result.findings:
+    _print_file_findings(console, result.findings)
+
+
+def _print_file_findings(console, findings) -> None:
+    """size's and diff's findings (missing, damaged or unreadable files), one line each."""
+    for finding in findings:
         style = "yellow" if finding.severity.value == "unknown" else "red"
         console.print(f"[{style}]{escape(finding.kind)}[/]: {escape(finding.message)}", markup=True, soft_wrap=True)
+
+
+def _bar(n: int, largest: int, mark: str = "█") -> str:
+    """``n``'s share of ``largest`` as a bar of at most :data:`_BAR_WIDTH` marks (one at least, none for 0)."""
+    return mark * max(1, round(_BAR_WIDTH * abs(n) / largest)) if n else ""
+
+
+def _signed_bytes(n: int) -> str:
+    return ("+" if n > 0 else "-" if n < 0 else "") + human_bytes(abs(n))
+
+
+def render_diff(result) -> None:
+    """Two checkpoints' totals and files, then the states that changed most, with a bar each."""
+    console = stdout()
+    document = result.to_json()
+    old, new, files = document["old"], document["new"], document["files"]
+    console.print(f"[bold]{old['checkpoint_id']} -> {new['checkpoint_id']}: {human_bytes(old['bytes'])} -> "
+                  f"{human_bytes(new['bytes'])} ({escape(_signed_bytes(document['growth_bytes']))})[/]", markup=True)
+    console.print("  files: " + ", ".join(f"{name} {files[name]['files']} ({human_bytes(files[name]['bytes'])})"
+                                          for name in ("added", "removed", "shared")))
+    states = document["states"]
+    shown = states if result.top is not None else states[:SIZE_TOP]
+    largest = max((abs(s["growth_bytes"]) for s in shown), default=0) or 1
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("state", "old", "new", "growth", "", "entries", "new files"):
+        table.add_column(column, justify="left" if column in ("state", "") else "right", overflow="fold")
+    for state in shown:
+        growth = state["growth_bytes"]
+        bar = _bar(growth, largest, "█" if growth > 0 else "░")
+        entries = state["growth_entries"]
+        table.add_row(_size_label({"operator": state["operator"], "state": state["state"]}), human_bytes(state["old_bytes"]),
+                      human_bytes(state["new_bytes"]), _signed_bytes(growth), bar, f"{entries:+,}" if entries else "",
+                      str(state["added_files"]) if state["added_files"] else "")
+    console.print(table)
+    left = len(states) - len(shown) + document["states_left_off"]
+    if left:
+        console.print(f"... and {left} state(s) that changed less (--top N, --json)")
+    _print_file_findings(console, result.findings)

@@ -46,7 +46,7 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.rocksdb.table.sst import read_table_properties
 from repair.io import storage as st
-from repair.io.layout import ResolvedFile, discover, normalize_uri
+from repair.io.layout import ResolvedFile, SnapshotRef, discover, normalize_uri
 from repair.io.resolved import IN_FLIGHT, close, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 
@@ -187,16 +187,11 @@ class CheckpointSize:
         }
 
 
-@dataclass
-class SizeResult:
-    source: str
-    layout: str  # job-root | checkpoint | savepoint | metadata-file
-    by: str
-    top: int | None
-    checkpoints: list[CheckpointSize]
-    #: Bytes read from storage (``_metadata`` files and SST tails): the cost of the accounting.
-    bytes_read: int
-    findings: list[Problem] = field(default_factory=list)
+class FilesVerdict:
+    """``ok``, ``unknown`` and the exit code of a result from its ``findings`` about files (missing,
+    damaged: 1; unreadable: 2), for ``size`` and ``diff``."""
+
+    findings: list[Problem]
 
     @property
     def ok(self) -> bool:
@@ -210,6 +205,18 @@ class SizeResult:
     @property
     def exit_code(self) -> int:
         return 2 if self.unknown else 0 if self.ok else 1
+
+
+@dataclass
+class SizeResult(FilesVerdict):
+    source: str
+    layout: str  # job-root | checkpoint | savepoint | metadata-file
+    by: str
+    top: int | None
+    checkpoints: list[CheckpointSize]
+    #: Bytes read from storage (``_metadata`` files and SST tails): the cost of the accounting.
+    bytes_read: int
+    findings: list[Problem] = field(default_factory=list)
 
     def to_json(self) -> dict:
         return {
@@ -508,14 +515,29 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
         refs = [r for r in refs if r.number == checkpoint]
         if not refs:
             raise UsageError(f"no chk-{checkpoint} here (retained: {', '.join(str(r.number) for r in layout.snapshots)})")
+    measured = measure([(ref, layout.root) for ref in refs], storage, on_progress)
+    return SizeResult(normalize_uri(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings)
+
+
+@dataclass
+class Measurement:
+    """The accounting of some snapshots: one :class:`CheckpointSize` each, what it cost, what was found."""
+
+    checkpoints: list[CheckpointSize]
+    bytes_read: int
+    findings: list[Problem]
+
+
+def measure(snapshots: list[tuple[SnapshotRef, str | None]], storage: st.Storage,
+            on_progress: Callable[[int, int], None] | None = None) -> Measurement:
+    """Each ``(snapshot, its job root)`` counted, in order; an SST they share is read once."""
     accounting = _Accounting(storage)
     checkpoints = []
-    for done, ref in enumerate(refs):
-        snapshot = load_snapshot(ref, layout.root, storage)
+    for done, (ref, root) in enumerate(snapshots):
+        snapshot = load_snapshot(ref, root, storage)
         accounting.read_counter.add(snapshot.metadata_size)
         checkpoints.append(accounting.checkpoint(snapshot))
         if on_progress is not None:
-            on_progress(done + 1, len(refs))
-    return SizeResult(normalize_uri(path), layout.kind, by, top, checkpoints, accounting.read_counter.value,
-                      sorted(accounting.findings, key=lambda f: (f.kind, dict(f.details).get("path") or "")))
-
+            on_progress(done + 1, len(snapshots))
+    findings = sorted(accounting.findings, key=lambda f: (f.kind, dict(f.details).get("path") or ""))
+    return Measurement(checkpoints, accounting.read_counter.value, findings)
