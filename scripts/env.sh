@@ -37,3 +37,13 @@ for version in sys.argv[1:]:
     print(f"Flink {version}: {ensure_flink(version).dist_jar}")
 PY
 }
+
+only_quick_tests() {  # only_quick_tests PYTEST_ARG...: true when a -m marker expression deselects the slow tests
+  local previous=""
+  for arg in "$@"; do
+    case "$previous" in -m) [[ "$arg" == *"not slow"* ]] && return 0 ;; esac
+    [[ "$arg" == "-mnot slow"* ]] && return 0
+    previous="$arg"
+  done
+  return 1
+}

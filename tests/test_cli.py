@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -65,6 +66,38 @@ def test_every_command_has_help_and_a_docs_page(capsys, command):
     assert page.is_file(), f"docs/commands/{command}.md is missing"
     assert f"repair {command}" in page.read_text()
     assert f"`repair {command}" in (REPO / "README.md").read_text(), "README's command overview is out of step"
+
+
+@pytest.mark.parametrize("command", [None, *_commands()])
+def test_help_names_arguments_and_flags_plainly(capsys, command, monkeypatch):
+    """No ``<bool>`` beside a flag that takes no value, no ``<str>`` beside a path, no ``{path}`` in usage."""
+    monkeypatch.setenv("COLUMNS", "200")
+    code, out, _ = run(capsys, *([command] if command else []), "--help")
+    assert code == 0
+    assert "<bool>" not in out and "<str>" not in out and "{" not in out.split("Usage:", 1)[1].split("\n", 1)[0]
+    if command in ("verify", "inspect"):
+        assert f"Usage: repair {command} [OPTIONS] PATH" in out
+
+
+def test_export_help_names_every_input_it_reads(capsys, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "300")
+    code, out, _ = run(capsys, "export", "--help")
+    text = " ".join(out.split())
+    assert code == 0 and "savepoint (native or canonical)" in text and "savepoint directory (native or canonical)" in text
+
+
+def test_runbook_lists_each_name_with_its_title(capsys):
+    code, out, _ = run(capsys, "runbook")
+    listed = dict(line.split(None, 1) for line in out.strip().splitlines())
+    assert code == 0 and listed["manifest-missing"] == "MANIFEST (or another checkpoint file) missing"
+    assert listed["triage"].startswith("A job that will not restore")
+
+
+def test_runbook_names_complete_in_the_shell():
+    done = subprocess.run([str(Path(sys.executable).parent / "repair")], capture_output=True, text=True, timeout=60,
+                          env={**os.environ, "_REPAIR_COMPLETE": "complete_bash",
+                               "COMP_WORDS": "repair runbook meta", "COMP_CWORD": "2"})
+    assert done.stdout.split() == ["metadata-already-exists", "metadata-unreadable"]
 
 
 def test_inspect_json_contract(capsys, read_only_guard):
@@ -206,3 +239,11 @@ def test_names_that_look_like_markup_print_as_they_are(tmp_path, capsys):
         assert main([command, str(tmp_path / "edited")]) == expected_exit, command
         out, err = capsys.readouterr()
         assert odd in out and "Traceback" not in out + err, (command, out, err)
+
+
+def test_write_savepoint_of_a_path_that_does_not_exist_says_so(capsys, tmp_path):
+    missing = tmp_path / "nope"
+    code, _, err = run(capsys, "write-savepoint", str(missing), "--out", str(tmp_path / "sp"))
+    assert code == 2 and err.strip() == f"error: write-savepoint: {missing}: no such file or directory"
+    code, _, err = run(capsys, "write-savepoint", str(tmp_path), "--out", str(tmp_path / "sp"))
+    assert code == 2 and "is not an export: it has no _export.json" in err  # there, but not an export

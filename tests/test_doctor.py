@@ -44,7 +44,7 @@ def test_seed_003_shared_dir_fixed_job_id_one_retained_local_recovery():
     assert _finding(result, "fixed-job-id").runbook == "repair/runbooks/metadata-already-exists.md"
     retained = _finding(result, "num-retained")
     assert (retained.severity, retained.value) == ("warning", "1")
-    assert _finding(result, "tolerable-failures").severity == "info"  # not set: Flink tolerates none
+    assert _finding(result, "tolerable-failures").severity == "warning"  # not set: Flink tolerates none
     assert "deprecated-key" not in checks  # these are the current names in 1.16
 
 
@@ -142,8 +142,41 @@ spec:
     assert _finding(result, "rocksdb-localdir-on-checkpoint-fs").severity == "error"
 
 
+def test_flink_deployment_flink_version_chooses_the_key_names():
+    """Without --flink, a FlinkDeployment's spec.flinkVersion says which Flink reads the keys."""
+    text = """
+kind: FlinkDeployment
+spec:
+  flinkVersion: {version}
+  flinkConfiguration:
+    execution.checkpointing.dir: s3://b/c
+"""
+    old = doctor(text.format(version="v1_15"))
+    assert old.flink_version == "1.15" and old.flink_version_source == "flink-deployment"
+    assert _finding(old, "unknown-key").key == "execution.checkpointing.dir"  # 1.15 reads state.checkpoints.dir
+    new = doctor(text.format(version="v2_1"))
+    assert new.flink_version == "2.1" and "unknown-key" not in _checks(new)
+    given = doctor(text.format(version="v1_15"), flink_version="2.1")  # --flink wins
+    assert given.flink_version == "2.1" and given.flink_version_source == "argument" and "unknown-key" not in _checks(given)
+
+
+@pytest.mark.parametrize("text", ["$internal.pipeline.job-id: 00000000000000000000000000000001\n",
+                                  "$internal:\n  pipeline:\n    job-id: 00000000000000000000000000000001\n"])
+def test_values_stay_the_text_the_user_wrote(text):
+    result = doctor(text + "execution.checkpointing.dir: s3://b/c\nstate.backend.local-recovery: on\n")
+    assert result.config["$internal.pipeline.job-id"] == "00000000000000000000000000000001"
+    assert _finding(result, "fixed-job-id").value == "00000000000000000000000000000001"
+    assert result.config["state.backend.local-recovery"] == "on"  # not YAML 1.1's True
+
+
+def test_unset_tolerable_failures_is_the_same_hazard_as_an_explicit_0():
+    unset = _finding(doctor("execution.checkpointing.dir: s3://b/c"), "tolerable-failures")
+    zero = _finding(doctor("execution.checkpointing.tolerable-failed-checkpoints: 0"), "tolerable-failures")
+    assert unset.severity == zero.severity == "warning" and "default 0" in unset.why
+
+
 def test_dynamic_properties_with_quotes_and_a_dollar_key():
-    fmt, config = parse_config("flink run -D'$internal.pipeline.job-id=00000000000000000000000000000001' "
+    fmt, config, _ = parse_config("flink run -D'$internal.pipeline.job-id=00000000000000000000000000000001' "
                                '-Dstate.backend.rocksdb.localdir="/mnt/local ssd/rocksdb" job.jar')
     assert fmt == "dynamic-properties"
     assert config == {"$internal.pipeline.job-id": "00000000000000000000000000000001",
@@ -157,7 +190,7 @@ def test_bad_version_is_a_usage_error():
 
 def test_json_contract_and_runbooks_exist():
     document = doctor(str(CONFIGS / "seed-003-shared-nfs.yaml")).to_json()
-    assert set(document) == {"source", "format", "flink_version", "ok", "counts", "findings", "config"}
+    assert set(document) == {"source", "format", "flink_version", "flink_version_source", "ok", "counts", "findings", "config"}
     for finding in document["findings"]:
         assert set(finding) == {"kind", "message", "check", "severity", "key", "value", "why", "fix", "runbook"}
         assert finding["runbook"] is None or (REPO / finding["runbook"]).is_file()

@@ -13,7 +13,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 ROOT = REPO / "fixtures" / "flink-1.20-default" / "checkpoints" / "6ec13444f9e820ae37839598353ab359"
-TRACE = REPO.parent / "shared" / "seeds" / "002_9f05c2d9aa2afda0.txt"
+TRACE = REPO / "tests" / "data" / "seeds" / "002_9f05c2d9aa2afda0.txt"  # a real incident report, kept in the repository
 
 
 @pytest.fixture(scope="module")

@@ -26,7 +26,7 @@ FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 #: of an export (``key``, ``value``...) and the per-severity counts of doctor; their values are alike.
 MAP_FIELDS = ("columns", "counts")
 ROOT_120 = FIXTURES / "flink-1.20-default" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-default")["job_id"]
-SEED_TRACE = REPO / "tests" / "data" / "seeds" / "002_9f05c2d9aa2afda0.txt"  # inside the repository
+SEED_TRACE = REPO / "tests" / "data" / "seeds" / "002_9f05c2d9aa2afda0.txt"  # a real incident report, kept in the repository
 
 
 def documented() -> dict[str, list]:

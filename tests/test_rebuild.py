@@ -418,6 +418,10 @@ def test_cli_drop_missing_exit_code_json_and_table(tmp_path, capsys):
     code = main(["rebuild-manifest", checkpoint, "--out", str(tmp_path / "out-text"), "--drop-missing"])
     text = capsys.readouterr().out
     assert code == 1 and "DATA LOST" in text and lost["local_name"] in text and lost["column_family"] in text
+    rebuilt = doc["rebuilt"][0]
+    levels = ", ".join(map(str, sorted(set(rebuilt["levels"].values()))))
+    said = f"{rebuilt['sst_files']} SSTs (1 dropped) in {len(rebuilt['column_families'])} column families, placed on level"
+    assert said in " ".join(text.split()) and levels in text  # a count of SSTs, of column families, then the levels
 
 
 def _rocksdb_key_prefix(operator: str, key: str, max_parallelism: int) -> bytes:

@@ -138,3 +138,41 @@ def test_the_driver_jvm_compiles_with_c1_only():
     finally:
         session.stop()
     assert "-XX:TieredStopAtLevel=1" in arguments, arguments
+
+
+_CHILD = """
+import subprocess, sys
+from repair.ops.runner import jvm_stderr_quiet
+with jvm_stderr_quiet():  # what a JVM started here prints, as Spark's does on start-up
+    subprocess.run(["sh", "-c", "echo WARNING: Using incubator modules >&2"], check=True)
+print("repair's own line", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("log", ["quiet", "verbose"])
+def test_what_a_jvm_started_by_spark_prints_is_silenced_unless_verbose(log):
+    import subprocess
+
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("REPAIR_SPARK_LOG", None)
+    if log == "verbose":
+        env["REPAIR_SPARK_LOG"] = "verbose"
+    done = subprocess.run([sys.executable, "-c", _CHILD], capture_output=True, text=True, env=env, timeout=60)
+    expected = ["repair's own line"] if log == "quiet" else ["WARNING: Using incubator modules", "repair's own line"]
+    assert done.returncode == 0 and done.stderr.splitlines() == expected
+
+
+@pytest.mark.slow
+def test_spark_verify_prints_one_line_to_stderr():
+    """Spark's JVM start-up lines ("WARNING: Using incubator modules", "Setting default log level") are not shown."""
+    import subprocess
+
+    from tests.conftest import FIXTURES, fixture_info
+
+    root = FIXTURES / "flink-1.20-default" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-default")["job_id"]
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    env.pop("REPAIR_SPARK_LOG", None)
+    done = subprocess.run([sys.executable, "-m", "repair.cli", "verify", str(root), "--master", "local[1]"],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.splitlines() == ["starting Spark (master local[1]); REPAIR_SPARK_LOG=verbose shows its log"]

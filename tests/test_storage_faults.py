@@ -93,6 +93,15 @@ def test_retries_stop_when_the_budget_is_spent():
         ("AWS Error ACCESS_DENIED during HeadObject operation: HTTP response code: 403", False),
         ("Path does not exist 'bucket/key'", False),
         ("AWS Error NO_SUCH_KEY: HTTP response code: 404 timed out", False),  # a 404 stays permanent
+        # a name that does not resolve answers the same next time: not retried for the whole budget
+        ("AWS Error NETWORK_CONNECTION during HeadObject operation: curlCode: 6, Could not resolve hostname; "
+         "Details: Could not resolve host: no-such-bucket-or-host", False),
+        ("[Errno -2] Name or service not known", False),
+        ("java.net.UnknownHostException: namenode.example", False),
+        ("[Errno -3] Temporary failure in name resolution", True),  # EAI_AGAIN: the resolver itself failed
+        ("AWS Error NETWORK_CONNECTION during GetObject operation: curlCode: 7, Could not connect to server", True),
+        ("Unable to locate credentials", False),
+        ("AWS Error UNKNOWN (HTTP status 400) during HeadObject operation: ExpiredToken", False),
     ],
 )
 def test_which_errors_are_transient(message, transient):
@@ -218,7 +227,8 @@ def test_verify_text_says_the_verdict_is_unknown_and_how_to_retry(s3_job, monkey
     assert "UNKNOWN" in out and "unknown (unreadable)" in out and "--retry-budget" in out
 
 
-def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch, capsys):
+@pytest.mark.parametrize("place", ["before the command", "after the command", "after, with ="])
+def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch, capsys, place):
     monkeypatch.delenv("REPAIR_RETRY_BUDGET", raising=False)
     seen = []
     import repair.ops.diagnose.incidents as incidents
@@ -230,7 +240,11 @@ def test_the_retry_budget_option_reaches_the_storage_and_is_restored(monkeypatch
         return real(text, **kwargs)
 
     monkeypatch.setattr(incidents, "diagnose", spy)
-    main(["--retry-budget", "7.5", "diagnose", str(FIXTURES.parent / "README.md")])
+    trace = str(FIXTURES.parent / "README.md")
+    argv = {"before the command": ["--retry-budget", "7.5", "diagnose", trace],
+            "after the command": ["diagnose", trace, "--retry-budget", "7.5"],
+            "after, with =": ["diagnose", "--retry-budget=7.5", trace]}[place]
+    main(argv)
     capsys.readouterr()
     assert seen == [7.5] and "REPAIR_RETRY_BUDGET" not in os.environ
 
@@ -245,3 +259,24 @@ def test_triage_plans_no_repair_from_a_storage_fault(s3_job, monkeypatch, capsys
     assert document["unknown"] == [newest] and "--retry-budget" in document["message"]
     assert all(way["snapshot"] != newest for way in document["ways"])  # unread is not broken: nothing to rebuild
     assert [way["action"] for way in document["ways"]][:1] == ["restore"]
+
+
+@pytest.mark.parametrize("case", ["unresolvable endpoint", "missing bucket", "no credentials"])
+def test_what_will_not_change_fails_at_once_in_one_line(s3_job, monkeypatch, capsys, case):
+    """A host that does not resolve, a bucket that does not exist, credentials the store refuses: exit 2
+    with the store's reason, not retried as a transient fault until the budget is spent."""
+    server, root, _ = s3_job
+    _s3_environment(monkeypatch, server.endpoint, budget=2)
+    if case == "unresolvable endpoint":  # .invalid never resolves (RFC 6761): no outside name is looked up
+        monkeypatch.setenv("AWS_ENDPOINT_URL", "http://no-such-host.invalid:9")
+        monkeypatch.setenv("AWS_ALLOW_HTTP", "true")
+    elif case == "missing bucket":
+        root = "s3://no-such-bucket-here/job"
+    else:
+        monkeypatch.delenv("AWS_ACCESS_KEY_ID")
+        monkeypatch.delenv("AWS_SECRET_ACCESS_KEY")
+    assert main(["triage", root]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "transient" not in err and "retries ran out" not in err
+    reason = {"unresolvable endpoint": "resolve host", "missing bucket": "no such file", "no credentials": "ACCESS_DENIED"}[case]
+    assert reason in err

@@ -8,8 +8,10 @@ it is. The slow test restores, in real Flink, the repaired newest checkpoint tha
 from __future__ import annotations
 
 import json
+import os
 import shlex
 import shutil
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -18,6 +20,8 @@ from fixtures import state_model
 from fixtures.restore import restore_state
 from repair.cli.app import main
 from repair.errors import UsageError
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.table.sst import open_table
 from repair.ops.triage import REBUILD, REBUILD_DROPPING, RESTORE, triage
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
@@ -199,3 +203,54 @@ def test_triage_of_a_renamed_copy_on_s3(tmp_path, s3, s3_storage):
     assert result.ok and (best.action, best.checkpoint_id) == (REBUILD, newest)
     assert best.commands[0].to_shell() == f"repair rebuild-manifest {root}/chk-{newest} --out {root}-rebuilt-chk-{newest}"
     assert list(best.relocated_from.values()) == [root]
+
+
+#: A time none of the fixtures' files was written at: every file of a copy gets it, as a copy resets times.
+COPIED_AT = 2_000_000_000  # 2033-05-18
+
+
+def _copy_with_reset_times(fixture: str, tmp_path: Path) -> Path:
+    root = damage.checkpoint_root(damage.copy_fixture(fixture, tmp_path))
+    for path in [root, *root.rglob("*")]:
+        os.utime(path, (COPIED_AT, COPIED_AT))
+    return root
+
+
+def _newest_sst_time(root: Path) -> int:
+    """The newest creation time RocksDB recorded in any SST under ``root`` (the newest checkpoint holds it)."""
+    magic = (0x88E241B785F4CFF7).to_bytes(8, "little")
+    times = [open_table(BytesSource(data)).properties.file_creation_time
+             for data in (p.read_bytes() for p in root.rglob("*") if p.is_file()) if data[-8:] == magic]
+    return max(times)
+
+
+def test_the_age_of_a_copied_checkpoint_comes_from_the_time_rocksdb_recorded(tmp_path, capsys):
+    """`cp -r` resets every file's time; the creation time RocksDB records inside each SST stays."""
+    root = _copy_with_reset_times(EXTERNAL, tmp_path)  # SSTs in files, not inline
+    assert main(["triage", str(root), "--json"]) == 0
+    (way,) = [w for w in json.loads(capsys.readouterr().out)["ways"] if w["action"] == RESTORE]
+    recorded = datetime.fromtimestamp(_newest_sst_time(root), timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    assert way["age_source"] == "newest-sst" and way["written_at"] == recorded
+    assert main(["triage", str(root)]) == 0
+    assert "newest SST" in capsys.readouterr().out
+
+
+def test_without_ssts_the_age_is_the_file_time_and_says_so(tmp_path, capsys):
+    root = _copy_with_reset_times("flink-2.1-heap-p3-snappy", tmp_path)  # the heap backend: no SST
+    assert main(["fallback", str(root), "--json"]) == 0
+    newest = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert newest["age_source"] == "metadata-file-time" and newest["written_at"] == "2033-05-18T03:33:20Z"
+    assert main(["fallback", str(root)]) == 0
+    out = capsys.readouterr().out
+    assert " *" in out and "modification time" in out and "copy resets it" in out
+
+
+def test_a_truncated_metadata_still_has_its_file_time(tmp_path, capsys):
+    root = _copy_with_reset_times("flink-1.20-default", tmp_path)
+    newest = root / f"chk-{max(damage.checkpoint_ids(root))}" / "_metadata"
+    newest.write_bytes(newest.read_bytes()[:100])
+    os.utime(newest, (COPIED_AT, COPIED_AT))
+    assert main(["fallback", str(root), "--json"]) == 0
+    verdict = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    assert verdict["verdict"] == "broken" and verdict["written_at"] == "2033-05-18T03:33:20Z"
+    assert verdict["age_source"] == "metadata-file-time"

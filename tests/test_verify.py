@@ -362,3 +362,16 @@ def test_bytes_no_checksum_covers_are_counted_and_said(fixture, share, capsys):
     assert {"all": without == checked["bytes"], "none": without == 0, "some": 0 < without < checked["bytes"] / 100}[share]
     assert main(["verify", root]) == 0
     assert ("carry no checksum" in capsys.readouterr().out) == (share != "none")
+
+
+def test_verifying_one_file_reports_the_bytes_it_read(tmp_path):
+    """A single SST: every byte of it (blocks and footer); a file that is no SST: its footer, read and refused."""
+    root = FIXTURES / "flink-1.20-bloom-filter" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-bloom-filter")["job_id"]
+    magic = (0x88E241B785F4CFF7).to_bytes(8, "little")  # RocksDB's block-based table magic number, the file's last 8 bytes
+    sst = next(p for p in sorted((root / "shared").iterdir()) if p.read_bytes()[-8:] == magic)
+    report = verify(str(sst))
+    assert report.ok and report.bytes == sst.stat().st_size
+    not_sst = tmp_path / "operator-state"
+    not_sst.write_bytes(b"\0\0\0\x06" + b"org.apache.flink.api.common.typeutils" * 20)
+    report = verify(str(not_sst))
+    assert not report.ok and report.bytes == 53  # the footer RocksDB reads first, whose magic number is wrong

@@ -44,6 +44,23 @@ def test_a_damaged_trailer_fails_verify_naming_it_and_its_offset(capsys, tmp_pat
     assert fallback(str(prepared.root)).chosen is None
 
 
+@pytest.mark.parametrize("damage", ["truncated", "zeroed"])
+def test_inspect_reports_a_damaged_trailer_as_verify_does(capsys, tmp_path, damage):
+    """inspect shows the operators (they decode) but does not call a _metadata Flink cannot load fine."""
+    prepared = prepare(Cell("flink-1.20-default", "metadata-trailer", damage), tmp_path)
+    start = decode_metadata((prepared.chk_dir / "_metadata").read_bytes()).trailer_offset
+    code, out = run(capsys, "inspect", "--json", str(prepared.chk_dir))
+    doc = json.loads(out)
+    (finding,) = [f for f in doc["findings"] if f["kind"] == "metadata_trailer_undecodable"]
+    assert code == 1 and not doc["ok"] and doc["operators"]
+    assert finding["severity"] == "error" and finding["offset"] == start and finding["path"].endswith("_metadata")
+    code, out = run(capsys, "inspect", str(prepared.chk_dir))
+    assert code == 1 and "CheckpointProperties trailer" in out and f"offset {start}" in out
+    intact = prepare(Cell("flink-1.20-default", "metadata-trailer-flags", "flipped"), tmp_path / "intact")
+    code, out = run(capsys, "inspect", "--json", str(intact.chk_dir))
+    assert code == 0 and json.loads(out)["ok"] and json.loads(out)["findings"] == []
+
+
 @pytest.mark.parametrize("fixture", ["flink-1.20-default", "flink-2.1-p3-external-xxh3-zstd"])
 def test_a_trailer_flag_byte_other_than_0_or_1_passes_as_in_java(capsys, tmp_path, fixture):
     """``ObjectInputStream`` reads any non-zero boolean byte as true; Flink restores such a checkpoint."""

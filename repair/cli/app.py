@@ -12,8 +12,10 @@ import threading
 from typing import List, Literal, Optional
 
 import typer
+from typer.core import TyperGroup
 
 from repair import __version__
+from repair.cli.help_format import use_plain_names
 from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
 from repair.errors import RepairError, UsageError
 
@@ -33,8 +35,35 @@ def _choose_arrow_allocator() -> None:
 
 
 _choose_arrow_allocator()
+use_plain_names()
+
+def _retry_budget_first(args: list[str]) -> list[str]:
+    """``args`` with ``--retry-budget SECONDS`` (an option of ``repair`` itself) moved before the command
+    name, so that ``repair verify PATH --retry-budget 5`` works as ``repair --retry-budget 5 verify PATH``."""
+    front: list[str] = []
+    rest: list[str] = []
+    index = 0
+    while index < len(args):
+        arg = args[index]
+        if arg == "--":  # what follows is arguments, never options
+            rest += args[index:]
+            break
+        if arg == "--retry-budget" and index + 1 < len(args):
+            front += args[index : index + 2]
+            index += 2
+            continue
+        (front if arg.startswith("--retry-budget=") else rest).append(arg)
+        index += 1
+    return front + rest
+
+
+class _RepairGroup(TyperGroup):
+    def parse_args(self, ctx, args: list[str]) -> list[str]:
+        return super().parse_args(ctx, _retry_budget_first(args))
+
 
 app = typer.Typer(
+    cls=_RepairGroup,
     name="repair",
     help=(
         "Emergency toolkit for Apache Flink RocksDB checkpoints: inspect, verify, repair and export "
@@ -61,7 +90,7 @@ def _root(
     retry_budget: Optional[float] = typer.Option(
         None, "--retry-budget", min=0, metavar="SECONDS",
         help="How long a read that failed transiently (throttling, a reset, a timeout) is retried (default 60; "
-             "also REPAIR_RETRY_BUDGET). A file still unreadable then makes its verdict unknown, never broken.",
+             "also REPAIR_RETRY_BUDGET; before or after the command). A file still unreadable then makes its verdict unknown, never broken.",
     ),
 ) -> None:
     """Emergency toolkit for Apache Flink RocksDB checkpoints."""
@@ -96,7 +125,7 @@ def inspect(
     if result.unmatched_uids:
         print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
     _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks),
-          exit_code=2 if result.unmatched_uids else 0)  # an unknown selector is a usage error, as in export
+          exit_code=2 if result.unmatched_uids else 0 if result.ok else 1)  # an unknown selector is a usage error, as in export
 
 
 @app.command()
@@ -290,7 +319,7 @@ def doctor(
 
 @app.command()
 def export(
-    checkpoint: str = typer.Argument(..., help="chk-N directory, native savepoint directory, _metadata file, or job root (its newest checkpoint); local path or URI."),
+    checkpoint: str = typer.Argument(..., help="chk-N directory, savepoint directory (native or canonical), _metadata file, or job root (its newest checkpoint); local path or URI."),
     out: str = typer.Option(..., "--out", metavar="DIR", help="New directory to create (must not exist or be empty); receives Hive-partitioned Parquet and _export.json."),
     operator: Optional[List[str]] = typer.Option(None, "--operator", "--uid", metavar="UID|HASH|NAME", help="Export only this operator: uid, operator id (hash) or name. Repeatable."),
     state: Optional[List[str]] = typer.Option(None, "--state", metavar="NAME", help="Export only the state with this name. Repeatable."),
@@ -301,7 +330,7 @@ def export(
     columns: Literal["both", "decoded", "raw"] = typer.Option("both", "--columns", help="What is written of each key and value: both (decoded columns beside their raw bytes), decoded (raw bytes only where decoding failed), raw (the bytes only; decoded columns null)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document (also written to OUT/_export.json) instead of tables."),
 ) -> None:
-    """Export the keyed state of a checkpoint or native savepoint to Parquet (one file per operator, state and subtask)."""
+    """Export the keyed and operator state of a checkpoint or savepoint (native or canonical) to Parquet (one file per operator, state and subtask)."""
     from repair.cli.output import progress_bar
     from repair.cli.render import render_export
     from repair.ops.export.job import export as run_export
@@ -440,15 +469,24 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _complete_runbook(incomplete: str) -> list[tuple[str, str]]:
+    """The runbook names starting with ``incomplete``, each with its title (shell completion)."""
+    from repair import runbooks
+
+    return [(name, runbooks.title(name)) for name in runbooks.names() if name.startswith(incomplete)]
+
+
 @app.command()
 def runbook(
-    name: Optional[str] = typer.Argument(None, help="The runbook to print, e.g. manifest-missing (as diagnose and doctor name it); none lists them."),
+    name: Optional[str] = typer.Argument(None, help="The runbook to print, e.g. manifest-missing (as diagnose and doctor name it); none lists them.",
+                                         autocompletion=_complete_runbook),
 ) -> None:
     """Print a runbook: what an incident means, how to confirm it, and the commands that get the job back."""
     from repair import runbooks
 
     if name is None:
-        typer.echo("\n".join(runbooks.names()))
+        width = max(map(len, runbooks.names()))
+        typer.echo("\n".join(f"{name:<{width}}  {runbooks.title(name)}" for name in runbooks.names()))
         raise typer.Exit(0)
     from repair.cli.output import print_markdown
 

@@ -82,6 +82,8 @@ def render_inspect(result, *, show_files: bool = False, show_subtasks: bool = Fa
         f"total: {len(result.operators)} operators, inline {human_bytes(result.inline_bytes)}, "
         f"external {human_bytes(result.external_bytes)}"
     )
+    for finding in result.metadata_findings:
+        console.print(f"[red]{escape(result.metadata_path)}: {escape(finding.message)}[/]", markup=True)
     for problem in problems:
         console.print(f"[red]{escape(problem)}[/]", markup=True)
     if show_subtasks:
@@ -179,8 +181,24 @@ def _command(console, prefix: str, command) -> None:
     console.print(f"{prefix}{command.to_shell()}", highlight=False, markup=False, soft_wrap=True)
 
 
-def _age_of(written_at: float | None, now: float) -> str:
-    return "?" if written_at is None else _human_age(now - written_at)
+def _age_of(written_at: float | None, now: float, source: str | None = None) -> str:
+    """An age, marked ``*`` when it is a file's modification time (which a copy resets)."""
+    from repair.ops.verify.engine import AGE_FROM_FILE_TIME  # loaded already: the ages come from its results
+
+    if written_at is None:
+        return "?"
+    return _human_age(max(0.0, now - written_at)) + (" *" if source == AGE_FROM_FILE_TIME else "")
+
+
+def _print_age_sources(console, sources) -> None:
+    """Say where the ages in a table come from."""
+    from repair.ops.verify.engine import AGE_FROM_FILE_TIME, AGE_FROM_SST
+
+    sources = set(sources)
+    if AGE_FROM_SST in sources:
+        console.print("  age: from the creation time RocksDB recorded in the snapshot's newest SST (kept by copies)", highlight=False)
+    if AGE_FROM_FILE_TIME in sources:
+        console.print("  * age from the _metadata file's modification time (no SST time was read): a copy resets it", highlight=False)
 
 
 def _groups(result):
@@ -213,8 +231,9 @@ def render_fallback(result) -> None:
         first = verdict.culprits[0] if verdict.culprits else None
         culprit = f"{first.local_name or ''} {first.kind}" + (f" (+{len(verdict.culprits) - 1} more)" if len(verdict.culprits) > 1 else "") if first else ""
         table.add_row(verdict.name, "" if verdict.checkpoint_id is None else str(verdict.checkpoint_id),
-                      _age_of(verdict.written_at, now), str(verdict.lineage), status, culprit)
+                      _age_of(verdict.written_at, now, verdict.age_source), str(verdict.lineage), status, culprit)
     console.print(table)
+    _print_age_sources(console, (v.age_source for v in result.checkpoints if v.written_at is not None))
     if result.damaged:
         console.print("\n[bold]why[/]", markup=True)
         for damage in result.damaged:
@@ -255,9 +274,10 @@ def render_triage(result) -> None:
             table.add_column(column, overflow="fold")
         for way in result.ways:
             loses = "nothing" if way.lossless else f"{len(way.lost)} SST file(s) of state"
-            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""),
-                          "unknown" if way.age_seconds is None else _human_age(way.age_seconds), loses)
+            age = "unknown" if way.written_at is None else _age_of(way.written_at, way.written_at + way.age_seconds, way.age_source)
+            table.add_row(str(way.rank), way.action, way.snapshot + (f" (lineage {way.lineage})" if way.lineage is not None else ""), age, loses)
         console.print(table)
+        _print_age_sources(console, (way.age_source for way in result.ways if way.age_seconds is not None))
     for way in result.ways:
         console.print(f"\n[bold]{way.rank}. {way.action} {escape(way.snapshot)}[/]: {escape(way.why)}", highlight=False, markup=True)
         for line in way.loss_lines():
@@ -405,10 +425,11 @@ def render_rebuild(result) -> None:
         console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]", markup=True)
     for inst in result.rebuilt:
         levels = sorted(set(inst.levels.values()))
-        dropped = f", {len(inst.dropped)} dropped" if inst.dropped else ""
+        dropped = f" ({len(inst.dropped)} dropped)" if inst.dropped else ""
+        placed = f", placed on {'level' if len(levels) == 1 else 'levels'} {', '.join(map(str, levels))}" if levels else ""
         console.print(
-            f"rebuilt {inst.manifest_name} for {operator_label(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} on levels "
-            f"{', '.join(map(str, levels)) or '-'}, {len(inst.column_families)} column families  "
+            f"rebuilt {inst.manifest_name} for {operator_label(inst.operator)}[{inst.subtask}]: {inst.sst_files} SSTs{dropped} "
+            f"in {len(inst.column_families)} column families{placed}  "
             f"(because: {'; '.join(inst.reasons)})"
             + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
             highlight=False, markup=False,
@@ -553,7 +574,8 @@ def render_diagnose(result) -> None:
 def render_doctor(result) -> None:
     console = stdout()
     counts = result.counts()
-    version = f" (Flink {result.flink_version})" if result.flink_version else ""
+    origin = ", from spec.flinkVersion" if result.flink_version_source == "flink-deployment" else ""
+    version = f" (Flink {result.flink_version}{origin})" if result.flink_version else ""
     status = "[bold green]no errors[/]" if result.ok else f"[bold red]{counts['error']} error(s)[/]"
     console.print(f"{escape(result.source)}: {len(result.config)} keys, {result.format}{escape(version)}: {status}, "
                   f"{counts['warning']} warning(s), {counts['info']} note(s)", highlight=False, markup=True)

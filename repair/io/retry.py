@@ -7,7 +7,10 @@ Like the AWS SDKs' *standard* retry mode and RocksDB's ``Env`` error handling, r
 * **transient** faults: 5xx answers, throttling, connection resets and refusals, timeouts, and a read
   that returned fewer bytes than the file is known to hold. Retried with capped exponential backoff
   and full jitter, until the time budget (:attr:`RetryPolicy.budget_seconds`) is spent;
-* **permanent** ones: not found, access denied, bad request, and everything else. Raised at once.
+* **permanent** ones: not found (a missing key or bucket), access denied, missing or invalid credentials,
+  bad request, a host name that does not resolve (a mistyped endpoint or bucket: DNS answers the same
+  next time; only ``EAI_AGAIN``, "temporary failure in name resolution", is transient), and everything
+  else. Raised at once.
 
 What stays unreadable is raised as :class:`~repair.errors.StorageError` with ``transient`` set when
 the last failure was transient, so that verification can call the verdict *unknown*, never broken.
@@ -36,7 +39,11 @@ _TRANSIENT = re.compile(
 #: What says the answer will not change: checked first, so "403 ... timeout" is still permanent.
 _PERMANENT = re.compile(
     r"\b(?:400|401|403|404|405|409|412|416)\b|ACCESS_DENIED|AccessDenied|NoSuchKey|NoSuchBucket|"
-    r"RESOURCE_NOT_FOUND|NOT_FOUND|[Nn]ot found|[Pp]ermission denied|InvalidAccessKeyId|SignatureDoesNotMatch",
+    r"RESOURCE_NOT_FOUND|NOT_FOUND|[Nn]ot found|[Pp]ermission denied|InvalidAccessKeyId|SignatureDoesNotMatch|"
+    r"ExpiredToken|InvalidToken|MISSING_AUTHENTICATION_TOKEN|[Nn]o credentials|[Uu]nable to locate credentials|"
+    # a name that does not resolve: curl's code 6 (pyarrow's S3 and GCS), the OS's getaddrinfo, Java's (HDFS)
+    r"curlCode: 6\b|[Cc]ould(?:n't| not) resolve host|Name or service not known|nodename nor servname|"
+    r"No address associated with hostname|UnknownHostException",
 )
 
 

@@ -69,10 +69,12 @@ class CheckpointVerdict:
     valid: bool | None
     lineage: int
     culprits: list[Culprit] = field(default_factory=list)
-    #: Modification time of its ``_metadata`` (seconds since the epoch), when the store reports one.
+    #: When it was written (seconds since the epoch): the newest time RocksDB recorded in its SSTs, else its
+    #: ``_metadata``'s modification time (``age_source`` says which); None when neither is known.
     written_at: float | None = None
     #: Files that stayed unreadable (storage faults): with no culprit, the checkpoint could not be judged.
     unreadable: list[Culprit] = field(default_factory=list)
+    age_source: str | None = None
 
     @property
     def verdict(self) -> str:
@@ -94,6 +96,7 @@ class CheckpointVerdict:
             "culprits": [c.to_json() for c in self.culprits],
             "unreadable": [c.to_json() for c in self.unreadable],
             "written_at": st.iso_utc(self.written_at),
+            "age_source": self.age_source,
         }
 
 
@@ -210,8 +213,9 @@ def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:
         culprits = [Culprit.from_finding(f) for f in errors if f.reference.snapshot == snap.name]
         unread = [Culprit.from_finding(f) for f in unreadable if f.reference.snapshot == snap.name]
         valid = False if culprits else None if unread or not snap.checked else True
+        written, source = snap.time
         verdicts.append(CheckpointVerdict(snap.checkpoint_id, snap.name, snap.path, valid, lineage_of[snap.name], culprits,
-                                          snap.written_at, unread))
+                                          written, unread, source))
     damaged = _damaged_files(errors, [s.name for s in snapshots])
 
     if len(lineages) > 1 and lineage is None:

@@ -26,6 +26,7 @@ from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.advice import repair_command
 from repair.readers.changelog import changelog_pieces, changelog_states
+from repair.ops.verify.engine import AGE_FROM_FILE_TIME
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 
 
@@ -158,6 +159,13 @@ class InspectResult:
     unmatched_uids: list[str] = field(default_factory=list)
     #: Modification time of ``_metadata`` (seconds since the epoch; ``_metadata`` records no timestamp), when the store reports one.
     written_at: float | None = None
+    #: Problems of the ``_metadata`` file itself (a CheckpointProperties trailer Flink cannot load), as verify judges them.
+    metadata_findings: list[Problem] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        """False when Flink cannot load the ``_metadata`` (an error finding of the file itself)."""
+        return not any(finding.severity == Severity.ERROR for finding in self.metadata_findings)
 
     @property
     def inline_bytes(self) -> int:
@@ -186,6 +194,7 @@ class InspectResult:
             "snapshot_type": self.snapshot_type,
             "retained_checkpoints": self.retained_checkpoints,
             "written_at": st.iso_utc(self.written_at),
+            "age_source": None if self.written_at is None else AGE_FROM_FILE_TIME,
             "relocated": [{"recorded": k, "actual": v} for k, v in self.relocated_from.items()],
             "totals": {
                 "operators": len(self.operators),
@@ -197,8 +206,10 @@ class InspectResult:
             },
             "unmatched_uids": self.unmatched_uids,
             "operators": [op.to_json() for op in self.operators],
-            "findings": [{**finding.to_json(), "operator": op.uid or op.name or op.id, "subtask": sub.index}
-                         for op in self.operators for sub in op.subtasks for finding in sub.findings],
+            "findings": [{**finding.to_json(), "path": self.metadata_path, "operator": None, "subtask": None}
+                         for finding in self.metadata_findings]
+                        + [{**finding.to_json(), "operator": op.uid or op.name or op.id, "subtask": sub.index}
+                           for op in self.operators for sub in op.subtasks for finding in sub.findings],
         }
 
 
@@ -250,6 +261,7 @@ def inspect(path: str, *, checkpoint: int | None = None, uids: list[str] | None 
         written_at=_mtime(storage, snapshot.ref.metadata_uri),
         retained_checkpoints=[r.number for r in layout.snapshots if r.number is not None],
         unmatched_uids=unmatched,
+        metadata_findings=[problem for problem in (snapshot.metadata.trailer_problem(),) if problem is not None],
     )
 
 

@@ -196,7 +196,7 @@ def spark_session(master: str, app_name: str):
         .config("spark.ui.showConsoleProgress", "false")
     )
     driver_options = DRIVER_JAVA_OPTIONS
-    if os.environ.get("REPAIR_SPARK_LOG") != "verbose":  # Spark's start-up chatter hides the one line that matters
+    if not _spark_log_verbose():  # Spark's start-up chatter hides the one line that matters
         quiet = f"-Dlog4j2.configurationFile={LOG4J2_QUIET}"
         driver_options = f"{driver_options} {quiet}"
         builder = builder.config("spark.executor.extraJavaOptions", quiet)
@@ -209,10 +209,12 @@ def spark_session(master: str, app_name: str):
     caller_handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     with _environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
         try:
-            session = builder.getOrCreate()
+            with jvm_stderr_quiet():
+                session = builder.getOrCreate()
         except Exception as error:  # noqa: BLE001 - Py4J and PySpark errors, one line for the user
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
-            raise UsageError(f"cannot start Spark for master {master}: {lines[0] if lines else type(error).__name__}") from None
+            verbose = "" if _spark_log_verbose() else f" ({SPARK_LOG_VARIABLE}=verbose shows Spark's own output)"
+            raise UsageError(f"cannot start Spark for master {master}: {lines[0] if lines else type(error).__name__}{verbose}") from None
     if callable(caller_handler) and caller_handler is not signal.default_int_handler:
         signal.signal(signal.SIGINT, caller_handler)
     _started["context"] = session.sparkContext
@@ -248,6 +250,36 @@ def check_master(master: str) -> None:
 
 #: The SparkContext this module started last (a caller's own session is never stopped).
 _started: dict[str, object] = {}
+
+
+#: ``verbose`` keeps Spark's own output: its log at Spark's defaults, and what its JVM prints.
+SPARK_LOG_VARIABLE = "REPAIR_SPARK_LOG"
+
+
+def _spark_log_verbose() -> bool:
+    return os.environ.get(SPARK_LOG_VARIABLE) == "verbose"
+
+
+@contextmanager
+def jvm_stderr_quiet() -> Iterator[None]:
+    """While Spark starts its JVM: file descriptor 2 on ``/dev/null``, so the JVM (and the processes it
+    starts: Python workers, local executors) inherits it and its lines ("WARNING: Using incubator modules",
+    "Setting default log level", log4j's own) reach nobody; Python's standard error is back right after.
+    Errors still reach the user as Python exceptions (Py4J, PythonException). Nothing changes with
+    ``REPAIR_SPARK_LOG=verbose``."""
+    if _spark_log_verbose():
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 2)
+        yield
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+        os.close(devnull)
 
 
 @contextmanager

@@ -14,9 +14,10 @@ What a rebuild would do is worked out in memory (:func:`~repair.ops.rebuild.chec
 nothing is written. Ways back are ranked lossless first, then by how recent the state is: by checkpoint
 id (a savepoint takes its id from the job's checkpoint counter, so a savepoint taken after ``chk-5`` has
 a larger id), then by time. So the first one replays the least input. ``_metadata`` holds no timestamp;
-a snapshot's time is its ``_metadata``'s modification time as the store reports it (a copy made
-without keeping times shows the time of the copy), taken for a checkpoint as the latest of its own and
-every older checkpoint's, so ages never grow with the checkpoint number.
+a snapshot's time is the newest creation time RocksDB recorded inside its SSTs, which copies keep, else
+its ``_metadata``'s modification time as the store reports it (a copy made without keeping times shows
+the time of the copy); each way says which (``age_source``). A checkpoint's time is taken as the latest
+of its own and every older checkpoint's, so ages never grow with the checkpoint number.
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ class WayBack:
     path: str
     checkpoint_id: int | None
     lossless: bool
-    #: When ``_metadata`` was written (seconds since the epoch; its modification time), and its age then.
+    #: When the snapshot was written (seconds since the epoch; see ``age_source``), and its age then.
     written_at: float | None
     age_seconds: float | None
     #: The steps in order: repairs, then the restore (for the newest Flink release that reads the snapshot).
@@ -65,6 +66,8 @@ class WayBack:
     #: Files recorded under another root and read where they are now (a copied or moved checkpoint).
     relocated_from: dict[str, str] = field(default_factory=dict)
     rank: int = 0
+    #: Where ``written_at`` comes from: ``AGE_FROM_SST`` (inside the SSTs) or ``AGE_FROM_FILE_TIME`` (``_metadata``'s file time).
+    age_source: str | None = None
 
     def loss_lines(self) -> list[str]:
         """What is lost, one line per dropped file."""
@@ -83,6 +86,7 @@ class WayBack:
             "rank": self.rank, "action": self.action, "snapshot": self.snapshot, "kind": self.kind, "path": self.path,
             "checkpoint_id": self.checkpoint_id, "lineage": self.lineage, "lossless": self.lossless,
             "written_at": st.iso_utc(self.written_at), "age_seconds": round(self.age_seconds) if self.age_seconds is not None else None,
+            "age_source": self.age_source,
             "why": self.why, "commands": commands, "commands_argv": commands_argv, "alternatives": alternatives,
             "alternatives_argv": alternatives_argv, "relocated_from": self.relocated_from,
             "lost": [item.to_json() for item in self.lost],
@@ -206,13 +210,15 @@ def _steps(repairs: list[Command], restore_path: str, version: int) -> tuple[lis
     return [*repairs, restores[0]], restores[1:]
 
 
-def _checkpoint_times(snapshots: list[SnapshotSummary]) -> dict[str, float | None]:
-    """A time per checkpoint that never decreases with its number: the latest ``_metadata`` time of it and
-    every older checkpoint (copies made without keeping times may reorder the files' own times)."""
-    times, latest = {}, None
+def _checkpoint_times(snapshots: list[SnapshotSummary]) -> dict[str, tuple[float | None, str | None]]:
+    """A time (and its source) per checkpoint that never decreases with its number: the latest time of it
+    and every older checkpoint (copies made without keeping times may reorder the files' own times)."""
+    times: dict[str, tuple[float | None, str | None]] = {}
+    latest: tuple[float | None, str | None] = (None, None)
     for snap in sorted(snapshots, key=lambda s: s.number if s.number is not None else -1):
-        if snap.written_at is not None:
-            latest = snap.written_at if latest is None else max(latest, snap.written_at)
+        written, source = snap.time
+        if written is not None and (latest[0] is None or written >= latest[0]):
+            latest = (written, source)
         times[snap.name] = latest
     return times
 
@@ -232,9 +238,9 @@ def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, linea
     else:
         commands, alternatives = _steps([], path, version)
         why = "the newest valid checkpoint"
-    written = times.get(summary.name)
+    written, source = times.get(summary.name, (None, None))
     return WayBack(RESTORE, summary.name, "checkpoint", path, summary.checkpoint_id, True, written, _age(written, now),
-                   commands, why, lineage, alternatives, relocated_from=dict(summary.relocated_from))
+                   commands, why, lineage, alternatives, relocated_from=dict(summary.relocated_from), age_source=source)
 
 
 def _repair(
@@ -266,9 +272,9 @@ def _repair(
     else:
         why = (f"newer than every valid checkpoint; {len(plan.lost)} SST file(s) are missing or corrupt: rebuilt without "
                "them, their state is lost (below), and keys they last updated may come back with older values")
-    written = times.get(name)
+    written, source = times.get(name, (None, None))
     return WayBack(action, name, "checkpoint", summary.path, summary.checkpoint_id, lossless, written, _age(written, now),
-                   commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from)), []
+                   commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from), age_source=source), []
 
 
 def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:
@@ -290,8 +296,9 @@ def _savepoints(directory: str, storage: st.Storage, workers, master, now: float
             ways.append(BeyondRepair(summary.name, path, errors))
             continue
         commands, alternatives = _steps([], path, summary.metadata_version or 0)
-        ways.append(WayBack(RESTORE, summary.name, "savepoint", path, summary.checkpoint_id, True, summary.written_at,
-                            _age(summary.written_at, now), commands, "a valid savepoint", None, alternatives))
+        written, source = summary.time
+        ways.append(WayBack(RESTORE, summary.name, "savepoint", path, summary.checkpoint_id, True, written,
+                            _age(written, now), commands, "a valid savepoint", None, alternatives, age_source=source))
     return ways
 
 

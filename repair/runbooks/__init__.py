@@ -1,6 +1,6 @@
 """The runbooks, shipped with the package: one Markdown page per incident class (see README.md here).
 
-``repair runbook NAME`` prints one; :func:`names` and :func:`text` read them through
+``repair runbook NAME`` prints one; :func:`names`, :func:`title` and :func:`text` read them through
 ``importlib.resources``, so they work from an installed wheel as from the repository.
 """
 
@@ -15,6 +15,12 @@ def names() -> list[str]:
     """Every runbook's name (its file name without ``.md``), the index ``README`` first."""
     found = sorted(entry.name[:-3] for entry in resources.files(__name__).iterdir() if entry.name.endswith(".md"))
     return sorted(found, key=lambda name: name != "README")
+
+
+def title(name: str) -> str:
+    """A runbook's one-line description: its first line, the Markdown heading without ``#``."""
+    first = text(name).split("\n", 1)[0]
+    return first.lstrip("#").strip()
 
 
 def text(name: str) -> str:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field, replace
 from typing import Iterator
 
 from repair.errors import FormatError, RepairError
+from repair.findings import Problem
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import ByteWriter, read_utf
 from repair.formats.bytes.java_serialization import CheckpointProperties, decode_checkpoint_properties
@@ -171,6 +172,21 @@ class CheckpointMetadata:
     def is_savepoint(self) -> bool | None:
         """True/False from the V4+ trailer; None when unknown (versions 2-3 or undecodable trailer)."""
         return None if self.properties is None else self.properties.is_savepoint
+
+    def trailer_problem(self) -> Problem | None:
+        """The error of a V4+ file whose CheckpointProperties trailer does not decode, else None: Flink reads
+        it with an ``ObjectInputStream`` (``MetadataV4Serializer``) and refuses the whole file when it does not
+        decode (``EOFException``, ``StreamCorruptedException``, ``InvalidClassException``, ...), although every
+        operator before it is readable. The one rule verify and inspect both apply."""
+        if self.version < 4 or self.properties is not None:
+            return None
+        return Problem(
+            "metadata_trailer_undecodable",
+            f"the CheckpointProperties trailer ({len(self.trailer)} bytes at offset {self.trailer_offset}) does not decode: "
+            f"{self.properties_error}; Flink cannot load this _metadata (MetadataV4Serializer reads it with an ObjectInputStream)",
+            offset=self.trailer_offset, expected="a Java-serialized org.apache.flink.runtime.checkpoint.CheckpointProperties",
+            found=f"{len(self.trailer)} bytes that do not decode",
+        )
 
     def operator(self, operator_id: str) -> OperatorState | None:
         for op in self.operators:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from typing import NamedTuple
 
 import yaml
 
@@ -37,23 +38,37 @@ def check_is_flink_config(text: str, config: dict[str, str]) -> None:
 _DYNAMIC = re.compile(r"(?:^|\s)-D\s*([^\s=]+)=")
 
 
-def parse_config(text: str) -> tuple[str, dict[str, str]]:
-    """``(format, {dotted key: value as text})``."""
+class ParsedConfig(NamedTuple):
+    format: str  # "flat-yaml", "nested-yaml", "flink-deployment" or "dynamic-properties"
+    config: dict[str, str]  # dotted key -> the value as the user wrote it
+    #: A FlinkDeployment's ``spec.flinkVersion`` as a version (``v1_20`` -> ``1.20``), else None.
+    flink_version: str | None = None
+
+
+def parse_config(text: str) -> ParsedConfig:
+    """The configuration in ``text``, its values kept as text: YAML scalars are not typed (a job id
+    ``00000000000000000000000000000001`` stays that, not the number 1; ``on`` stays ``on``)."""
     if _DYNAMIC.search(text):
-        return "dynamic-properties", _parse_dynamic(text)
+        return ParsedConfig("dynamic-properties", _parse_dynamic(text))
     try:
-        document = yaml.safe_load(text)
+        document = yaml.load(text, Loader=yaml.BaseLoader)  # noqa: S506 - BaseLoader builds only str, list, dict
     except yaml.YAMLError:
-        return "flat-yaml", _parse_lines(text)
+        return ParsedConfig("flat-yaml", _parse_lines(text))
     if not isinstance(document, dict):
         if document in (None, "") or isinstance(document, str):
-            return "flat-yaml", _parse_lines(text)
+            return ParsedConfig("flat-yaml", _parse_lines(text))
         raise UsageError("not a Flink configuration: expected key: value lines, YAML or -D key=value")
     spec = document.get("spec") if isinstance(document.get("spec"), dict) else None
     if spec is not None and isinstance(spec.get("flinkConfiguration"), dict):
-        return "flink-deployment", _flatten(spec["flinkConfiguration"])
+        return ParsedConfig("flink-deployment", _flatten(spec["flinkConfiguration"]), _deployment_version(spec.get("flinkVersion")))
     nested = any(isinstance(v, dict) for v in document.values())
-    return ("nested-yaml" if nested else "flat-yaml"), _flatten(document)
+    return ParsedConfig("nested-yaml" if nested else "flat-yaml", _flatten(document))
+
+
+def _deployment_version(value) -> str | None:
+    """The Flink Kubernetes operator's ``FlinkVersion`` enum (``v1_20``, ``v2_1``) as ``1.20``, ``2.1``."""
+    match = re.fullmatch(r"v(\d+)_(\d+)", value.strip()) if isinstance(value, str) else None
+    return f"{match[1]}.{match[2]}" if match else None
 
 
 def _parse_dynamic(text: str) -> dict[str, str]:
@@ -99,8 +114,6 @@ def _flatten(mapping: dict, prefix: str = "") -> dict[str, str]:
 
 
 def _scalar(value) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
     if value is None:
         return ""
     if isinstance(value, (list, tuple)):

@@ -61,6 +61,8 @@ class DoctorResult:
     flink_version: str | None
     config: dict[str, str]
     findings: list[ConfigFinding]
+    #: Where ``flink_version`` came from: "argument" (--flink), "flink-deployment" (its spec.flinkVersion) or None.
+    flink_version_source: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -71,7 +73,7 @@ class DoctorResult:
 
     def to_json(self) -> dict:
         return {"source": self.source, "format": self.format, "flink_version": self.flink_version,
-                "ok": self.ok, "counts": self.counts(), "findings": [f.to_json() for f in self.findings],
+                "flink_version_source": self.flink_version_source, "ok": self.ok, "counts": self.counts(), "findings": [f.to_json() for f in self.findings],
                 "config": self.config}
 
 
@@ -86,11 +88,17 @@ def doctor(text_or_path: str, *, flink_version: str | None = None, source: str |
         version = parse_version(flink_version)
     except ValueError as error:
         raise UsageError(str(error)) from None
-    fmt, config = parse_config(text)
+    fmt, config, deployment_version = parse_config(text)
     check_is_flink_config(text, config)
+    version_source = "argument" if flink_version else None
+    if flink_version is None and deployment_version is not None:
+        try:  # a FlinkDeployment says which Flink reads it: judge that version's key names
+            version, flink_version, version_source = parse_version(deployment_version), deployment_version, "flink-deployment"
+        except ValueError:
+            pass  # a version doctor does not know the keys of: judged without one, as without --flink
     findings = [f for check in CHECKS for f in check(config, version)]
     findings.sort(key=lambda f: f.severity.rank)
-    return DoctorResult(source, fmt, flink_version, config, findings)
+    return DoctorResult(source, fmt, flink_version, config, findings, version_source)
 
 
 def _read(text_or_path: str, source: str | None) -> tuple[str, str]:
@@ -218,10 +226,10 @@ def check_tolerable_failures(config: dict[str, str], version: Version | None) ->
     found = _lookup(config, "tolerable_failures", version)
     key = OPTIONS["tolerable_failures"].name_for(version)
     fix = f"set {key} to a small number (e.g. 3) so that one failed checkpoint does not restart the job"
-    if not found:
-        return [ConfigFinding("tolerable-failures", "info", key, None,
-                        "not set: Flink tolerates no failed checkpoint; the first one that fails (timeout, "
-                        "storage hiccup) fails the job ('Exceeded checkpoint tolerable failure threshold').",
+    if not found:  # the same hazard as an explicit 0, so the same severity
+        return [ConfigFinding("tolerable-failures", "warning", key, None,
+                        "not set, so the default 0: Flink tolerates no failed checkpoint; the first one that fails "
+                        "(timeout, storage hiccup) fails the job ('Exceeded checkpoint tolerable failure threshold').",
                         fix, _runbook("tolerable-failure-threshold"))]
     if found[1].strip() == "0":
         return [ConfigFinding("tolerable-failures", "warning", found[0], found[1],

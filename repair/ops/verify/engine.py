@@ -161,6 +161,10 @@ class SnapshotSummary:
     recorded_job_ids: list[str] = field(default_factory=list)
     #: Modification time of ``_metadata`` (seconds since the epoch), when the store reports one.
     written_at: float | None = None
+    #: The newest creation time RocksDB recorded in the SSTs this snapshot references (seconds since the
+    #: epoch): when its newest state was flushed, which Flink does when it takes an incremental checkpoint.
+    #: A copy keeps it; None without readable SSTs (heap, full snapshots) or when they were not checked.
+    newest_sst_written_at: float | None = None
     #: Recorded job roots -> where they are read now, when the snapshot was copied or moved.
     relocated_from: dict[str, str] = field(default_factory=dict)
     #: False when verification stopped before this snapshot (``verify_newest_first``); ``ok`` then
@@ -168,6 +172,16 @@ class SnapshotSummary:
     checked: bool = True
     #: Some file it references stayed unreadable (and no error was found): it could not be judged.
     unknown: bool = False
+
+    @property
+    def time(self) -> tuple[float | None, str | None]:
+        """``(seconds since the epoch, source)``: the time recorded inside the snapshot's files first
+        (``AGE_FROM_SST``), else ``_metadata``'s modification time (``AGE_FROM_FILE_TIME``), else ``(None, None)``."""
+        if self.newest_sst_written_at is not None:
+            return self.newest_sst_written_at, AGE_FROM_SST
+        if self.written_at is not None:
+            return self.written_at, AGE_FROM_FILE_TIME
+        return None, None
 
     @property
     def verdict(self) -> str:
@@ -181,6 +195,17 @@ class SnapshotSummary:
     def to_json(self) -> dict:
         return {"name": self.name, "checkpoint_id": self.checkpoint_id, "kind": self.kind, "path": self.path, "ok": self.ok,
                 "checked": self.checked, "verdict": self.verdict}
+
+
+#: Where an age comes from (``age_source`` in --json). The creation time RocksDB records inside each SST
+#: (``rocksdb.file.creation.time``): the newest of a snapshot's SSTs was written when Flink flushed for
+#: that checkpoint (or, with no new state, for an earlier one: the state is as of then). It stays through
+#: copies. Found in every SST of the fixtures of Flink 1.15.4, 1.20.3, 2.0.2, 2.1.1 and 2.3.0; ``_metadata``
+#: records no time of any kind (versions 2 to 6).
+AGE_FROM_SST = "newest-sst"
+#: ... the ``_metadata`` file's modification time as the filesystem or object store reports it: reset by
+#: a copy (``cp -r``, a fresh clone, ``aws s3 cp``), so the age of a copied checkpoint is the copy's.
+AGE_FROM_FILE_TIME = "metadata-file-time"
 
 
 @dataclass
@@ -335,7 +360,9 @@ def _plan_path(path: str, storage: st.Storage, plan: _Plan) -> str:
         except RepairError as error:
             name = ref.name
             kind = "checkpoint" if ref.number is not None else "savepoint"
-            plan.snapshots.append(SnapshotSummary(name, ref.number, kind, ref.directory, ok=False, number=ref.number))
+            info = storage.stat(ref.metadata_uri)  # unreadable, cut short: still a file with a time
+            plan.snapshots.append(SnapshotSummary(name, ref.number, kind, ref.directory, ok=False, number=ref.number,
+                                                  written_at=info.mtime if info else None))
             plan.findings.append(
                 CheckpointFinding(
                     "error", "metadata_undecodable", error.message, Reference(name, ref.number, local_name=METADATA),
@@ -424,21 +451,14 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
 
 
 def _check_trailer(snapshot: LoadedSnapshot, plan: _Plan) -> None:
-    """Metadata V4+ ends with a Java-serialized ``CheckpointProperties``; Flink reads it with an
-    ``ObjectInputStream`` (``MetadataV4Serializer``) and refuses the whole file when it does not decode
-    (``EOFException``, ``StreamCorruptedException``, ``InvalidClassException``, ...), although every
-    operator before it is readable."""
-    metadata = snapshot.metadata
-    if metadata.version < 4 or metadata.properties is not None:
+    """A V4+ ``_metadata`` whose CheckpointProperties trailer Flink cannot load (``CheckpointMetadata.trailer_problem``)."""
+    problem = snapshot.metadata.trailer_problem()
+    if problem is None:
         return
-    name = snapshot.ref.name
     plan.findings.append(CheckpointFinding(
-        "error", "metadata_trailer_undecodable",
-        f"the CheckpointProperties trailer ({len(metadata.trailer)} bytes at offset {metadata.trailer_offset}) does not decode: "
-        f"{metadata.properties_error}; Flink cannot load this _metadata (MetadataV4Serializer reads it with an ObjectInputStream)",
-        Reference(name, metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
-        offset=metadata.trailer_offset, expected="a Java-serialized org.apache.flink.runtime.checkpoint.CheckpointProperties",
-        found=f"{len(metadata.trailer)} bytes that do not decode",
+        problem.severity, problem.kind, problem.message,
+        Reference(snapshot.ref.name, snapshot.metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
+        offset=problem.offset, expected=problem.expected, found=problem.found,
     ))
 
 
@@ -621,10 +641,13 @@ def _assemble(
     findings.extend(_check_change_sets(plan, results))
     failed = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == "error"}
     unreadable = {(f.reference.snapshot, f.reference.checkpoint) for f in findings if f.severity == Severity.UNKNOWN}
+    newest_sst = _newest_sst_times(plan, results)
     for summary in plan.snapshots:
         summary.ok = summary.ok and (summary.name, summary.checkpoint_id) not in failed
         summary.unknown = (summary.name, summary.checkpoint_id) in unreadable
         summary.checked = checked is None or summary.name in checked
+        # of a snapshot not checked, only the SSTs it shares with checked ones were read: not its newest
+        summary.newest_sst_written_at = newest_sst.get(summary.name) if summary.checked else None
     order = {s.name: i for i, s in enumerate(plan.snapshots)}
     findings.sort(key=lambda f: (order.get(f.reference.snapshot, 0), f.reference.operator or "", f.reference.subtask or 0, f.reference.local_name or ""))
     return VerifyResult(
@@ -634,6 +657,17 @@ def _assemble(
         blocks=sum(r.blocks_checked for r in results.values()),
         bytes_without_checksum=sum(r.bytes_without_checksum for r in results.values()),
     )
+
+
+def _newest_sst_times(plan: _Plan, results: dict[tuple, FileResult]) -> dict[str, float]:
+    """Per snapshot name: the newest creation time RocksDB recorded in an SST it references."""
+    newest: dict[str, float] = {}
+    for key, result in results.items():
+        if result.created_at is None:
+            continue
+        for reference in plan.references[key]:
+            newest[reference.snapshot] = max(newest.get(reference.snapshot, 0.0), float(result.created_at))
+    return newest
 
 
 def _sst_column_families(plan: _Plan, results: dict[tuple, FileResult]) -> dict[tuple, str]:

@@ -18,7 +18,7 @@ from repair.findings import Problem, Severity
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.files import decode_current, parse_options
 from repair.formats.rocksdb.manifest import iter_version_edits, replay
-from repair.formats.rocksdb.table.sst import verify_table
+from repair.formats.rocksdb.table.sst import FOOTER_SIZE, verify_table
 from repair.io import storage as st
 
 #: What a file is expected to be, from its local RocksDB name or its role in a handle.
@@ -77,6 +77,8 @@ class FileResult:
     #: without snapshot compression): decoded record by record, but a changed byte inside a value decodes
     #: as another valid value, and Flink restores it as such (damage matrix: heap ``key-groups/flipped``).
     bytes_without_checksum: int = 0
+    #: An SST's creation time as RocksDB recorded it in the file (seconds since the epoch; copies keep it).
+    created_at: int | None = None
     manifest: ManifestSummary | None = None
     current_target: str | None = None
     #: Changelog (DSTL) files: where each change set starts in the stream, for the handles' offsets.
@@ -177,7 +179,9 @@ def _whole(source, result: FileResult) -> bytes:
 
 def _check_sst(source, result: FileResult) -> None:
     report = verify_table(source, decompress=result.task.decompress)
-    result.bytes_checked += report.bytes_checked
+    # bytes read: the footer (read first, its magic number checked, also when the table cannot be opened), then the blocks
+    result.bytes_checked += min(source.size, report.bytes_checked + min(source.size, FOOTER_SIZE))
+    result.created_at = report.file_creation_time
     result.blocks_checked += report.blocks_checked
     for finding in report.findings:
         if finding.block_kind == "filter":  # a full filter block: see FILTER_UNUSED

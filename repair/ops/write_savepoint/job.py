@@ -54,7 +54,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
-from repair.errors import FormatError, RepairError, UsageError
+from repair.errors import FormatError, RepairError, StorageError, UsageError
 from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
 from repair.formats.flink.changelog.dstl import MetadataChange
 from repair.formats.flink.full_snapshot.canonical_writer import (
@@ -239,6 +239,8 @@ def write_savepoint(
 def _read_manifest(storage: st.Storage, export_dir: str) -> dict:
     uri = st.join(export_dir, EXPORT_FILE)
     if storage.stat(uri) is None:
+        if storage.stat(export_dir) is None:
+            raise StorageError("no such file or directory", source=export_dir)
         raise UsageError(f"{export_dir} is not an export: it has no {EXPORT_FILE}")
     try:
         manifest = json.loads(storage.read_bytes(uri, max_size=256 << 20))
