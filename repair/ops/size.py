@@ -7,7 +7,7 @@ run of bytes with the one state (or pseudo-state in parentheses) it is attribute
 
 * an SST belongs to the column family its properties name (``rocksdb.column.family.name``): all of
   its bytes, footer, index, filter and properties included, are that state's. Only the footer, the
-  metaindex and the properties block are read (a few KiB per file). An SST whose properties cannot be
+  metaindex and the properties block are read (about a KiB per file). An SST whose properties cannot be
   read (damaged), or name no column family, counts under ``(unknown)``; a missing one too, at the size
   ``_metadata`` records;
 * the other files of a RocksDB or ForSt instance (MANIFEST, CURRENT, OPTIONS) count under
@@ -22,6 +22,9 @@ run of bytes with the one state (or pseudo-state in parentheses) it is attribute
 * a changelog file counts under ``(changelog)`` for the first subtask that references it (several
   subtasks' change sets may share one file);
 * ``_metadata``'s bytes that are not an inline stream counted above count under ``(_metadata)``.
+
+Every other file is only checked to exist: a missing one keeps its attribution (from ``_metadata``)
+and is reported, as a missing or damaged SST is (exit 1).
 
 A checkpoint of a job root is each retained checkpoint; SSTs shared between them are read once.
 Nothing is written. Returns a :class:`SizeResult`; its ``to_json()`` is documented in
