@@ -72,3 +72,9 @@ class Problem:
         document.update(self.details)
         return document
 
+
+def kind_of(identifier: str) -> str:
+    """The finding ``kind`` of a kebab-case identifier (a diagnose cause id, a doctor check):
+    ``bad-sst`` -> ``bad_sst``. Kinds are snake_case in every command; the identifiers keep their
+    names, as runbook file names do."""
+    return identifier.replace("-", "_")

@@ -252,7 +252,7 @@ def test_configuration_dump_in_a_log_is_not_a_question():
 
 def test_json_contract():
     document = diagnose(_read(SEEDS / "001_80391559a6aa6771.txt"), source="seed-001").to_json()
-    assert set(document) == {"source", "known", "message", "incidents", "unrecognised", "findings"}
+    assert set(document) == {"schema_version", "ok", "source", "known", "message", "incidents", "unrecognised", "findings"}
     (incident,) = document["incidents"]
     assert {"cause", "runbook", "evidence", "next_command"} <= set(incident)
     assert set(incident["evidence"]) == {"job_id", "operator", "operator_id", "subtasks", "parallelism", "files",

@@ -190,7 +190,7 @@ def test_bad_version_is_a_usage_error():
 
 def test_json_contract_and_runbooks_exist():
     document = doctor(str(CONFIGS / "seed-003-shared-nfs.yaml")).to_json()
-    assert set(document) == {"source", "format", "flink_version", "flink_version_source", "ok", "counts", "findings", "config"}
+    assert set(document) == {"schema_version", "source", "format", "flink_version", "flink_version_source", "ok", "counts", "findings", "config"}
     for finding in document["findings"]:
         assert set(finding) == {"kind", "message", "check", "severity", "key", "value", "why", "fix", "runbook"}
         assert finding["runbook"] is None or (REPO / finding["runbook"]).is_file()

@@ -15,6 +15,7 @@ import pytest
 from repair.cli.app import main
 from tests import damage
 from tests.conftest import FIXTURES, REPO, fixture_info
+from tests.json_schemas import SCHEMAS, schema_name, schema_problems
 
 CONTRACTS = REPO / "docs" / "json-contracts.md"
 SECTION = re.compile(r"^## `repair ([a-z-]+) ([^`]*)`\n(.*?)(?=^## |\Z)", re.S | re.M)
@@ -147,6 +148,39 @@ def test_the_documented_json_is_what_the_command_prints(command, tmp_path, capsy
     assert len(examples) == len(reals)
     problems = [p for example, real in zip(examples, reals) for p in shape_differences(example, real)]
     assert problems == []
+    assert schema_problems(reals[0], schema_name(command)) == []  # the schema is the contract
+
+
+@pytest.mark.parametrize("command", list(documented()))
+def test_the_documented_example_follows_the_schema(command):
+    """docs/json-contracts.md held against docs/schema/: each example validates, and documents exactly
+    the top-level fields the schema requires (the schema allows no others)."""
+    example = documented()[command][0]
+    schema = json.loads((SCHEMAS / f"{schema_name(command)}.json").read_text())
+    if "$ref" in schema:  # rescale: write-savepoint's document
+        schema = json.loads((SCHEMAS / schema["$ref"]).read_text())
+    elided = [key for key, value in example.items() if isinstance(value, dict) and list(value) == ["..."]]  # {"...": "the X document"}
+    assert [p for p in schema_problems(example, schema_name(command)) if p.partition(":")[0] not in elided] == []
+    assert sorted(example) == sorted(schema["required"]) == sorted(schema["properties"])
+    assert schema["additionalProperties"] is False
+
+
+def test_the_documented_error_documents_follow_the_schema():
+    errors = re.search(r"^## Errors.*?(?=^## )", CONTRACTS.read_text(), re.S | re.M)[0]
+    examples = [json.loads(block) for block in EXAMPLE.findall(errors)]
+    assert len(examples) == 2
+    assert [schema_problems(example, "error") for example in examples] == [[], []]
+
+
+def test_the_schema_catches_a_broken_document():
+    """The validation the tests rely on fails where the contract is broken."""
+    example = documented()["verify PATH --json"][0]
+    assert schema_problems({**example, "surprise": 1}, "verify")
+    assert schema_problems({**example, "source": "relative/path"}, "verify")
+    finding = {**example["findings"][0], "kind": "kebab-case-kind"}
+    assert schema_problems({**example, "findings": [finding]}, "verify")
+    assert schema_problems({"schema_version": 1, "ok": False, "command": "verify",
+                            "error": {"type": "UsageError", "message": "x", "source": None, "exit_code": 1}}, "error")
 
 
 WRITING = {"relocate", "rebuild-manifest", "export", "write-savepoint", "edit", "rescale"}
@@ -181,6 +215,7 @@ def test_findings_are_not_empty_where_the_input_is_damaged(tmp_path, capsys):
                  ("rebuild-manifest", str(root / f"chk-{newest}"), "--out", str(tmp_path / "rebuilt"))):
         exit_code = main([*args, "--json"])
         document = json.loads(capsys.readouterr().out)
+        assert schema_problems(document, args[0]) == []
         kinds = {f["kind"] for f in document["findings"]}
         assert "missing_file" in kinds, (args[0], kinds)
         # fallback and triage find a way back (an older checkpoint); the others report the problem

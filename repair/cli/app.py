@@ -16,7 +16,7 @@ from typer.core import TyperGroup
 
 from repair import __version__
 from repair.cli.help_format import use_plain_names
-from repair.cli.output import JSON_SCHEMA_VERSION, error_document, print_error, print_json
+from repair.cli.output import error_document, failure_document, print_error, print_json
 from repair.errors import RepairError, UsageError
 
 #: The environment variable StorageOptions.from_env reads the retry budget from.
@@ -62,6 +62,11 @@ class _RepairGroup(TyperGroup):
         return super().parse_args(ctx, _retry_budget_first(args))
 
 
+try:  # typer 0.2x runs its own copy of click; older releases run click itself
+    from typer._click.exceptions import ClickException
+except ImportError:  # pragma: no cover
+    from click import ClickException
+
 app = typer.Typer(
     cls=_RepairGroup,
     name="repair",
@@ -98,14 +103,13 @@ def _root(
         os.environ[RETRY_BUDGET_VARIABLE] = str(retry_budget)
 
 
-def _show(result, json_output: bool, render, exit_code: int = 0) -> None:
-    """Print ``result`` as its documented JSON document or through ``render``; then exit with ``exit_code``."""
-    if json_output:  # every command's document: schema_version, ok (= exit code 0), then its own fields
-        document = result.to_json()
-        print_json({"schema_version": JSON_SCHEMA_VERSION, "ok": document.pop("ok", exit_code == 0), **document})
+def _show(result, json_output: bool, render) -> None:
+    """Print ``result`` as its documented JSON document or through ``render``; then exit with its exit code."""
+    if json_output:
+        print_json(result.to_json())
     else:
         render(result)
-    raise typer.Exit(exit_code)
+    raise typer.Exit(result.exit_code)
 
 
 @app.command()
@@ -124,8 +128,7 @@ def inspect(
     result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
     if result.unmatched_uids:
         print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
-    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks),
-          exit_code=2 if result.unmatched_uids else 0 if result.ok else 1)  # an unknown selector is a usage error, as in export
+    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks))
 
 
 @app.command()
@@ -144,7 +147,7 @@ def verify(
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_verify(path, master=master, workers=workers, on_progress=on_progress, decompress=not checksums_only)
-    _show(result, json_output, render_verify, exit_code=2 if result.unknown else 0 if result.ok else 1)
+    _show(result, json_output, render_verify)
 
 
 @app.command()
@@ -164,7 +167,7 @@ def fallback(
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_fallback, exit_code=2 if result.unknown else 0 if result.chosen is not None else 1)
+    _show(result, json_output, render_fallback)
 
 
 @app.command()
@@ -184,7 +187,7 @@ def triage(
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_triage, exit_code=2 if result.unknown else 0 if result.ok else 1)
+    _show(result, json_output, render_triage)
 
 
 @app.command()
@@ -199,7 +202,7 @@ def orphans(
 
     with progress_bar("reading retained checkpoints", counting="checkpoints") as on_progress:
         result = run_orphans(root, on_progress=on_progress)
-    _show(result, json_output, render_orphans, 0 if result.ok else 1)
+    _show(result, json_output, render_orphans)
 
 
 @app.command()
@@ -217,7 +220,7 @@ def size(
 
     with progress_bar("reading", counting="checkpoints") as on_progress:
         result = run_size(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress)
-    _show(result, json_output, render_size, exit_code=result.exit_code)
+    _show(result, json_output, render_size)
 
 
 @app.command()
@@ -232,7 +235,7 @@ def diff(
     from repair.ops.diff import diff as run_diff
 
     result = run_diff(old, new, top=top)
-    _show(result, json_output, render_diff, exit_code=result.exit_code)
+    _show(result, json_output, render_diff)
 
 
 @app.command()
@@ -249,7 +252,7 @@ def relocate(
 
     with progress_bar("copying", counting="files") as on_progress:
         result = run_relocate(checkpoint, to, copy=copy, on_progress=on_progress)
-    _show(result, json_output, render_relocate, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_relocate)
 
 
 @app.command("rebuild-manifest")
@@ -276,12 +279,12 @@ def rebuild_manifest(
         if copy:
             raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
-        _show(result, json_output, render_rebuild_db, exit_code=0 if result.ok else 1)
+        _show(result, json_output, render_rebuild_db)
         return
     if manifest_format is not None:
         raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
     result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing)
-    _show(result, json_output, render_rebuild, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_rebuild)
 
 
 @app.command()
@@ -297,7 +300,7 @@ def diagnose(
     _hint_if_terminal(file, "a log or a stack trace")
     text, source = read_text(file)
     result = run_diagnose(text, source=source)
-    _show(result, json_output, render_diagnose, exit_code=0 if result.known else 1)
+    _show(result, json_output, render_diagnose)
 
 
 @app.command()
@@ -314,7 +317,7 @@ def doctor(
     _hint_if_terminal(config, "a Flink configuration")
     text, source = read_text(config)
     result = run_doctor(text, flink_version=flink, source=source)
-    _show(result, json_output, render_doctor, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_doctor)
 
 
 @app.command()
@@ -406,7 +409,7 @@ def edit(
             raise UsageError(f"--rename-uid takes OLD=NEW, not {value!r}")
         renames[old] = new
     result = run_edit(checkpoint, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
-    _show(result, json_output, render_edit, exit_code=0 if result.ok else 1)
+    _show(result, json_output, render_edit)
 
 
 class Stopped(BaseException):
@@ -434,30 +437,42 @@ def _stop_cleanly_on_signals() -> dict[int, object]:
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 
-    Usage errors are reported by typer (usage text, exit code 2); a :class:`RepairError` from an
-    operation is printed as one line, never as a traceback.
+    Usage errors are reported as typer reports them (usage text, exit code 2); a :class:`RepairError`
+    from an operation is printed as one line, never as a traceback. With ``--json`` every failure (a
+    usage error, a typed error, a signal) is also one document on stdout (docs/schema/error.json).
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
     saved_handlers = _stop_cleanly_on_signals()
+    args = sys.argv[1:] if argv is None else argv
+    json_output = "--json" in args  # every failure of a --json run is a document on stdout too
     try:
-        app(args=argv, prog_name="repair", standalone_mode=True)
+        done = app(args=argv, prog_name="repair", standalone_mode=False)
+        return done if isinstance(done, int) else 0
+    except ClickException as error:  # arguments click refused: a usage error, exit code 2
+        return _usage_error(error, _command_in(args), json_output)
     except RepairError as error:  # the library's words, prefixed with the command that ran into it
-        args = sys.argv[1:] if argv is None else argv
         command = _command_in(args)
         print_error(f"{command}: {error}" if command else str(error))
-        if "--json" in args:  # scripts read stdout: the error as a document too
+        if json_output:
             print_json(error_document(command, error))
         return error.exit_code
     except SystemExit as done:
         return done.code if isinstance(done.code, int) else (0 if done.code is None else 1)
     except OSError as error:  # the machine's own trouble (a full disk, a quota) where no layer named it
-        command = _command_in(sys.argv[1:] if argv is None else argv)
+        command = _command_in(args)
         where = f"{error.filename}: " if error.filename else ""
         print_error(f"{command + ': ' if command else ''}{where}{error.strerror or error}")
+        if json_output:
+            print_json(failure_document(command, "StorageError", f"{where}{error.strerror or error}", 2,
+                                        source=os.fsdecode(error.filename) if error.filename else None))
         return 2
     except (KeyboardInterrupt, Stopped) as stop:
         signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        print_error(f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published")
+        message = f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published"
+        print_error(message)
+        if json_output:
+            print_json(failure_document(_command_in(args), "Interrupted", message, 128 + signum,
+                                        signal=signal.Signals(signum).name))
         return 128 + signum
     finally:
         for signum, handler in saved_handlers.items():
@@ -466,7 +481,22 @@ def main(argv: list[str] | None = None) -> int:
             os.environ.pop(RETRY_BUDGET_VARIABLE, None)
         else:
             os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
-    return 0
+
+
+def _usage_error(error: ClickException, command: str | None, json_output: bool) -> int:
+    """Arguments click refused (an unknown option, a missing argument, a bad value): typer's usage box;
+    with ``--json`` one line on stderr and a ``UsageError`` document on stdout instead."""
+    if type(error).__name__ == "NoArgsIsHelpError":  # `repair` alone: typer printed the help when raising it
+        return error.exit_code
+    if not json_output:
+        from typer import rich_utils
+
+        rich_utils.rich_format_error(error)  # typer's usage box (standalone_mode=False leaves it to us)
+        return error.exit_code
+    message = " ".join(error.format_message().split())
+    print_error(f"{command}: {message}" if command else message)
+    print_json(failure_document(command, "UsageError", message, error.exit_code))
+    return error.exit_code
 
 
 def _complete_runbook(incomplete: str) -> list[tuple[str, str]]:

@@ -8,6 +8,8 @@ from contextlib import contextmanager
 from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
+from repair.results import SCHEMA_VERSION
+
 if TYPE_CHECKING:  # rich is imported on first use: `--json` runs and scripts do not pay for it
     from rich.console import Console
 
@@ -83,19 +85,29 @@ def print_markdown(text: str) -> None:
             console.print(Markdown(part))
 
 
-#: Version of the --json documents' envelope (docs/json-contracts.md): fields are only ever added.
-JSON_SCHEMA_VERSION = 1
-
-
 def error_document(command: str | None, error: Any) -> dict:
-    """What ``--json`` prints when a command ends with exit 2 (docs/json-contracts.md#errors)."""
-    document = {"schema_version": JSON_SCHEMA_VERSION, "ok": False, "command": command,
-                "error": {"type": type(error).__name__, "message": error.message, "source": error.source,
-                          "exit_code": error.exit_code}}
-    for name in ("offset", "field", "expected", "found"):  # a FormatError says where and what
-        if getattr(error, name, None) is not None:
-            document["error"][name] = getattr(error, name)
-    return document
+    """What ``--json`` prints when a command stops at a :class:`~repair.errors.RepairError` (exit 2):
+    its type, message and source; where and what for a ``FormatError`` (docs/json-contracts.md#errors)."""
+    where = {name: getattr(error, name) for name in ("offset", "field", "expected", "found") if getattr(error, name, None) is not None}
+    return failure_document(command, _documented_type(error), error.message, error.exit_code, source=error.source, **where)
+
+
+def _documented_type(error: Any) -> str:
+    """The documented error type ``error`` is one of (a ``TableFormatError`` is a ``FormatError``)."""
+    from repair.errors import FormatError, StorageError, TruncatedError, UsageError
+
+    for documented in (TruncatedError, FormatError, StorageError, UsageError):
+        if isinstance(error, documented):
+            return documented.__name__
+    return "RepairError"
+
+
+def failure_document(command: str | None, error_type: str, message: str, exit_code: int, *, source: str | None = None,
+                     **details: Any) -> dict:
+    """The one document ``--json`` prints for a run that failed (docs/schema/error.json): a typed error,
+    a usage error (``UsageError``), a signal (``Interrupted``, exit code 128 + its number)."""
+    return {"schema_version": SCHEMA_VERSION, "ok": False, "command": command,
+            "error": {"type": error_type, "message": message, "source": source, "exit_code": exit_code, **details}}
 
 
 def print_json(document: Any) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 
 from repair.errors import StorageError
@@ -10,11 +11,12 @@ STDIN = "-"
 
 
 def read_text(path: str | None) -> tuple[str, str]:
-    """``(text, source name)`` of ``path``; ``None`` or ``-`` read standard input. Undecodable bytes are replaced."""
+    """``(text, source)`` of ``path``: the source is the file's absolute path, or ``-`` when ``None`` or ``-``
+    read standard input. Undecodable bytes are replaced."""
     if path is None or path == STDIN:
         return sys.stdin.read(), STDIN
     try:
         with open(path, encoding="utf-8", errors="replace") as handle:
-            return handle.read(), path
+            return handle.read(), os.path.abspath(path)
     except OSError as error:
         raise StorageError(f"cannot read {path}: {error.strerror or error}") from None

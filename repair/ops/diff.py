@@ -21,7 +21,7 @@ from dataclasses import dataclass, field, fields
 from repair.errors import UsageError
 from repair.findings import Problem
 from repair.io import storage as st
-from repair.io.layout import discover, normalize_uri
+from repair.io.layout import discover
 from repair.ops.size import CheckpointSize, FilesVerdict, Piece, measure
 
 
@@ -82,12 +82,11 @@ class DiffResult(FilesVerdict):
     def growth_bytes(self) -> int:
         return self.new.bytes - self.old.bytes
 
-    def to_json(self) -> dict:
+    def document(self) -> dict:
         def side(size: CheckpointSize, source: str) -> dict:
             return {"source": source, "checkpoint_id": size.checkpoint_id, "metadata_path": size.metadata_path, "bytes": size.bytes}
 
         return {
-            "ok": self.ok,
             "source": self.source,
             "old": side(self.old, self.old_source),
             "new": side(self.new, self.source),
@@ -160,7 +159,7 @@ def diff(old: str, new: str, *, top: int | None = None, storage: st.Storage | No
     removed = set(old_files) - set(new_files)
     shared = set(new_files) & set(old_files)
     return DiffResult(
-        source=normalize_uri(new),
+        source=st.absolute(new),
         old=before,
         new=after,
         added=FileSet(len(added), sum(new_files[f] for f in added)),
@@ -169,6 +168,6 @@ def diff(old: str, new: str, *, top: int | None = None, storage: st.Storage | No
         states=_states(before, after, added, removed),
         bytes_read=measured.bytes_read,
         findings=measured.findings,
-        old_source=normalize_uri(old),
+        old_source=st.absolute(old),
         top=top,
     )

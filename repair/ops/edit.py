@@ -28,6 +28,7 @@ from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.formats.flink.metadata import OperatorState
 from repair.io import storage as st
 from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
+from repair.results import CommandResult
 
 __all__ = ["EditResult", "edit"]
 
@@ -47,7 +48,7 @@ class Edit:
 
 
 @dataclass
-class EditResult:
+class EditResult(CommandResult):
     edits: list[Edit] = field(default_factory=list)
     written: RelocateResult | None = None
 
@@ -59,8 +60,18 @@ class EditResult:
     def new_metadata(self) -> str | None:
         return self.written.new_metadata if self.written else None
 
-    def to_json(self) -> dict:
-        return {"ok": self.ok, "source": self.written.source_metadata if self.written else None,
+    @property
+    def source(self) -> str:
+        """The ``_metadata`` edited (empty when nothing was read, which raises before a result exists)."""
+        return self.written.source if self.written else ""
+
+    @property
+    def findings(self) -> list:
+        """Nothing judged: edit writes, and reports problems as errors."""
+        return []
+
+    def document(self) -> dict:
+        return {"source": self.source,
                 "out": self.written.new_root if self.written else None, "new_metadata": self.new_metadata, "edits": [e.to_json() for e in self.edits],
                 "files": self.written.to_json() if self.written else None}
 

@@ -24,6 +24,7 @@ from repair.ops.advice import (
     Command, commands_json, manifest_only, output_next_to, rebuild_command, relocate_command, repair_command, restore_commands,
 )
 from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
+from repair.results import CommandResult
 
 
 @dataclass
@@ -149,7 +150,7 @@ class RestoreAdvice:
 
 
 @dataclass
-class FallbackResult:
+class FallbackResult(CommandResult):
     root: str
     checkpoints: list[CheckpointVerdict]  # newest first
     lineages: list[Lineage]
@@ -163,10 +164,19 @@ class FallbackResult:
     #: Every finding of the checkpoints verified, as `repair verify` reports them.
     findings: list[CheckpointFinding] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """A checkpoint to restore was chosen, and no newer one's verdict is unknown."""
+        return self.chosen is not None and not self.unknown
+
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "source": self.root,
-            "root": self.root,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "root": self.source,  # the same as source (named so before every command had source)
             "unknown": self.unknown,
             "chosen": {"checkpoint_id": self.chosen.checkpoint_id, "path": self.chosen.path} if self.chosen else None,
             "message": self.message,

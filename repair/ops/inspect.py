@@ -6,7 +6,7 @@ Returns an :class:`InspectResult`; its ``to_json()`` is the documented ``--json`
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from repair.errors import RepairError, StorageError
 from repair.findings import Problem, Severity
@@ -28,6 +28,7 @@ from repair.ops.advice import repair_command
 from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.ops.verify.engine import AGE_FROM_FILE_TIME
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
+from repair.results import CommandResult
 
 
 @dataclass
@@ -143,7 +144,7 @@ class OperatorInfo:
 
 
 @dataclass
-class InspectResult:
+class InspectResult(CommandResult):
     path: str
     layout: str  # job-root | checkpoint | savepoint | metadata-file
     metadata_path: str
@@ -163,11 +164,6 @@ class InspectResult:
     metadata_findings: list[Problem] = field(default_factory=list)
 
     @property
-    def ok(self) -> bool:
-        """False when Flink cannot load the ``_metadata`` (an error finding of the file itself)."""
-        return not any(finding.severity == Severity.ERROR for finding in self.metadata_findings)
-
-    @property
     def inline_bytes(self) -> int:
         return sum(f.size for f in self._files() if f.inline)
 
@@ -180,11 +176,35 @@ class InspectResult:
             for sub in op.subtasks:
                 yield from sub.files
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """Every operator asked for (``uids``) was found, and Flink can load the ``_metadata`` (no error
+        finding of the file itself); what inspect finds in a subtask's meta data does not fail it."""
+        return not self.unmatched_uids and not any(finding.severity == Severity.ERROR for finding in self.metadata_findings)
+
+    @property
+    def exit_code(self) -> int:
+        """2 when an operator asked for is not there (a usage error, as in export); 1 when Flink cannot
+        load the ``_metadata``."""
+        return 2 if self.unmatched_uids else 0 if self.ok else 1
+
+    @property
+    def source(self) -> str:
+        return st.absolute(self.path)
+
+    @property
+    def findings(self) -> list[Problem]:
+        """The problems of the ``_metadata`` file itself (with its path), then those of every subtask, each
+        with its operator (uid, name or id) and subtask."""
+        return [replace(finding, details=(*finding.details, ("path", self.metadata_path), ("operator", None), ("subtask", None)))
+                for finding in self.metadata_findings] + [replace(finding, details=(*finding.details, ("operator", op.uid or op.name or op.id), ("subtask", sub.index)))
+                for op in self.operators for sub in op.subtasks for finding in sub.findings]
+
+    def document(self) -> dict:
         files = list(self._files())
         return {
-            "source": self.path,
-            "path": self.path,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "path": self.source,  # the same as source (named so before every command had source)
             "layout": self.layout,
             "metadata_path": self.metadata_path,
             "checkpoint_id": self.checkpoint_id,
@@ -206,10 +226,7 @@ class InspectResult:
             },
             "unmatched_uids": self.unmatched_uids,
             "operators": [op.to_json() for op in self.operators],
-            "findings": [{**finding.to_json(), "path": self.metadata_path, "operator": None, "subtask": None}
-                         for finding in self.metadata_findings]
-                        + [{**finding.to_json(), "operator": op.uid or op.name or op.id, "subtask": sub.index}
-                           for op in self.operators for sub in op.subtasks for finding in sub.findings],
+            "findings": [finding.to_json() for finding in self.findings],
         }
 
 

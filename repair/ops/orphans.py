@@ -29,6 +29,7 @@ from repair.io import storage as st
 from repair.io.layout import Layout, discover, normalize_uri
 from repair.io.snapshot import load_snapshot
 from repair.ops.advice import repair_command
+from repair.results import CommandResult
 
 #: Directories below a job root that hold state files shared between checkpoints or owned by TaskManagers.
 STATE_DIRS = ("shared", "taskowned")
@@ -80,7 +81,7 @@ class FileCount:
 
 
 @dataclass
-class OrphansResult:
+class OrphansResult(CommandResult):
     root: str
     retained_checkpoints: list[int]
     #: ``chk-N`` directories without ``_metadata`` (in progress, failed or half deleted).
@@ -124,11 +125,14 @@ class OrphansResult:
     def orphaned(self) -> FileCount:
         return FileCount(len(self.orphans), sum(o.size for o in self.orphans))
 
-    def to_json(self) -> dict:
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok,
-            "source": self.root,
-            "root": self.root,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "root": self.source,  # the same as source (named so before every command had source)
             "retained_checkpoints": self.retained_checkpoints,
             "incomplete_checkpoints": self.incomplete_checkpoints,
             "oldest_metadata_mtime": self.oldest_metadata_mtime,

@@ -32,6 +32,7 @@ from repair.formats.flink.metadata import decode_metadata, encode_metadata
 from repair.io import storage as st
 from repair.io.layout import discover, normalize_uri, recorded_root
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.results import CommandResult
 
 
 @dataclass
@@ -65,7 +66,7 @@ class MissingFile:
 
 
 @dataclass
-class RelocateResult:
+class RelocateResult(CommandResult):
     source_metadata: str
     new_root: str
     new_metadata: str | None  # None when nothing was written (files missing)
@@ -76,13 +77,21 @@ class RelocateResult:
     def ok(self) -> bool:
         return not self.missing
 
-    def to_json(self) -> dict:
+    @property
+    def source(self) -> str:
+        return st.absolute(self.source_metadata)
+
+    @property
+    def findings(self) -> list[Problem]:
+        """The referenced files that are missing or too short (then nothing was written)."""
+        return [m.finding() for m in self.missing]
+
+    def document(self) -> dict:
         copied = [f for f in self.files if f.copied]
         return {
-            "ok": self.ok,
-            "source": self.source_metadata,
+            "source": self.source,
             "out": self.new_root,
-            "source_metadata": self.source_metadata,  # the same as source, out (named so before every command had them)
+            "source_metadata": self.source,  # the same as source, out (named so before every command had them)
             "new_root": self.new_root,
             "new_metadata": self.new_metadata,
             "files": [f.to_json() for f in self.files],

@@ -49,9 +49,10 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.rocksdb.table.sst import read_table_properties
 from repair.io import storage as st
-from repair.io.layout import ResolvedFile, SnapshotRef, discover, normalize_uri
+from repair.io.layout import ResolvedFile, SnapshotRef, discover
 from repair.io.resolved import IN_FLIGHT, close, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.results import CommandResult
 
 #: What ``--by`` groups by: the :class:`Piece` fields that make a group's key.
 GROUPINGS: dict[str, tuple[str, ...]] = {
@@ -190,9 +191,9 @@ class CheckpointSize:
         }
 
 
-class FilesVerdict:
-    """``ok``, ``unknown`` and the exit code of a result from its ``findings`` about files (missing,
-    damaged: 1; unreadable: 2), for ``size`` and ``diff``."""
+class FilesVerdict(CommandResult):
+    """The verdict of ``size`` and ``diff`` from their ``findings`` about files: ``ok`` without any
+    (missing or damaged: exit 1), ``unknown`` when a file stayed unreadable (exit 2)."""
 
     findings: list[Problem]
 
@@ -204,10 +205,6 @@ class FilesVerdict:
     def unknown(self) -> bool:
         """A file stayed unreadable (a storage fault): what it holds is unknown, not bad."""
         return any(f.severity == Severity.UNKNOWN for f in self.findings)
-
-    @property
-    def exit_code(self) -> int:
-        return 2 if self.unknown else 0 if self.ok else 1
 
 
 @dataclass
@@ -221,9 +218,8 @@ class SizeResult(FilesVerdict):
     bytes_read: int
     findings: list[Problem] = field(default_factory=list)
 
-    def to_json(self) -> dict:
+    def document(self) -> dict:
         return {
-            "ok": self.ok,
             "source": self.source,
             "layout": self.layout,
             "by": self.by,
@@ -519,7 +515,7 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
         if not refs:
             raise UsageError(f"no chk-{checkpoint} here (retained: {', '.join(str(r.number) for r in layout.snapshots)})")
     measured = measure([(ref, layout.root) for ref in refs], storage, on_progress)
-    return SizeResult(normalize_uri(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings)
+    return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings)
 
 
 @dataclass

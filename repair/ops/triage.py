@@ -36,6 +36,7 @@ from repair.ops.fallback import Lineage, judge
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
+from repair.results import CommandResult
 
 RESTORE = "restore"
 REBUILD = "rebuild-manifest"
@@ -106,7 +107,7 @@ class BeyondRepair:
 
 
 @dataclass
-class TriageResult:
+class TriageResult(CommandResult):
     root: str
     savepoints: str | None
     checked: dict[str, int]
@@ -136,9 +137,13 @@ class TriageResult:
     def best(self) -> WayBack | None:
         return self.ways[0] if self.ways and not self.undecided else None
 
-    def to_json(self) -> dict:
+    @property
+    def source(self) -> str:
+        return st.absolute(self.root)
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok, "source": self.root, "root": self.root, "savepoints": self.savepoints, "checked": self.checked,
+            "source": self.source, "root": self.source, "savepoints": self.savepoints, "checked": self.checked,
             "message": self.message, "lineage": self.lineage, "lineages": [lineage.to_json() for lineage in self.lineages],
             "best": self.best.rank if self.best else None, "unknown": self.unknown,
             "ways": [way.to_json() for way in self.ways],

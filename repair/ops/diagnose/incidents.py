@@ -12,9 +12,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from repair.findings import Problem, Severity
+from repair.findings import Problem, Severity, kind_of
 from repair.ops.advice import Command, Placeholder, commands_json, output_next_to
 from repair.ops.diagnose import rules
+from repair.results import CommandResult
 
 #: How far around an occurrence the trace is searched for its operator, job and phase.
 _BEFORE, _AFTER = 6000, 2500
@@ -78,12 +79,12 @@ class Incident:
 
     def finding(self) -> Problem:
         """The incident in the common finding shape: a question (``kind`` ``question``) is only worth knowing."""
-        return Problem(self.cause_id, self.cause, severity=Severity.INFO if self.kind == "question" else Severity.ERROR,
+        return Problem(kind_of(self.cause_id), self.cause, severity=Severity.INFO if self.kind == "question" else Severity.ERROR,
                        details=(("runbook", self.runbook), ("next_command", self.next_command.to_shell())))
 
 
 @dataclass
-class DiagnoseResult:
+class DiagnoseResult(CommandResult):
     source: str
     incidents: list[Incident]
     unrecognised: list[str]  # exception lines of a log with no known incident
@@ -98,7 +99,16 @@ class DiagnoseResult:
             return NO_KNOWN_INCIDENT
         return f"{len(self.incidents)} incident(s): " + ", ".join(dict.fromkeys(i.cause_id for i in self.incidents))
 
-    def to_json(self) -> dict:
+    @property
+    def ok(self) -> bool:
+        """A known incident (or question) was found."""
+        return self.known
+
+    @property
+    def findings(self) -> list[Problem]:
+        return [i.finding() for i in self.incidents]
+
+    def document(self) -> dict:
         return {
             "source": self.source,
             "known": self.known,

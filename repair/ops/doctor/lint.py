@@ -15,10 +15,11 @@ import re
 from dataclasses import dataclass
 
 from repair.errors import UsageError
-from repair.findings import Severity
+from repair.findings import Severity, kind_of
 from repair.io.textinput import STDIN, read_text
 from repair.ops.doctor.config import check_is_flink_config, parse_config
 from repair.ops.doctor.flink_keys import DEFAULT_INLINE_THRESHOLD, DEFAULT_NUM_RETAINED, OPTIONS, Version, parse_version
+from repair.results import CommandResult
 
 SEVERITIES = ("error", "warning", "info")
 RUNBOOKS = "repair/runbooks"
@@ -49,13 +50,13 @@ class ConfigFinding:
         self.severity = Severity(self.severity)
 
     def to_json(self) -> dict:
-        return {"kind": self.check, "severity": self.severity, "message": f"{self.key}: {self.why}",
+        return {"kind": kind_of(self.check), "severity": self.severity, "message": f"{self.key}: {self.why}",
                 "check": self.check, "key": self.key, "value": self.value, "why": self.why, "fix": self.fix,
                 "runbook": self.runbook}
 
 
 @dataclass
-class DoctorResult:
+class DoctorResult(CommandResult):
     source: str
     format: str  # "flat-yaml", "nested-yaml", "flink-deployment" or "dynamic-properties"
     flink_version: str | None
@@ -71,9 +72,9 @@ class DoctorResult:
     def counts(self) -> dict[str, int]:
         return {s: sum(1 for f in self.findings if f.severity == s) for s in SEVERITIES}
 
-    def to_json(self) -> dict:
+    def document(self) -> dict:
         return {"source": self.source, "format": self.format, "flink_version": self.flink_version,
-                "flink_version_source": self.flink_version_source, "ok": self.ok, "counts": self.counts(), "findings": [f.to_json() for f in self.findings],
+                "flink_version_source": self.flink_version_source, "counts": self.counts(), "findings": [f.to_json() for f in self.findings],
                 "config": self.config}
 
 

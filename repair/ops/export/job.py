@@ -64,6 +64,7 @@ from repair.ops.export.parts import (
 from repair.ops.export.sources import SLOTS, SOURCES, not_exported, source_for
 from repair.ops.runner import default_workers, run_tasks
 from repair.readers.rocksdb import ENGINES
+from repair.results import CommandResult
 
 __all__ = ["COLUMNS", "COMMIT_FILE", "export", "export_subtask", "partition_value"]
 
@@ -143,7 +144,7 @@ class Skipped:
 
 
 @dataclass
-class ExportResult:
+class ExportResult(CommandResult):
     source: str
     metadata: str
     snapshot: str
@@ -165,9 +166,14 @@ class ExportResult:
     def rows(self) -> int:
         return sum(s.rows for op in self.operators for s in op.states)
 
-    def to_json(self) -> dict:
+    @property
+    def findings(self) -> list:
+        """Nothing judged: export writes, and reports problems as errors."""
+        return []
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok, "format_version": FORMAT_VERSION, "source": self.source, "metadata": self.metadata,
+            "format_version": FORMAT_VERSION, "source": self.source, "metadata": self.metadata,
             "snapshot": self.snapshot, "kind": self.kind, "savepoint_format": self.savepoint_format,
             "checkpoint_id": self.checkpoint_id, "out": self.out, "columns": self.columns, "rows": self.rows, "files": self.files,
             "operators": [op.to_json() for op in self.operators], "skipped": [s.to_json() for s in self.skipped],
@@ -298,7 +304,7 @@ def export(
         raise UsageError(f"{out} already exists and is not empty; exports go to a new directory")
     snapshot = load_snapshot(ref, layout.root, storage)
     result = ExportResult(
-        source=checkpoint, metadata=ref.metadata_uri, snapshot=ref.name, kind=snapshot.kind,
+        source=st.absolute(checkpoint), metadata=st.absolute(ref.metadata_uri), snapshot=ref.name, kind=snapshot.kind,
         savepoint_format=snapshot.savepoint_format, checkpoint_id=snapshot.metadata.checkpoint_id, out=out,
         columns=columns,
     )

@@ -34,6 +34,7 @@ from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_file
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
 from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
 from repair.ops.verify.engine import CheckpointFinding, verify
+from repair.results import CommandResult
 
 #: CheckpointFinding kinds that a rebuilt MANIFEST and CURRENT repair (when they concern MANIFEST or CURRENT).
 REPAIRABLE = {
@@ -66,7 +67,7 @@ class RebuiltInstance:
 
 
 @dataclass
-class RebuildResult:
+class RebuildResult(CommandResult):
     source: str
     rebuilt: list[RebuiltInstance] = field(default_factory=list)
     unrepairable: list[str] = field(default_factory=list)  # problems a MANIFEST rebuild cannot fix
@@ -97,9 +98,8 @@ class RebuildResult:
             return "rebuilt_with_losses" if self.lost else "rebuilt"
         return "not_clean" if self.written is not None and self.written.new_metadata else "not_rebuilt"
 
-    def to_json(self) -> dict:
+    def document(self) -> dict:
         return {
-            "ok": self.ok,
             "status": self.status,
             "source": self.source,
             "out": self.out,
@@ -143,7 +143,7 @@ def plan_rebuild(
     ``findings`` are verify's findings about this snapshot. :mod:`repair.ops.triage` uses it to say
     what a rebuild would lose without writing anything.
     """
-    result = RebuildResult(snapshot.ref.metadata_uri)
+    result = RebuildResult(st.absolute(snapshot.ref.metadata_uri))
     broken, dropped = _classify(findings, drop_missing, result)
     if result.unrepairable:
         return result

@@ -73,6 +73,7 @@ from repair.ops.rebuild.db_evidence import (
     rocksdb7_markers,
 )
 from repair.ops.verify.engine import verify
+from repair.results import CommandResult
 
 #: Files of ``DB_DIR`` copied as they are, besides SSTs, WALs and OPTIONS.
 _COPIED = {FileKind.IDENTITY}
@@ -158,7 +159,7 @@ class OptionsReport:
 
 
 @dataclass
-class RebuildDbResult:
+class RebuildDbResult(CommandResult):
     source: str
     out: str
     format: str | None = None
@@ -206,9 +207,9 @@ class RebuildDbResult:
         found += [Problem("rebuild_warning", text, severity=Severity.WARNING) for text in self.warnings]
         return found
 
-    def to_json(self) -> dict[str, Any]:
+    def document(self) -> dict[str, Any]:
         return {
-            "ok": self.ok, "status": self.status, "kind": "rocksdb-dir", "source": self.source, "out": self.out,
+            "status": self.status, "kind": "rocksdb-dir", "source": self.source, "out": self.out,
             "new_db": self.new_db,
             "format": self.format, "format_evidence": self.format_evidence, "current": self.current,
             "old_manifest": self.old_manifest.to_json() if self.old_manifest else None,
@@ -261,7 +262,7 @@ def rebuild_db(
     if not is_rocksdb_dir(db_dir, storage):
         raise UsageError("not a RocksDB directory (no CURRENT, MANIFEST or SST file)", source=db_dir)
     st.refuse_output_inside(out, [db_dir])
-    result = RebuildDbResult(db_dir, out)
+    result = RebuildDbResult(st.absolute(db_dir), out)
     files = _inventory(db_dir, storage, result)
     result.current, target = read_current(files.get("CURRENT"), storage)
     old = result.old_manifest = read_old_manifest(files, target, storage)

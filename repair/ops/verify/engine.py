@@ -45,6 +45,7 @@ from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.verify.changelog_check import check_subtask_changelog
 from repair.ops.verify.file_checks import FileResult, FileTask, check_file, kind_for_local_name
+from repair.results import CommandResult
 
 #: Below this many external bytes, a process pool costs more than it saves.
 POOL_THRESHOLD_BYTES = 64 << 20
@@ -209,7 +210,7 @@ AGE_FROM_FILE_TIME = "metadata-file-time"
 
 
 @dataclass
-class VerifyResult:
+class VerifyResult(CommandResult):
     path: str
     layout: str
     snapshots: list[SnapshotSummary]
@@ -230,11 +231,14 @@ class VerifyResult:
         """Some file stayed unreadable: a verdict could not be reached (retry when the store recovers)."""
         return any(f.severity == Severity.UNKNOWN for f in self.findings)
 
-    def to_json(self) -> dict:
+    @property
+    def source(self) -> str:
+        return st.absolute(self.path)
+
+    def document(self) -> dict:
         return {
-            "ok": self.ok,
-            "source": self.path,
-            "path": self.path,  # the same as source (named so before every command had source)
+            "source": self.source,
+            "path": self.source,  # the same as source (named so before every command had source)
             "layout": self.layout,
             "checked": {
                 "checkpoints": sum(1 for s in self.snapshots if s.kind in ("checkpoint", "savepoint")),

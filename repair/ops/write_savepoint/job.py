@@ -94,6 +94,7 @@ from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.kryo_generation import mark_kryo_generation
 from repair.readers.operator_state import iter_operator_handle
 from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
+from repair.results import CommandResult
 
 __all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
 
@@ -152,7 +153,7 @@ class WrittenOperator:
 
 
 @dataclass
-class WriteSavepointResult:
+class WriteSavepointResult(CommandResult):
     #: The export read (None for :func:`rescale`, whose export is temporary).
     export: str | None
     source_metadata: str
@@ -170,8 +171,18 @@ class WriteSavepointResult:
     def metadata(self) -> str:
         return st.join(self.out, METADATA_FILE)
 
-    def to_json(self) -> dict:
-        return {"ok": self.ok, "source": self.export or self.source_metadata, "export": self.export, "source_metadata": self.source_metadata, "out": self.out,
+    @property
+    def source(self) -> str:
+        """The export read; for :func:`rescale`, the checkpoint's ``_metadata``."""
+        return st.absolute(self.export or self.source_metadata)
+
+    @property
+    def findings(self) -> list:
+        """Nothing judged: write-savepoint writes, and reports problems as errors."""
+        return []
+
+    def document(self) -> dict:
+        return {"source": self.source, "export": self.export, "source_metadata": self.source_metadata, "out": self.out,
                 "metadata": self.metadata, "metadata_version": self.metadata_version, "savepoint_format": "canonical",
                 "checkpoint_id": self.checkpoint_id, "files": self.files,
                 "entries": sum(s.entries for op in self.operators for s in op.states),
@@ -214,7 +225,7 @@ def write_savepoint(
     if metadata.version not in METADATA_VERSIONS:
         raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
                          f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
-    result = WriteSavepointResult(export_dir, snapshot.ref.metadata_uri, out, metadata.version, metadata.checkpoint_id)
+    result = WriteSavepointResult(st.absolute(export_dir), st.absolute(snapshot.ref.metadata_uri), out, metadata.version, metadata.checkpoint_id)
     exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
     drops: dict[str, set[str]] = defaultdict(set)
     for value in drop_states:
