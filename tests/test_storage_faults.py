@@ -257,6 +257,7 @@ def test_triage_plans_no_repair_from_a_storage_fault(s3_job, monkeypatch, capsys
         assert main(["triage", root, "--json"]) == 2
     document = json.loads(capsys.readouterr().out)
     assert document["unknown"] == [newest] and "--retry-budget" in document["message"]
+    assert document["ok"] is False  # ok is true exactly at exit 0, though an older checkpoint restores
     assert all(way["snapshot"] != newest for way in document["ways"])  # unread is not broken: nothing to rebuild
     assert [way["action"] for way in document["ways"]][:1] == ["restore"]
 

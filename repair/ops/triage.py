@@ -130,8 +130,9 @@ class TriageResult(CommandResult):
 
     @property
     def ok(self) -> bool:
-        """A way back loses nothing (and it is clear which job's)."""
-        return not self.undecided and any(way.lossless for way in self.ways)
+        """A way back loses nothing (and it is clear which job's), and no newer checkpoint's verdict is
+        unknown (then the exit code is 2: a retry may find a better way; ``ok`` is true exactly at exit 0)."""
+        return not self.undecided and not self.unknown and any(way.lossless for way in self.ways)
 
     @property
     def best(self) -> WayBack | None:
