@@ -2,6 +2,7 @@
 
     nice -n 10 python -m fuzz.run --seconds 20                 # every target, 20 s each
     nice -n 10 python -m fuzz.run --seconds 600 sst manifest   # longer runs of some targets
+    nice -n 10 python -m fuzz.run --seconds 15 --jobs 2        # two targets at a time (one core each)
 
 Each target runs in its own process (libFuzzer runs once per process) over a copy of the seed corpus
 (:mod:`fuzz.corpus`) in a temporary directory; inputs that add coverage are kept there. A crash
@@ -23,6 +24,7 @@ import resource
 import subprocess
 import sys
 import tempfile
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -95,15 +97,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=int, default=10, help="seconds one input may take")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path, help="write the summary here")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="targets run at a time, each in its own process on its own core (libFuzzer uses one)")
     args = parser.parse_args(argv)
     results = []
-    for target in args.targets or list(TARGETS):
-        result = run_target(target, args.seconds, args.crashes, args.memory_mb, args.timeout, args.seed)
-        results.append(result)
-        print(f"{target:20} {result['execs']} execs in {args.seconds} s, corpus {result['seeds']} -> {result['corpus']}, "
-              f"crashes: {result['crashes'] or 'none'}", flush=True)
-        if result["log_tail"]:
-            print(result["log_tail"], file=sys.stderr)
+
+    def run(target: str) -> dict:
+        return run_target(target, args.seconds, args.crashes, args.memory_mb, args.timeout, args.seed)
+
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:  # threads that each wait for one child
+        for result in pool.map(run, args.targets or list(TARGETS)):  # in target order
+            results.append(result)
+            print(f"{result['target']:20} {result['execs']} execs in {args.seconds} s, corpus {result['seeds']} -> "
+                  f"{result['corpus']}, crashes: {result['crashes'] or 'none'}", flush=True)
+            if result["log_tail"]:
+                print(result["log_tail"], file=sys.stderr)
     if args.json:
         args.json.write_text(json.dumps(results, indent=2) + "\n")
     return 0 if all(r["ok"] for r in results) else 1

@@ -28,8 +28,11 @@ class Severity(str, Enum):
     INFO = "info"
 
     # plain strings when printed or formatted, as before the enum (Python 3.10/3.11 would show the name)
-    __str__ = str.__str__
-    __format__ = str.__format__
+    def __str__(self) -> str:
+        return str.__str__(self)
+
+    def __format__(self, format_spec: str) -> str:
+        return str.__format__(self, format_spec)
 
     @property
     def rank(self) -> int:

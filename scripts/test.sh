@@ -13,6 +13,10 @@ cd "$REPO"
 if ! only_quick_tests "$@"; then
   ensure_flink 1.15.4 1.20.3 2.0.2 2.1.1 2.3.0
 fi
+# Lint and import order (ruff), then the public API's types (mypy): pyproject.toml's [tool.ruff] and
+# [tool.mypy]; the dev extra pins both. A finding fails the run before any test starts.
+"$VENV/bin/ruff" check --quiet .
+"$VENV/bin/mypy"
 # Everything the tests need is installed above: a test skipped for a missing tool fails instead.
 export REPAIR_REQUIRE_TOOLS=1
 exec "$VENV/bin/python" -m pytest "$@"

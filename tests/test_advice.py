@@ -78,7 +78,10 @@ def test_fallback_and_inspect_show_ages(tmp_path, capsys):
     assert main(["inspect", str(root), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["written_at"] == "2026-01-01T00:00:00Z"
     assert main(["fallback", str(root), "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["checkpoints"][0]["written_at"] == "2026-01-01T00:00:00Z"
+    chosen = json.loads(capsys.readouterr().out)["checkpoints"][0]
+    # a verified checkpoint is dated by its newest SST (RocksDB records when it wrote it), not by the
+    # _metadata file's time, which a copy resets
+    assert chosen["age_source"] == "newest-sst" and chosen["written_at"] != "2026-01-01T00:00:00Z"
     assert time.time() > stamp
 
 

@@ -9,6 +9,7 @@ back through others (no import cycles).
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -35,11 +36,19 @@ def _module_name(path: Path) -> str:
 MODULES = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
 
 
+@functools.cache
+def _tree(path: Path) -> ast.Module:
+    """The parsed module at ``path``: each file is parsed once per test session, not once per check."""
+    return ast.parse(path.read_text(), str(path))
+
+
+@functools.cache
 def _imports(name: str, path: Path) -> list[tuple[str, int]]:
-    """Every module ``name`` imports, anywhere in the file (function-level imports too), with its line."""
+    """Every module ``name`` imports, anywhere in the file (function-level imports too), with its line.
+    Cached: every check walks the same import graph (a test adding a module adds a new ``(name, path)``)."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = []
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_tree(path)):
         if isinstance(node, ast.Import):
             found += [(alias.name, node.lineno) for alias in node.names]
         elif isinstance(node, ast.ImportFrom):
@@ -132,7 +141,7 @@ def test_format_decoders_open_no_files():
     calls = []
     for name, path in MODULES.items():
         if _layer(name) == "formats":
-            for node in ast.walk(ast.parse(path.read_text())):
+            for node in ast.walk(_tree(path)):
                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == "open":
                     calls.append(f"{_shown(path)}:{node.lineno}")
     assert calls == []

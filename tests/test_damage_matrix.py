@@ -22,9 +22,11 @@ from fixtures.damage_matrix import (
     load_results,
     prepare,
     savepoint_format,
+    verify_verdict,
 )
 from repair.errors import RepairError
 from repair.ops.fallback import fallback
+from repair.ops.fallback import judge as fallback_verdicts
 
 ROWS = load_results()["cells"]
 
@@ -49,19 +51,24 @@ def test_the_matrix_covers_every_required_family_and_role():
 
 @pytest.mark.parametrize("row", ROWS, ids=[row["id"] for row in ROWS])
 def test_verify_and_fallback_agree_with_real_flink(row, tmp_path):
+    """One verify per cell gives both verdicts. A damaged checkpoint is verified as the job root holding
+    it (its only checkpoint), which is what ``repair fallback`` verifies: fallback's verdict is judged from
+    that result (``fallback.judge``), not from a second verify. A savepoint is verified as itself:
+    fallback chooses among a job's checkpoints, a savepoint is restored by name."""
     prepared = prepare(Cell(row["fixture"], row["role"], row["damage"]), tmp_path)
     snapshot = prepared.chk_dir.name
-    ours, _kinds = judge(prepared)
+    checkpoint = not savepoint_format(row["fixture"])
+    ours, _kinds, report = verify_verdict(str(prepared.root if checkpoint else prepared.chk_dir))
     flink = flink_verdict(row)
     agree = agrees(ours, flink)
     if row.get("known_disagreement"):
         assert not agree, f"verify now agrees with Flink: remove {row['id']} from KNOWN_DISAGREEMENTS"
         return
     assert agree, f"verify says {ours}, Flink {'restored exactly' if flink == 'ok' else 'did not'}: {row['flink']}"
-    if savepoint_format(row["fixture"]):
-        return  # fallback chooses among a job's checkpoints; a savepoint is restored by name
+    if not checkpoint:
+        return
     try:
-        chosen = fallback(str(prepared.root)).chosen
+        chosen = fallback_verdicts(report, str(prepared.root)).chosen if report is not None else None
     except RepairError:  # nothing fallback can use (exit 2): e.g. the only chk-N has no _metadata
         chosen = None
     assert (chosen is not None and chosen.name == snapshot) == (flink == "ok")

@@ -87,6 +87,20 @@ def _damaged(tmp_path: Path, kind: str, fixture: str = "flink-1.20-p3-external-x
     return damage.damaged_copy(fixture, tmp_path, kind).root
 
 
+def _properties_damaged(tmp_path: Path) -> Path:
+    """The newest checkpoint of a fixture copy whose first SST has a byte flipped in its properties block."""
+    from repair.formats.bytes.random_access import BytesSource
+    from repair.formats.rocksdb.table.sst import open_table
+
+    root = damage.checkpoint_root(damage.copy_fixture("flink-1.20-p3-external-xxhash-lz4", tmp_path))
+    newest = max(damage.checkpoint_ids(root))
+    sst = damage.referenced_files(root, newest, damage.is_sst)[0]
+    data = bytearray(sst.read_bytes())
+    data[open_table(BytesSource(bytes(data))).metaindex["rocksdb.properties"].offset + 3] ^= 0x20
+    sst.write_bytes(bytes(data))
+    return root / f"chk-{newest}"
+
+
 def _real_documents(command: str, tmp_path: Path, capsys) -> list:
     """The documents a real run prints for ``command``'s section, one per example block."""
     if command == "inspect PATH --json":
@@ -112,7 +126,8 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         root = _damaged(tmp_path, "missing_sst")
         newest = max(damage.checkpoint_ids(root))
         document = _run(capsys, "rebuild-manifest", str(root / f"chk-{newest}"), "--out", str(tmp_path / "out"), "--drop-missing")
-        return [document, document["lost"][0]]
+        salvaged = _run(capsys, "rebuild-manifest", str(_properties_damaged(tmp_path / "salvage")), "--out", str(tmp_path / "out-salvaged"), "--salvage")
+        return [document, document["lost"][0], salvaged["salvaged"][0]]
     if command == "rebuild-manifest DB_DIR --out NEW_DB --json":
         from tests.test_manifest_builder import _flink_instances
 

@@ -12,7 +12,7 @@ from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.lsm import LsmStats, RangeDeletions, iter_column_family
 from repair.formats.rocksdb.table.block import InternalKey, ValueType
 from repair.formats.rocksdb.table.sst import RangeTombstone, open_table
-from tests.sst_writer import TableOptions, build_table
+from repair.formats.rocksdb.table.writer import TableOptions, build_table
 
 KEYS = [bytes([a, b]) for a in range(1, 4) for b in range(1, 6)]
 
@@ -82,7 +82,7 @@ def test_range_deletions_take_the_newest_covering_tombstone():
 def test_entries_out_of_order_raise_naming_the_file():
     data = build_table(
         [(InternalKey(b"\x02", 2, ValueType.VALUE), b"b"), (InternalKey(b"\x01", 1, ValueType.VALUE), b"a")],
-        TableOptions(column_family_name="cf"),
+        TableOptions(column_family_name="cf"), allow_unsorted=True,
     )
     with pytest.raises(FormatError, match="ascending order") as info:
         list(iter_column_family("cf", [("broken.sst", open_table(BytesSource(data)))], LsmStats()))

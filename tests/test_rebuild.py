@@ -424,6 +424,28 @@ def test_cli_drop_missing_exit_code_json_and_table(tmp_path, capsys):
     assert said in " ".join(text.split()) and levels in text  # a count of SSTs, of column families, then the levels
 
 
+def restore_fixture_checkpoint(name: str, checkpoint: Path) -> tuple[dict, dict]:
+    """``checkpoint`` (a repaired copy of fixture ``name``'s) restored in the fixture's real Flink: the
+    restored state and the fixture's expected state."""
+    info = fixture_info(FIXTURES / name)
+    records = state_model.read_records(FIXTURES / name / "records.tsv")
+    restored = restore_state(info["flink_version"], checkpoint, records,
+                             parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"])
+    return restored, json.loads((FIXTURES / name / "expected.json").read_text())
+
+
+def differing_states(restored: dict, expected: dict) -> list[tuple[str, str, str]]:
+    """``(operator, key, state)`` of every keyed state whose restored value differs from the expected one."""
+    out = []
+    for operator, keys in expected["keyed"].items():
+        got = restored["keyed"].get(operator, {})
+        for key in set(keys) | set(got):
+            for state in set(keys.get(key, {})) | set(got.get(key, {})):
+                if keys.get(key, {}).get(state) != got.get(key, {}).get(state):
+                    out.append((operator, key, state))
+    return out
+
+
 def _rocksdb_key_prefix(operator: str, key: str, max_parallelism: int) -> bytes:
     """Key group and serialized key: how every RocksDB key of ``key`` in a value/list/map state begins."""
     if operator == "per-user":
@@ -456,21 +478,10 @@ def test_real_flink_restores_all_but_the_reported_lost_range(tmp_path, name):
     checkpoint = _drop(name, tmp_path, target)
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), drop_missing=True)
     assert result.status == "rebuilt_with_losses"
-    info = fixture_info(FIXTURES / name)
-    max_parallelism = info["spec"]["max_parallelism"]
-    records = state_model.read_records(FIXTURES / name / "records.tsv")
-    restored = restore_state(info["flink_version"], tmp_path / "out" / checkpoint.name, records,
-                             parallelism=info["parallelism"], max_parallelism=max_parallelism)
-    expected = json.loads((FIXTURES / name / "expected.json").read_text())
-
+    max_parallelism = fixture_info(FIXTURES / name)["spec"]["max_parallelism"]
+    restored, expected = restore_fixture_checkpoint(name, tmp_path / "out" / checkpoint.name)
     assert restored["operator"] == expected["operator"]
-    differing = []
-    for operator, keys in expected["keyed"].items():
-        got = restored["keyed"].get(operator, {})
-        for key in set(keys) | set(got):
-            for state in set(keys.get(key, {})) | set(got.get(key, {})):
-                if keys.get(key, {}).get(state) != got.get(key, {}).get(state):
-                    differing.append((operator, key, state))
+    differing = differing_states(restored, expected)
     # Every key outside the reported lost ranges has exactly its expected state; some key really was lost.
     assert differing, "dropping the file changed nothing: the test would prove nothing"
     outside = [d for d in differing if not _in_lost_range(result.lost, *d, max_parallelism)]

@@ -15,6 +15,7 @@ from repair.formats.rocksdb.manifest import read_manifest, replay
 from repair.formats.rocksdb.table.block import InternalKey
 from repair.formats.rocksdb.table.checksum import ChecksumType, unmask_crc
 from repair.formats.rocksdb.table.sst import BlockKind, open_table, verify_table
+from repair.formats.rocksdb.table.writer import TableOptions, build_table
 from tests.rocksdb_testlib import (
     LIBROCKSDB,
     CApiDB,
@@ -29,7 +30,6 @@ from tests.rocksdb_testlib import (
     sst_dump_properties,
     sst_files,
 )
-from tests.sst_writer import TableOptions, build_table
 
 pytestmark = needs_sst_dump
 

@@ -30,7 +30,7 @@ from repair.formats.rocksdb.table.compression import (
     decompress_block,
 )
 from repair.formats.rocksdb.table.sst import decode_footer, open_table, verify_table
-from tests.sst_writer import TableOptions, build_table
+from repair.formats.rocksdb.table.writer import TableOptions, build_table
 
 
 def test_crc32c_and_masking():

@@ -208,7 +208,7 @@ def test_corrupt_properties_block_still_verifies_the_data(fv5_and_fv6):
 def test_moved_block_fails_only_with_context_checksums(tmp_path):
     """format_version 6 binds a block's checksum to its offset: a block copied elsewhere fails."""
     from repair.formats.rocksdb.table.block import InternalKey
-    from tests.sst_writer import TableOptions, build_table
+    from repair.formats.rocksdb.table.writer import TableOptions, build_table
 
     entries = [(InternalKey(b"k%05d" % i, i + 1, 1), b"x" * 40) for i in range(400)]
     for fv, expect_failure in ((5, False), (6, True)):

@@ -22,6 +22,7 @@ from repair.formats.flink.values import TtlValue, UnsupportedSerializerError, de
 from repair.formats.rocksdb.lsm import LsmStats, resolve_lsm, resolve_versions
 from repair.formats.rocksdb.table.block import InternalKey, ValueType
 from repair.formats.rocksdb.table.sst import InternalEntry, RangeTombstone, open_table
+from repair.formats.rocksdb.table.writer import TableOptions, build_table
 from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.snapshot import load_snapshot
@@ -29,7 +30,6 @@ from repair.readers.raw_timers import iter_raw_timers_handle
 from repair.readers.rocksdb import read_incremental_handle
 from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, expected_shape, fixture_info, namespaced
 from tests.flink_bytes import string_value
-from tests.sst_writer import TableOptions, build_table
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: The event-time timer states of the fixture job: its process functions' and its window operators'.

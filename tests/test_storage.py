@@ -7,6 +7,8 @@ import pickle
 import posixpath
 import stat as stat_module
 import subprocess
+import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -268,13 +270,43 @@ def test_wrong_kind_of_entry(tmp_path, local_storage):
         local_storage.open_input(str(root / "chk-1"))
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files whatever their permissions")
-def test_unreadable_file(tmp_path, local_storage):
-    path = tmp_path / "secret"
-    path.write_bytes(b"x")
-    path.chmod(0)
-    with pytest.raises(StorageError, match="permission denied"):
-        local_storage.read_bytes(str(path))
+#: Reads each path given with Storage.read_bytes and prints its bytes or the StorageError's message.
+_READ_EACH = """
+import sys
+from repair.errors import StorageError
+from repair.io.storage import Storage, StorageOptions
+for path in sys.argv[1:]:
+    try:
+        print(Storage(StorageOptions()).read_bytes(path).decode())
+    except StorageError as error:
+        print(error)
+"""
+
+
+def test_unreadable_file(local_storage):
+    """A file the process may not read is a one-line "permission denied" storage error. Root reads any
+    file, so as root (CI) the reads run in a child process dropped to ``nobody`` (``setpriv``), beside a
+    file it may read, which shows the child reads at all."""
+    with tempfile.TemporaryDirectory() as work:
+        folder = Path(work)
+        folder.chmod(0o755)  # a directory anyone may enter: only the file's own mode refuses the read
+        secret, public = folder / "secret", folder / "public"
+        secret.write_bytes(b"x")
+        secret.chmod(0)
+        public.write_bytes(b"readable")
+        public.chmod(0o644)
+        if os.geteuid() != 0:
+            with pytest.raises(StorageError, match="permission denied"):
+                local_storage.read_bytes(str(secret))
+            assert local_storage.read_bytes(str(public)) == b"readable"
+            return
+        as_nobody = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        done = subprocess.run([*as_nobody, sys.executable, "-c", _READ_EACH, str(public), str(secret)],
+                              capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(FIXTURES.parent)})
+        assert done.returncode == 0, done.stderr
+        readable, refused = done.stdout.splitlines()
+        assert readable == "readable"
+        assert refused.startswith(f"{secret}: cannot ") and "permission denied" in refused, refused
 
 
 class _FailingFileSystem:

@@ -22,7 +22,7 @@ from repair.cli.app import main
 from repair.errors import UsageError
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.table.sst import open_table
-from repair.ops.triage import REBUILD, REBUILD_DROPPING, RESTORE, triage
+from repair.ops.triage import REBUILD, REBUILD_DROPPING, REBUILD_SALVAGING, RESTORE, triage
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
 
@@ -30,6 +30,10 @@ EXTERNAL = "flink-1.20-p3-external-xxhash-lz4"
 #: Damage to an SST: rebuilt without it, with a loss. Damage to a MANIFEST: rebuilt, nothing lost.
 SST_DAMAGE = {"missing_sst", "sst_flipped_byte", "sst_bad_magic", "sst_truncated", "inline_sst_flipped_byte"}
 MANIFEST_DAMAGE = {"missing_manifest", "inline_manifest_flipped_byte"}
+#: Damage to an SST's footer only (its magic): salvaged by scanning with every entry kept, a lossless way
+#: ranked before the drop. (A flipped data byte hits the only data block of these small SSTs; the
+#: truncation cuts into it: nothing of them is sound, so there is no salvage way.)
+SALVAGED_WHOLE = {"sst_bad_magic"}
 
 CASES = [
     ("missing_sst", EXTERNAL),
@@ -58,6 +62,8 @@ def test_triage_ranks_the_ways_back_the_damage_leaves(tmp_path, kind, fixture):
     expected = []  # (action, checkpoint), best first: lossless newest first, then lossy newest first
     if kind in MANIFEST_DAMAGE:
         expected += [(REBUILD, c) for c in repairable]
+    if kind in SALVAGED_WHOLE:
+        expected += [(REBUILD_SALVAGING, c) for c in repairable]
     if newest_valid is not None:
         expected.append((RESTORE, newest_valid))
     expected.sort(key=lambda way: -way[1])
@@ -70,6 +76,10 @@ def test_triage_ranks_the_ways_back_the_damage_leaves(tmp_path, kind, fixture):
         assert [b.snapshot for b in result.beyond_repair] == [f"chk-{c}" for c in repairable]
     for way in result.ways:
         assert way.lossless == (way.action != REBUILD_DROPPING) == (not way.lost)
+        if way.action == REBUILD_SALVAGING:  # exactly the damaged file, every entry kept
+            (salvaged,) = way.salvaged
+            assert salvaged.entries_lost == 0 and salvaged.entries_kept > 0 and salvaged.path.endswith(dmg.file.name)
+            assert way.commands[0].argv[-1] == "--salvage"
         assert way.age_seconds is not None and way.written_at is not None
         if way.action == REBUILD_DROPPING:  # exactly the damaged file is lost
             assert {item.local_name for item in way.lost} and len(way.lost) == 1

@@ -264,18 +264,24 @@ def rebuild_manifest(
         False, "--drop-missing", metavar="",
         help="Rebuild without SSTs that are missing or corrupt for good, reporting the state, key groups and key range each held (their data is lost; exit 1).",
     ),
+    salvage: bool = typer.Option(
+        False, "--salvage", metavar="",
+        help="Like --drop-missing, but corrupt or truncated SSTs are salvaged block by block: replaced by a new SST (under the output) holding every entry of their sound blocks; reports the entries, key groups and key bounds lost (exit 1 if any).",
+    ),
     manifest_format: Optional[Literal["frocksdb6", "frocksdb8"]] = typer.Option(
         None, "--format", help="RocksDB directory only: write the MANIFEST for frocksdb6 (Flink <= 1.20) or frocksdb8 (Flink 2.x) instead of the format the evidence points to.",
     ),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
-    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing lost data."""
+    """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing or --salvage lost data."""
     from repair.cli.render import render_rebuild, render_rebuild_db
     from repair.io.layout import is_rocksdb_dir
     from repair.ops.rebuild.checkpoint import rebuild_manifest as run_rebuild
     from repair.ops.rebuild.db import rebuild_db
 
     if is_rocksdb_dir(checkpoint):
+        if salvage:
+            raise UsageError("--salvage is for checkpoints: a RocksDB directory's damaged SSTs can only be dropped (--drop-missing)")
         if copy:
             raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
@@ -283,7 +289,7 @@ def rebuild_manifest(
         return
     if manifest_format is not None:
         raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
-    result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing)
+    result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing, salvage=salvage)
     _show(result, json_output, render_rebuild)
 
 

@@ -434,6 +434,8 @@ def render_rebuild(result) -> None:
             + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
             highlight=False, markup=False,
         )
+    if result.salvaged:
+        _render_salvaged(result.salvaged)
     if result.lost:
         _render_lost(result.lost)
     if result.written is not None:
@@ -441,18 +443,49 @@ def render_rebuild(result) -> None:
         if result.output_verified is not None:
             status = "[green]clean[/]" if result.output_verified else "[red]NOT clean: run repair verify on it[/]"
             console.print(f"  repair verify of the new checkpoint: {status}", markup=True)
-        if result.lost and result.written.ok:
+        if (result.lost or result.salvage_lost) and result.written.ok:
             console.print("  [yellow]restoring it loses the state above (exit code 1: written with losses)[/]", markup=True)
+
+
+def _file_table(headline: str, columns: tuple[str, ...], *, right: tuple[str, ...]) -> Table:
+    """A blank line and ``headline`` printed, and an empty table of one row per SST file (``right`` columns right-aligned)."""
+    console = stdout()
+    console.print()
+    console.print(headline, markup=True)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in columns:
+        table.add_column(column, justify="right" if column in right else "left", overflow="fold")
+    return table
+
+
+def _render_salvaged(salvaged) -> None:
+    """The table of SSTs a ``--salvage`` rebuild replaced by their salvaged copies, and what each lost."""
+    console = stdout()
+    table = _file_table(f"[bold]{len(salvaged)} damaged SST file(s) salvaged block by block (--salvage):[/]",
+                        ("subtask", "file", "state", "how", "kept", "lost", "key groups lost", "checked"), right=("kept", "lost"))
+    for item in salvaged:
+        lost = "?" if item.entries_lost is None else str(item.entries_lost)
+        if item.range_deletions_lost:
+            lost += f" + {item.range_deletions_lost} range deletion(s)"
+        groups = "-".join(map(str, item.key_groups)) if item.key_groups else "-"
+        checked = "verify" + (", sst_dump" if item.sst_dump_verified else f" (sst_dump: {item.sst_dump_detail})")
+        table.add_row(f"{operator_label(item.operator)}[{item.subtask}]", item.local_name, item.column_family, item.method,
+                      str(item.entries_kept), lost, groups, checked)
+    console.print(table)
+    for item in salvaged:
+        where = f"{operator_label(item.operator)}[{item.subtask}] {item.local_name}"
+        for block in item.lost:
+            after = _boundary(block.after) if block.after else "the first key"
+            up_to = _boundary(block.up_to) if block.up_to else "the last key"
+            count = "?" if block.entries is None else str(block.entries)
+            console.print(f"  {escape(where)}: {count} entries lost after {escape(after)} up to {escape(up_to)}", highlight=False, markup=True)
 
 
 def _render_lost(lost) -> None:
     """The table of SSTs a ``--drop-missing`` rebuild left out, and what dropping each does."""
     console = stdout()
-    console.print()
-    console.print(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]", markup=True)
-    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
-    for column in ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"):
-        table.add_column(column, justify="right" if column == "entries" else "left", overflow="fold")
+    table = _file_table(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]",
+                        ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"), right=("entries",))
     for item in lost:
         groups = "-".join(map(str, item.key_groups)) if item.key_groups else "unknown"
         keys = f"{_boundary(item.smallest)} .. {_boundary(item.largest)}" if item.smallest else "unknown"

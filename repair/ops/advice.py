@@ -55,8 +55,9 @@ def relocate_command(path: str, out: str, note: str = "") -> Command:
     return repair_command("relocate", path, "--out", out, note=note)
 
 
-def rebuild_command(path: str, out: str, *, drop_missing: bool = False) -> Command:
-    return repair_command("rebuild-manifest", path, "--out", out, *(["--drop-missing"] if drop_missing else []))
+def rebuild_command(path: str, out: str, *, drop_missing: bool = False, salvage: bool = False) -> Command:
+    flags = ["--salvage"] if salvage else ["--drop-missing"] if drop_missing else []
+    return repair_command("rebuild-manifest", path, "--out", out, *flags)
 
 
 def restore_commands(path: str, version: int) -> list[Command]:

@@ -21,7 +21,14 @@ from repair.findings import Severity
 from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
 from repair.ops.advice import (
-    Command, commands_json, manifest_only, output_next_to, rebuild_command, relocate_command, repair_command, restore_commands,
+    Command,
+    commands_json,
+    manifest_only,
+    output_next_to,
+    rebuild_command,
+    relocate_command,
+    repair_command,
+    restore_commands,
 )
 from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
 from repair.results import CommandResult

@@ -25,8 +25,8 @@ from repair.io.layout import discover
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.advice import repair_command
-from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.ops.verify.engine import AGE_FROM_FILE_TIME
+from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 from repair.results import CommandResult
 

@@ -124,12 +124,16 @@ def load_single_snapshot(path: str, storage: st.Storage, *, out: str) -> LoadedS
 
 
 def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st.Storage,
-                   on_progress: Callable[[int, int], None] | None = None) -> RelocateResult:
+                   on_progress: Callable[[int, int], None] | None = None,
+                   new_files: dict[str, bytes] | None = None) -> RelocateResult:
     """Write ``snapshot`` (its metadata possibly edited) as ``to/<snapshot dir>/_metadata``.
 
     Every file handle is resolved where its bytes are now, checked, and rewritten to point there (or
-    to a copy under ``to`` with ``copy``); nothing is written when a file is missing.
+    to a copy under ``to`` with ``copy``); nothing is written when a file is missing. ``new_files``
+    (name relative to the new ``_metadata``'s directory -> bytes) are files the edited metadata refers
+    to by :class:`RelativeFileHandle` that exist only in memory (a salvaged SST): written beside it.
     """
+    new_files = new_files or {}
     ref = snapshot.ref
     new_root = normalize_uri(to)
     if not storage.is_new_output(new_root):
@@ -155,6 +159,8 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
         return target
 
     def rewrite(handle):
+        if isinstance(handle, RelativeFileHandle) and handle.relative_path in new_files:
+            return handle
         if isinstance(handle, RelativeFileHandle):
             resolved = snapshot.resolver.resolve(handle)
             relocated(resolved.uri, handle.size, handle.relative_path, posixpath.join(target_dir_name, handle.relative_path))
@@ -188,6 +194,9 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
             out.write(name, storage.iter_chunks(source))
             if on_progress:  # ``on_progress(done, total)`` per copied file
                 on_progress(done, len(copies))
+        for name, contents in sorted(new_files.items()):
+            st.resolve_within(new_root, posixpath.join(target_dir_name, name))
+            out.write(f"{target_dir_name}/{name}", contents)
         out.write(metadata_name, data)
     result.new_metadata = st.join(new_root, metadata_name)
     return result

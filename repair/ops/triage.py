@@ -7,12 +7,16 @@ savepoint under ``savepoints``), then each way back is listed:
   moved: Flink opens the paths its ``_metadata`` records), and every valid savepoint;
 - **rebuild-manifest** a newer, broken checkpoint whose only problems are MANIFEST, CURRENT or
   OPTIONS files: nothing is lost;
+- **rebuild-manifest --salvage** a newer checkpoint whose SSTs are corrupt: each is replaced by the
+  entries of its sound blocks, and exactly what is lost is said per file (entries, key groups, key
+  bounds; nothing when only a metadata block is damaged), missing files dropped whole;
 - **rebuild-manifest --drop-missing** a newer checkpoint whose SSTs are missing or corrupt: exactly
   what is lost is said per dropped file (state, key groups, key range), as the rebuild reports it.
 
 What a rebuild would do is worked out in memory (:func:`~repair.ops.rebuild.checkpoint.plan_rebuild`),
-nothing is written. Ways back are ranked lossless first, then by how recent the state is: by checkpoint
-id (a savepoint takes its id from the job's checkpoint counter, so a savepoint taken after ``chk-5`` has
+nothing is written. Ways back are ranked lossless first, then by how recent the state is (for one
+checkpoint, salvaging before dropping: it loses no more, usually less): by checkpoint id (a savepoint
+takes its id from the job's checkpoint counter, so a savepoint taken after ``chk-5`` has
 a larger id), then by time. So the first one replays the least input. ``_metadata`` holds no timestamp;
 a snapshot's time is the newest creation time RocksDB recorded inside its SSTs, which copies keep, else
 its ``_metadata``'s modification time as the store reports it (a copy made without keeping times shows
@@ -30,24 +34,34 @@ from repair.io import storage as st
 from repair.io.layout import METADATA, discover
 from repair.io.snapshot import load_snapshot
 from repair.ops.advice import (
-    Command, commands_json, output_next_to, rebuild_command, relocate_command, repair_command, restore_commands,
+    Command,
+    commands_json,
+    output_next_to,
+    rebuild_command,
+    relocate_command,
+    repair_command,
+    restore_commands,
 )
 from repair.ops.fallback import Lineage, judge
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
+from repair.ops.rebuild.salvage import SalvagedFile
 from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
 from repair.results import CommandResult
 
 RESTORE = "restore"
 REBUILD = "rebuild-manifest"
 REBUILD_DROPPING = "rebuild-manifest --drop-missing"
+REBUILD_SALVAGING = "rebuild-manifest --salvage"
+#: Of two ways back from the same checkpoint, the one that loses less first.
+_ACTION_ORDER = {RESTORE: 0, REBUILD: 0, REBUILD_SALVAGING: 1, REBUILD_DROPPING: 2}
 
 
 @dataclass
 class WayBack:
     """One way to get the job running again, with what it costs."""
 
-    action: str  # RESTORE | REBUILD | REBUILD_DROPPING
+    action: str  # RESTORE | REBUILD | REBUILD_SALVAGING | REBUILD_DROPPING
     snapshot: str  # chk-N or the savepoint's directory name
     kind: str  # checkpoint | savepoint
     path: str
@@ -62,8 +76,10 @@ class WayBack:
     lineage: int | None = None
     #: The restore step for older Flink releases, when they differ (``-restoreMode`` before Flink 1.20).
     alternatives: list[Command] = field(default_factory=list)
-    #: With REBUILD_DROPPING: every SST left out and what it held.
+    #: With REBUILD_DROPPING (and REBUILD_SALVAGING, for files dropped whole): every SST left out and what it held.
     lost: list[LostFile] = field(default_factory=list)
+    #: With REBUILD_SALVAGING: every SST replaced by its salvaged copy and what it lost.
+    salvaged: list[SalvagedFile] = field(default_factory=list)
     #: Files recorded under another root and read where they are now (a copied or moved checkpoint).
     relocated_from: dict[str, str] = field(default_factory=dict)
     rank: int = 0
@@ -78,6 +94,11 @@ class WayBack:
             state = item.column_family or "state unknown"
             lines.append(f"{item.operator}[{item.subtask}] {item.local_name} ({item.reason}): {state}{groups}"
                          + (f", {item.entries} entries" if item.entries is not None else ""))
+        for item in self.salvaged:
+            groups = f" key groups {item.key_groups[0]}-{item.key_groups[1]}" if item.key_groups else ""
+            lost = "an unknown number of" if item.entries_lost is None else str(item.entries_lost)
+            lines.append(f"{item.operator}[{item.subtask}] {item.local_name} (salvaged): {item.column_family}{groups}, "
+                         f"{lost} entries lost, {item.entries_kept} kept")
         return lines
 
     def to_json(self) -> dict:
@@ -91,6 +112,7 @@ class WayBack:
             "why": self.why, "commands": commands, "commands_argv": commands_argv, "alternatives": alternatives,
             "alternatives_argv": alternatives_argv, "relocated_from": self.relocated_from,
             "lost": [item.to_json() for item in self.lost],
+            "salvaged": [item.to_json() for item in self.salvaged],
         }
 
 
@@ -192,15 +214,15 @@ def triage(
             if verdict.verdict == "unknown":  # unread is not broken: no repair is planned from a storage fault
                 unknown.append(verdict.name)
                 continue
-            way, reasons = _repair(verdict.name, report, root, storage, times, now, label)
-            if way is not None:
-                ways.append(way)
-            else:
+            repairs, reasons = _repair(verdict.name, report, root, storage, times, now, label)
+            ways += repairs
+            if not repairs:
                 beyond.append(BeyondRepair(verdict.name, verdict.path, reasons))
     saved = _savepoints(savepoints, storage, workers, master, now) if savepoints else []
     ways += [w for w in saved if isinstance(w, WayBack)]
     beyond += [b for b in saved if isinstance(b, BeyondRepair)]
-    ways.sort(key=lambda w: (not w.lossless, -(w.checkpoint_id if w.checkpoint_id is not None else -1), -(w.written_at or 0.0)))
+    ways.sort(key=lambda w: (not w.lossless, -(w.checkpoint_id if w.checkpoint_id is not None else -1), _ACTION_ORDER[w.action],
+                             -(w.written_at or 0.0)))
     for rank, way in enumerate(ways, 1):
         way.rank = rank
     checked = {"checkpoints": len(report.snapshots), "savepoints": len(saved), "files": report.files, "bytes": report.bytes}
@@ -252,35 +274,52 @@ def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, linea
 def _repair(
     name: str, report: VerifyResult, root: str, storage: st.Storage, times: dict,
     now: float, lineage: int | None,
-) -> tuple[WayBack | None, list[str]]:
-    """The rebuild that brings the broken checkpoint ``name`` back, or None and why there is none."""
+) -> tuple[list[WayBack], list[str]]:
+    """The rebuilds that bring the broken checkpoint ``name`` back (salvaging, then dropping, when SSTs are
+    damaged), or none and why there is none."""
     summary = next(s for s in report.snapshots if s.name == name)
     if summary.metadata_version is None:
-        return None, [f"its {METADATA} cannot be read"]
+        return [], [f"its {METADATA} cannot be read"]
     ref = next(r for r in discover(summary.path, storage).snapshots)
+    findings = [f for f in report.findings if f.reference.snapshot == name]
     try:
-        snapshot = load_snapshot(ref, root, storage)
-        findings = [f for f in report.findings if f.reference.snapshot == name]
-        plan = plan_rebuild(snapshot, findings, drop_missing=True, storage=storage)
+        plan = plan_rebuild(load_snapshot(ref, root, storage), findings, drop_missing=True, storage=storage)
     except RepairError as error:
-        return None, [str(error)]
+        return [], [str(error)]
     if plan.unrepairable:
-        return None, plan.unrepairable
-    lossless = not plan.lost
-    action = REBUILD if lossless else REBUILD_DROPPING
+        return [], plan.unrepairable
     target = output_next_to(root, "rebuilt", name)
     version = summary.metadata_version or 0
-    commands, alternatives = _steps([rebuild_command(summary.path, target, drop_missing=not lossless)], st.join(target, name), version)
-    kinds = sorted({reason.rsplit(" ", 1)[-1] for instance in plan.rebuilt for reason in instance.reasons})
-    if lossless:
-        why = (f"newer than every valid checkpoint; only the MANIFEST, CURRENT or OPTIONS files of {len(plan.rebuilt)} RocksDB "
-               f"instance(s) are broken ({', '.join(kinds)}): rebuilt from their SSTs, nothing is lost")
-    else:
-        why = (f"newer than every valid checkpoint; {len(plan.lost)} SST file(s) are missing or corrupt: rebuilt without "
-               "them, their state is lost (below), and keys they last updated may come back with older values")
     written, source = times.get(name, (None, None))
-    return WayBack(action, name, "checkpoint", summary.path, summary.checkpoint_id, lossless, written, _age(written, now),
-                   commands, why, lineage, alternatives, plan.lost, dict(summary.relocated_from), age_source=source), []
+
+    def way(action: str, lossless: bool, why: str, plan_) -> WayBack:
+        command = rebuild_command(summary.path, target, drop_missing=action == REBUILD_DROPPING, salvage=action == REBUILD_SALVAGING)
+        commands, alternatives = _steps([command], st.join(target, name), version)
+        return WayBack(action, name, "checkpoint", summary.path, summary.checkpoint_id, lossless, written, _age(written, now),
+                       commands, why, lineage, alternatives, plan_.lost, salvaged=plan_.salvaged,
+                       relocated_from=dict(summary.relocated_from), age_source=source)
+
+    if not plan.lost:
+        kinds = sorted({reason.rsplit(" ", 1)[-1] for instance in plan.rebuilt for reason in instance.reasons})
+        return [way(REBUILD, True, f"newer than every valid checkpoint; only the MANIFEST, CURRENT or OPTIONS files of "
+                    f"{len(plan.rebuilt)} RocksDB instance(s) are broken ({', '.join(kinds)}): rebuilt from their SSTs, "
+                    "nothing is lost", plan)], []
+    ways = []
+    try:
+        salvaged = plan_rebuild(load_snapshot(ref, root, storage), findings, drop_missing=True, salvage=True, storage=storage)
+    except RepairError:
+        salvaged = None
+    if salvaged is not None and salvaged.salvaged and not salvaged.unrepairable:
+        lossless = not salvaged.lost and not salvaged.salvage_lost
+        ways.append(way(REBUILD_SALVAGING, lossless, (
+            f"newer than every valid checkpoint; {len(salvaged.salvaged)} damaged SST file(s) are salvaged block by block "
+            + ("with every entry kept (only their metadata blocks are damaged)" if lossless else
+               "and the entries of their damaged blocks are lost (below)")
+            + (f"; {len(salvaged.lost)} other file(s) are dropped whole" if salvaged.lost else "")), salvaged))
+    ways.append(way(REBUILD_DROPPING, False, (
+        f"newer than every valid checkpoint; {len(plan.lost)} SST file(s) are missing or corrupt: rebuilt without "
+        "them, their state is lost (below), and keys they last updated may come back with older values"), plan))
+    return ways, []
 
 
 def _savepoints(directory: str, storage: st.Storage, workers, master, now: float) -> list[WayBack | BeyondRepair]:

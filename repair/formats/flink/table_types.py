@@ -77,10 +77,10 @@ def _java_list(value: Any) -> list[Any]:
     inner = value.get("list") or value.get("c")  # Collections$Unmodifiable(RandomAccess)List / Collection
     if isinstance(inner, JavaObject) and inner is not value:
         return _java_list(inner)
-    for cls, _values, annotations in value.class_data:
+    for cls, _values, class_annotations in value.class_data:
         if cls in ("java.util.ArrayList", "java.util.LinkedList", "java.util.CollSer") or cls.endswith("List"):  # CollSer: List.of
             # writeObject: the size (block data), then the elements
-            return [a for a in annotations if isinstance(a, (JavaObject, JavaEnum, str)) or a is None][0:]
+            return [a for a in class_annotations if isinstance(a, (JavaObject, JavaEnum, str)) or a is None][0:]
     return []
 
 

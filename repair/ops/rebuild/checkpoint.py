@@ -14,7 +14,10 @@ which, and nothing is written. Unless ``drop_missing``: then missing, truncated,
 SSTs are left out of their instance's rebuilt MANIFEST (and of the new ``_metadata``), and
 :attr:`RebuildResult.lost` says per dropped file which state, key groups and key range were lost and
 which remaining files may bring older values back (:mod:`repair.ops.rebuild.losses`). Such a result
-is written but not ``ok``: data was lost.
+is written but not ``ok``: data was lost. With ``salvage``, corrupt and truncated SSTs are salvaged
+block by block instead (:mod:`repair.ops.rebuild.salvage`): each is replaced by a new SST under the
+output holding every entry of its sound blocks (:attr:`RebuildResult.salvaged` says what each lost);
+missing and unreadable files, and files nothing of which can be salvaged, are still dropped whole.
 """
 
 from __future__ import annotations
@@ -23,8 +26,9 @@ import uuid
 from dataclasses import dataclass, field
 
 from repair.errors import RepairError
+from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta
-from repair.formats.flink.handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, LocalFile
+from repair.formats.flink.handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, LocalFile, RelativeFileHandle
 from repair.formats.rocksdb.files import file_number
 from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
 from repair.io import storage as st
@@ -32,6 +36,7 @@ from repair.io.resolved import close, open_resolved, read_resolved
 from repair.io.snapshot import LoadedSnapshot
 from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
+from repair.ops.rebuild.salvage import SalvagedFile, check_salvaged, lost_ranges, new_file_name, salvage_file
 from repair.ops.relocate import RelocateResult, load_single_snapshot, write_snapshot
 from repair.ops.verify.engine import CheckpointFinding, verify
 from repair.results import CommandResult
@@ -79,6 +84,8 @@ class RebuildResult(CommandResult):
     hint: str | None = None
     #: Where the new checkpoint goes (``out``).
     out: str | None = None
+    #: SSTs replaced by their salvaged copy (``salvage``) and what each lost.
+    salvaged: list[SalvagedFile] = field(default_factory=list)
     #: What `repair verify` found in the source checkpoint: what made the rebuild necessary.
     findings: list[CheckpointFinding] = field(default_factory=list)
 
@@ -87,15 +94,20 @@ class RebuildResult(CommandResult):
         return not self.unrepairable and self.written is not None and self.written.ok and bool(self.output_verified)
 
     @property
+    def salvage_lost(self) -> bool:
+        """Whether a salvaged file lost (or may have lost) entries or range deletions."""
+        return any(f.entries_lost != 0 or f.range_deletions_lost != 0 for f in self.salvaged)
+
+    @property
     def ok(self) -> bool:
         """Rebuilt, written and clean, and nothing was lost."""
-        return self.written_clean and not self.lost
+        return self.written_clean and not self.lost and not self.salvage_lost
 
     @property
     def status(self) -> str:
         """``rebuilt``, ``rebuilt_with_losses``, ``not_clean`` (written, but verify finds problems) or ``not_rebuilt``."""
         if self.written_clean:
-            return "rebuilt_with_losses" if self.lost else "rebuilt"
+            return "rebuilt_with_losses" if self.lost or self.salvage_lost else "rebuilt"
         return "not_clean" if self.written is not None and self.written.new_metadata else "not_rebuilt"
 
     def document(self) -> dict:
@@ -106,6 +118,7 @@ class RebuildResult(CommandResult):
             "new_metadata": self.written.new_metadata if self.written else None,
             "rebuilt": [r.to_json() for r in self.rebuilt],
             "lost": [item.to_json() for item in self.lost],
+            "salvaged": [item.to_json() for item in self.salvaged],
             "unrepairable": self.unrepairable,
             "hint": self.hint,
             "output_verified": self.output_verified,
@@ -115,20 +128,23 @@ class RebuildResult(CommandResult):
 
 
 def rebuild_manifest(
-    path: str, out: str, *, copy: bool = False, drop_missing: bool = False, storage: st.Storage | None = None,
+    path: str, out: str, *, copy: bool = False, drop_missing: bool = False, salvage: bool = False,
+    storage: st.Storage | None = None,
 ) -> RebuildResult:
     """Rebuild the broken MANIFESTs of the checkpoint at ``path`` into a new checkpoint under ``out``.
 
-    ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held.
+    ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held;
+    ``salvage`` replaces corrupt and truncated ones by what their sound blocks hold (and drops the rest).
     """
     storage = storage or st.default_storage()
     snapshot = load_single_snapshot(path, storage, out=out)
     findings = verify(path, storage=storage).findings
-    result = plan_rebuild(snapshot, findings, drop_missing=drop_missing, storage=storage)
+    result = plan_rebuild(snapshot, findings, drop_missing=drop_missing, salvage=salvage, storage=storage)
     result.out, result.findings = st.absolute(out), findings
     if result.unrepairable:
         return result
-    result.written = write_snapshot(snapshot, out, copy=copy, storage=storage)
+    result.written = write_snapshot(snapshot, out, copy=copy, storage=storage,
+                                    new_files={item.new_file: item.data for item in result.salvaged})
     if result.written.ok:
         result.output_verified = verify(result.written.new_metadata, storage=storage).ok
     return result
@@ -136,6 +152,7 @@ def rebuild_manifest(
 
 def plan_rebuild(
     snapshot: LoadedSnapshot, findings: list[CheckpointFinding], *, drop_missing: bool, storage: st.Storage,
+    salvage: bool = False,
 ) -> RebuildResult:
     """Everything :func:`rebuild_manifest` does short of writing: ``snapshot``'s metadata edited in place
     (MANIFESTs rebuilt, with ``drop_missing`` lost SSTs left out), what was rebuilt, lost or cannot be.
@@ -144,7 +161,7 @@ def plan_rebuild(
     what a rebuild would lose without writing anything.
     """
     result = RebuildResult(st.absolute(snapshot.ref.metadata_uri))
-    broken, dropped = _classify(findings, drop_missing, result)
+    broken, dropped = _classify(findings, drop_missing or salvage, result)
     if result.unrepairable:
         return result
     format_ = "frocksdb8" if snapshot.metadata.version >= 5 else "frocksdb6"
@@ -159,7 +176,15 @@ def plan_rebuild(
             if not findings or not isinstance(handle, IncrementalKeyedHandle):
                 continue
             lost = describe_lost_files(snapshot, op, sub.index, handle, drops, storage) if drops else []
-            instance = _rebuild_instance(snapshot, handle, label, sub.index, findings, format_, storage, drop=set(drops))
+            replaced: dict[str, bytes] = {}
+            if salvage and lost:
+                salvaged = _salvage_instance(snapshot, op, label, sub.index, handle, lost, storage)
+                result.salvaged.extend(salvaged)
+                replaced = {item.local_name: item.data for item in salvaged}
+                lost = [item for item in lost if item.local_name not in replaced]
+                drops = {name: fs for name, fs in drops.items() if name not in replaced}
+            instance = _rebuild_instance(snapshot, handle, label, sub.index, findings, format_, storage, drop=set(drops),
+                                         replaced=replaced)
             add_overlaps(lost, instance.summaries, instance.levels)
             result.rebuilt.append(instance)
             result.lost.extend(lost)
@@ -212,12 +237,18 @@ def is_manifest_problem(finding: CheckpointFinding) -> bool:
 def _rebuild_instance(
     snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, label: str, subtask: int,
     findings: list[CheckpointFinding], format_: str, storage: st.Storage, drop: set[str] = frozenset(),
+    replaced: dict[str, bytes] | None = None,
 ) -> RebuiltInstance:
-    """Replace ``handle``'s MANIFEST and CURRENT by ones built from its SSTs, leaving out (and unlisting) ``drop``."""
+    """Replace ``handle``'s MANIFEST and CURRENT by ones built from its SSTs, leaving out (and unlisting) ``drop``;
+    ``replaced`` SSTs (local name -> bytes of their salvaged copy) are described from those bytes."""
+    replaced = replaced or {}
     handle.shared = [e for e in handle.shared if e.local_path not in drop]
     handle.private = [e for e in handle.private if e.local_path not in drop]
     ssts = []
     for entry in handle.sst_files:
+        if entry.local_path in replaced:
+            ssts.append(describe_sst(BytesSource(replaced[entry.local_path]), entry.local_path))
+            continue
         resolved = snapshot.resolver.resolve(entry.handle)
         try:
             source = open_resolved(storage, resolved)
@@ -263,3 +294,79 @@ def _rebuild_instance(
         label, subtask, rebuilt.manifest_name, len(ssts), [name for _, name in rebuilt.column_families], levels,
         sorted({f"{f.reference.local_name or ''} {f.kind}".strip() for f in findings}), sorted(drop), ssts, options_name,
     )
+
+
+def _salvage_instance(
+    snapshot: LoadedSnapshot, op, label: str, subtask: int, handle: IncrementalKeyedHandle, lost: list[LostFile],
+    storage: st.Storage,
+) -> list[SalvagedFile]:
+    """Salvage the corrupt and truncated SSTs of one instance; each salvaged one is pointed at its new copy.
+
+    A file is salvaged when its copy passes our verify and sst_dump (where installed); otherwise, or
+    when none of its data blocks is sound, it stays in ``lost`` and is dropped whole.
+    """
+    meta = None
+    if handle.meta is not None:
+        try:
+            meta = decode_keyed_backend_meta(read_resolved(storage, snapshot.resolver.resolve(handle.meta)))
+        except RepairError:
+            meta = None
+    entries = {e.local_path: e for e in handle.sst_files}
+    key_groups = (handle.key_groups.start, handle.key_groups.end)
+    out = []
+    for item in lost:
+        if item.reason not in ("corrupt", "truncated"):
+            continue
+        resolved = snapshot.resolver.resolve(entries[item.local_name].handle)
+        hint = _column_family_hint(snapshot, handle, item.column_family, {f.local_name for f in lost}, storage)
+        try:
+            salvage, data, (_, cf_name) = salvage_file(storage, resolved, column_family=hint)
+        except RepairError as error:
+            item.problems.append(f"not salvaged: {error.message}")
+            continue
+        if not salvage.entries and not salvage.range_tombstones:  # nothing sound: dropped whole, its loss now counted
+            item.problems.append("not salvaged: no data block of it is sound")
+            if item.entries is None and salvage.entries_lost is not None:
+                item.entries = salvage.entries_lost
+            continue
+        ours, theirs, detail = check_salvaged(data)
+        if not ours or theirs is False:
+            item.problems.append(f"not salvaged: the salvaged copy does not verify ({detail})")
+            continue
+        name = new_file_name()
+        _point_at(handle, item.local_name, RelativeFileHandle(name, len(data)))
+        out.append(SalvagedFile(
+            snapshot.metadata.checkpoint_id, label, op.operator_id, subtask, item.local_name, item.path, cf_name,
+            salvage.method, len(salvage.entries), salvage.entries_lost, salvage.range_deletions_lost,
+            lost_ranges(salvage, cf_name, meta, op.max_parallelism, key_groups), salvage.damaged_metadata,
+            name, len(data), ours, theirs, detail, data,
+        ))
+    return out
+
+
+def _column_family_hint(
+    snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, name: str | None, damaged: set[str], storage: st.Storage,
+) -> tuple[int, str] | None:
+    """The (id, name) of column family ``name`` (from the MANIFEST's record of a damaged file), from a sound
+    SST of the same instance; None when no sound file of that column family is left."""
+    if name is None:
+        return None
+    for entry in handle.sst_files:
+        if entry.local_path in damaged:
+            continue
+        try:
+            source = open_resolved(storage, snapshot.resolver.resolve(entry.handle))
+            try:
+                summary = describe_sst(source, entry.local_path)
+            finally:
+                close(source)
+        except RepairError:
+            continue
+        if summary.column_family_name == name:
+            return summary.column_family_id, name
+    return None
+
+
+def _point_at(handle: IncrementalKeyedHandle, local_name: str, new: RelativeFileHandle) -> None:
+    handle.shared = [LocalFile(e.local_path, new) if e.local_path == local_name else e for e in handle.shared]
+    handle.private = [LocalFile(e.local_path, new) if e.local_path == local_name else e for e in handle.private]

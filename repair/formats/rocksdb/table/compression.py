@@ -194,7 +194,7 @@ def _stream_decompress(decompressor, data: memoryview, declared: int | None, max
 def compress_block(compression_type: int, data: bytes, format_version: int) -> bytes:
     """Compress ``data`` with RocksDB's framing (the inverse of :func:`decompress_block`).
 
-    Used by the test table builder; the codecs' own output may differ from RocksDB's bytes, but the
+    Used by the table writer (:mod:`repair.formats.rocksdb.table.writer`); the codecs' own output may differ from RocksDB's bytes, but the
     framing is the same, so RocksDB can read it.
     """
     from repair.formats.bytes.coding import encode_varint

@@ -220,7 +220,7 @@ def decode_properties(items, offset: int = 0) -> TableProperties:
 def encode_properties(values: dict[str, int | str | bytes]) -> list[tuple[bytes, bytes]]:
     """Encode name -> value into sorted block entries (numbers as varint64, text as UTF-8).
 
-    The inverse of :func:`decode_properties`, for test tables.
+    The inverse of :func:`decode_properties` (the table writer).
     """
     from repair.formats.bytes.coding import encode_varint
 
