@@ -14,7 +14,7 @@ import pytest
 
 from fixtures.state_model import window_key
 from repair.formats.flink.handles import ChangelogBackendHandle
-from tests.write_commands import write_inputs, write_references  # noqa: F401  (fixtures of the write fault tests)
+from tests.write_commands import write_inputs, write_outputs, write_references  # noqa: F401  (fixtures of the write fault tests)
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"

@@ -8,10 +8,15 @@ with its own temporary directory (``TMPDIR``), and is
   complete (its commit file and exactly the files of an undisturbed run), nothing but the target and
   its staging directory (``<target>.tmp-<host>-<pid>-<random>``) is left beside it, and a rerun
   succeeds, deletes the dead run's staging and scratch directories, and writes the same files;
-* stopped by SIGINT (sent to the process group, as a terminal does) or SIGTERM (to the process) once
-  it has begun: it exits with 128 + the signal number and says so, leaves no scratch directory, no
-  staging directory and no target (or a complete one, when the signal came after publishing), and a
-  rerun succeeds.
+* stopped by SIGINT (sent to the process group, as a terminal does) or SIGTERM (to the process) at
+  each phase of a run that tests/slow_writes_cli.py announces (the imports, Spark's JVM starting, the
+  first and the last task, the first and the last file written, just before and just after the output
+  is renamed into place, the interpreter's exit), in process, with a pool of two workers and on Spark
+  (``local[2]``: fewer points, see :func:`_spark_points`), every command that writes or runs tasks: it exits with 128 + the signal number soon
+  after the signal, says so in one line on stderr, prints no traceback, leaves no scratch directory,
+  no staging directory and no target (a complete one when the signal came after publishing) and no
+  process (pool workers, Spark's JVM and its Python workers). The signal lands at an announced point,
+  not after a guessed time: the sweep does not depend on the machine's speed.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from __future__ import annotations
 import os
 import random
 import signal
+import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from tests.write_commands import COMMANDS, beside_target, files_below, run_cli, start_cli
+from tests.write_commands import COMMANDS, READING_COMMANDS, beside_target, files_below, run_cli, start_cli
 
 KILLS_PER_COMMAND = 3
 
@@ -55,40 +61,124 @@ def test_killed_at_random_moments_the_target_is_absent_or_complete_and_a_rerun_s
         assert not list(scratch.glob("repair-*")), "the dead run's scratch directories are still there"
 
 
-def _wait_until_writing(process, *places: Path, timeout: float = 120) -> None:
-    """Until the run has something below one of ``places`` (its staging directory, target or scratch
-    directory): a signal before that (during Python's imports) ends it by the default action, with
-    nothing written."""
-    deadline = time.monotonic() + timeout
-    while not any(any(p.iterdir()) for p in places if p.exists()):
-        assert process.poll() is None and time.monotonic() < deadline, "the run ended before it wrote anything"
-        time.sleep(0.02)
+#: Phases every run has, the same for every command: swept with the first command of each way of running.
+COMMON_PHASES = ("import", "exit")
+#: How long a run may take to end after the signal (the acceptance: 2 s; Spark's JVM gets SIGTERM and
+#: 1.5 s to run its shutdown hooks before SIGKILL, so a Spark run's bound is that plus the waiting).
+STOP_SECONDS = {"in-process": 2.0, "workers": 2.0, "spark": 4.0}
+
+#: What a run on Spark prints before its work (the CLI's own line, then the JVM's start-up lines that
+#: reach stderr before its log configuration is read): not about the signal.
+SPARK_START_LINES = ("starting Spark (master", "WARNING: Using incubator modules", 'Setting default log level to "WARN"',
+                     "To adjust logging level use sc.setLogLevel")
+_BY_NAME = {c.name: c for c in COMMANDS + READING_COMMANDS}
+#: (command, way of running), in the order swept; the first of each way also sweeps COMMON_PHASES.
+SWEPT = (
+    [("verify", "in-process"), ("export", "in-process"), ("verify", "workers"), ("export", "workers")]
+    + [pytest.param(name, "in-process", marks=pytest.mark.slow)
+       for name in ("fallback", "triage", "write-savepoint", "rescale", "relocate", "rebuild-manifest", "rebuild-db", "edit")]
+    + [pytest.param(name, "workers", marks=pytest.mark.slow) for name in ("fallback", "triage", "write-savepoint", "rescale")]
+    + [pytest.param(name, "spark", marks=pytest.mark.slow) for name in ("verify", "fallback", "triage", "export", "write-savepoint", "rescale")]
+)
+_FIRST_OF_MODE = {"in-process": "verify", "workers": "verify", "spark": "verify"}
 
 
-@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
-@pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
-def test_stopped_by_a_signal_it_exits_cleanly_and_leaves_nothing_partial(command, signum, write_inputs, write_references, tmp_path):
-    expected, _ = write_references[command.name]
-    parent, scratch = tmp_path / "parent", tmp_path / "tmp"
-    parent.mkdir()
-    target = parent / "out"
-    process = start_cli(command.args(write_inputs, target), scratch)
-    _wait_until_writing(process, parent, scratch)
-    time.sleep(random.Random(f"{command.name}-{signum}").uniform(0.05, 0.5))
-    if signum == signal.SIGINT:
-        os.killpg(process.pid, signum)  # Ctrl-C reaches every process of the foreground group
+def _counted_run(command, mode, inputs, tmp: Path) -> dict[str, int]:
+    """How often each phase comes in an undisturbed run of the command."""
+    events = tmp / "count-events"
+    events.mkdir()
+    process = start_cli(command.args_in(mode, inputs, tmp / "count-out"), tmp / "count-tmp", "0", REPAIR_TEST_EVENTS=str(events))
+    output, _ = process.communicate(timeout=300)
+    assert process.returncode in (0, 1), output  # verify of this checkpoint finds it was moved: 1
+    return {p.name[len("count-"):]: len(p.read_text()) for p in events.glob("count-*")}
+
+
+def _points(counts: dict[str, int], common: bool) -> list[tuple[str, int]]:
+    """The announced points to stop at: the first and the last time of each phase (``jvm`` and the
+    common phases only with the first command of a way of running: they are the same for all)."""
+    points = []
+    for phase in ("import", "jvm", "task", "write", "publish", "published", "exit"):
+        if phase in COMMON_PHASES + ("jvm",) and not common or phase not in counts:
+            continue
+        points += [(phase, n) for n in sorted({1, counts[phase]})]
+    return points
+
+
+def _spark_points(command, common: bool) -> list[tuple[str, int]]:
+    """On Spark (a run costs seconds of JVM): the first task on Spark and the publishing of an output;
+    the JVM's start and the common phases with the first command. The driver reads, writes and
+    publishes as in process: those phases are swept there."""
+    points = [("import", 1), ("jvm", 1)] if common else []
+    points.append(("spark-task", 1))
+    if command.commit_file is not None:
+        points.append(("publish", 1))
+    return points + ([("exit", 1)] if common else [])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as file:
+            text = file.read()
+    except OSError:
+        return False
+    return text[text.rindex(")") + 2:].split()[0] != "Z"
+
+
+def _left_in_session(sid: int) -> list[int]:
+    """Live processes of the run's session (the test started the run as a session's leader)."""
+    left = []
+    for entry in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{entry}/stat") as file:
+                text = file.read()
+        except OSError:
+            continue
+        fields = text[text.rindex(")") + 2:].split()
+        if int(fields[3]) == sid and fields[0] != "Z":
+            left.append(int(entry))
+    return left
+
+
+@pytest.mark.parametrize(("name", "mode"), SWEPT)
+def test_stopped_by_a_signal_at_any_phase_it_exits_at_once_in_one_line_and_leaves_nothing(name, mode, write_inputs, write_outputs, tmp_path):
+    command = _BY_NAME[name]
+    common = _FIRST_OF_MODE[mode] == name
+    if mode == "spark":
+        counts, points = {}, _spark_points(command, common)
     else:
-        os.kill(process.pid, signum)
-    output, _ = process.communicate(timeout=120)
-    if process.returncode == 0:
-        pytest.fail(f"the run ended before the signal; make REPAIR_TEST_WRITE_DELAY longer: {output}")
-    assert process.returncode == 128 + signum, output
-    assert f"stopped by {signal.Signals(signum).name}" in output and "Traceback" not in output, output
-    assert not list(scratch.glob("repair-*")), "scratch directories left behind"
-    if target.exists():  # stopped after publishing (rebuild-manifest verifies its output afterwards)
-        assert files_below(target) == expected and [p.name for p in parent.iterdir()] == ["out"]
-        return
-    assert list(parent.iterdir()) == [], "staging left behind"
-    code, output, _ = run_cli(command.args(write_inputs, target), scratch)
-    assert code == 0, output
-    assert files_below(target) == expected
+        counts = _counted_run(command, mode, write_inputs, tmp_path)
+        points = _points(counts, common)
+        assert ("task" in counts) >= command.runs_tasks and (command.commit_file is None or {"write", "publish"} <= counts.keys()), counts
+    for index, (phase, n) in enumerate(points):
+        signum = (signal.SIGINT, signal.SIGTERM)[index % 2]
+        where = f"{signal.Signals(signum).name} at {phase} #{n}"
+        run = tmp_path / f"{phase}{n}"
+        parent, scratch, events = run / "parent", run / "tmp", run / "events"
+        parent.mkdir(parents=True)
+        events.mkdir()
+        target = parent / "out"
+        process = start_cli(command.args_in(mode, write_inputs, target), scratch, "0", stderr=subprocess.PIPE,
+                            REPAIR_TEST_EVENTS=str(events), REPAIR_TEST_SIGNAL_AT=f"{phase}:{n}:{signal.Signals(signum).name}")
+        stdout, stderr = process.communicate(timeout=120)
+        ended = time.time()
+        assert (events / "fired").is_file(), f"{where}: the phase never came ({stdout}{stderr})"
+        fired_phase, fired_at = (events / "fired").read_text().split()
+        assert fired_phase == phase
+        assert process.returncode == 128 + signum, f"{where}: exit code {process.returncode}: {stderr}"
+        lines = [line for line in stderr.splitlines() if not line.startswith(SPARK_START_LINES)]
+        assert lines == [f"error: stopped by {signal.Signals(signum).name}; an output not yet complete was not published"], f"{where}: {stderr}"
+        assert ended - float(fired_at) < STOP_SECONDS[mode], f"{where}: ended {ended - float(fired_at):.1f} s after the signal"
+        processes = [int(pid) for pid in (events / "processes").read_text().split()]
+        assert not [pid for pid in processes if _alive(pid)], f"{where}: processes of the run outlive it"
+        assert not _left_in_session(process.pid), f"{where}: processes of the run's session outlive it"
+        assert not list(scratch.glob("repair-*")), f"{where}: scratch directories left behind"
+        if command.commit_file is None:
+            continue
+        complete = phase == "exit" or phase == "published" and n == counts[phase]  # (rescale publishes its
+        # intermediate export, in scratch space, first)
+        if complete or target.exists():  # stopped after publishing (rebuild-manifest verifies its output then)
+            assert (events / "count-published").is_file(), f"{where}: a target before it was published"
+            assert files_below(target) == write_outputs[name], where
+            assert [p.name for p in parent.iterdir()] == ["out"], f"{where}: staging left behind"
+        else:
+            assert list(parent.iterdir()) == [], f"{where}: a partial output or its staging left behind"

@@ -22,33 +22,55 @@ CHECKPOINT = next((FIXTURES / "flink-1.20-default" / "checkpoints").glob("*/chk-
 WRITE_DELAY = "0.05"
 
 
+#: How a command that runs tasks can run them: the arguments selecting each way.
+MODES = {"in-process": ["--workers", "1"], "workers": ["--workers", "2"], "spark": ["--master", "local[2]"]}
+
+
 @dataclass(frozen=True)
 class Command:
     name: str
     args: Callable[[Path, Path], list[str]]  # (inputs directory, target) -> CLI arguments
-    commit_file: str  # relative to the target: present only when the output is complete
+    commit_file: str | None  # relative to the target: present only when the output is complete (None: writes nothing)
     needs: str | None = None  # an input made first: "export" or "rocksdb"
+    runs_tasks: bool = False  # takes --workers and --master
+
+    def args_in(self, mode: str, inputs: Path, target: Path) -> list[str]:
+        """The arguments running the command's tasks the ``MODES`` way (its own way if it runs none)."""
+        args = self.args(inputs, target)
+        if not self.runs_tasks:
+            assert mode == "in-process", f"{self.name} runs no tasks"
+            return args
+        if "--workers" in args:
+            del args[args.index("--workers"):args.index("--workers") + 2]
+        return args + MODES[mode]
 
 
 COMMANDS = [
     Command("relocate", lambda i, out: ["relocate", str(CHECKPOINT), "--out", str(out), "--copy"], "chk-5/_metadata"),
     Command("rebuild-manifest", lambda i, out: ["rebuild-manifest", str(CHECKPOINT), "--out", str(out), "--copy"], "chk-5/_metadata"),
     Command("rebuild-db", lambda i, out: ["rebuild-manifest", str(i / "db"), "--out", str(out)], "CURRENT", needs="rocksdb"),
-    Command("export", lambda i, out: ["export", str(CHECKPOINT), "--out", str(out), "--workers", "1"], "_export.json"),
-    Command("write-savepoint", lambda i, out: ["write-savepoint", str(i / "export"), "--out", str(out)], "_metadata", needs="export"),
-    Command("rescale", lambda i, out: ["rescale", str(CHECKPOINT), "--out", str(out), "--max-parallelism", "256", "--workers", "1"], "_metadata"),
+    Command("export", lambda i, out: ["export", str(CHECKPOINT), "--out", str(out), "--workers", "1"], "_export.json", runs_tasks=True),
+    Command("write-savepoint", lambda i, out: ["write-savepoint", str(i / "export"), "--out", str(out)], "_metadata", needs="export", runs_tasks=True),
+    Command("rescale", lambda i, out: ["rescale", str(CHECKPOINT), "--out", str(out), "--max-parallelism", "256", "--workers", "1"], "_metadata", runs_tasks=True),
     Command("edit", lambda i, out: ["edit", str(CHECKPOINT), "--out", str(out), "--rename-uid", "per-type=x", "--copy"], "chk-5/_metadata"),
+]
+#: Commands that write nothing but run tasks (in a pool, on Spark).
+READING_COMMANDS = [
+    Command("verify", lambda i, out: ["verify", str(CHECKPOINT)], None, runs_tasks=True),
+    Command("fallback", lambda i, out: ["fallback", str(CHECKPOINT.parent)], None, runs_tasks=True),
+    Command("triage", lambda i, out: ["triage", str(CHECKPOINT.parent)], None, runs_tasks=True),
 ]
 
 
-def cli_env(scratch: Path, delay: str = WRITE_DELAY) -> dict[str, str]:
+def cli_env(scratch: Path, delay: str = WRITE_DELAY, **extra: str) -> dict[str, str]:
     scratch.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch), "REPAIR_TEST_WRITE_DELAY": delay}
+    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch), "REPAIR_TEST_WRITE_DELAY": delay, **extra}
 
 
-def start_cli(args: list[str], scratch: Path, delay: str = WRITE_DELAY) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tests.slow_writes_cli", *args], cwd=REPO, env=cli_env(scratch, delay),
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+def start_cli(args: list[str], scratch: Path, delay: str = WRITE_DELAY, *, stderr=subprocess.STDOUT, **extra: str) -> subprocess.Popen:
+    """The CLI (tests/slow_writes_cli.py) in a session of its own; ``extra``: more environment."""
+    return subprocess.Popen([sys.executable, "-m", "tests.slow_writes_cli", *args], cwd=REPO, env=cli_env(scratch, delay, **extra),
+                            stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
 
 
 def run_cli(args: list[str], scratch: Path) -> tuple[int, str, float]:
@@ -80,17 +102,26 @@ def write_inputs(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def write_references(write_inputs, tmp_path_factory) -> dict[str, tuple[set[str], float]]:
+def write_outputs(write_inputs, tmp_path_factory) -> dict[str, set[str]]:
+    """Per command: the files of an undisturbed run."""
+    out = {}
+    for command in COMMANDS:
+        base = tmp_path_factory.mktemp(f"out-{command.name}")
+        code, output, _ = run_cli(command.args(write_inputs, base / "out"), base / "tmp")
+        assert code == 0, output
+        out[command.name] = files_below(base / "out")
+    return out
+
+
+@pytest.fixture(scope="session")
+def write_references(write_inputs, write_outputs, tmp_path_factory) -> dict[str, tuple[set[str], float]]:
     """Per command: the files of an undisturbed run, and how long a slowed-down run takes."""
     out = {}
     for command in COMMANDS:
         base = tmp_path_factory.mktemp(f"ref-{command.name}")
-        code, output, _ = run_cli(command.args(write_inputs, base / "out"), base / "tmp")
-        assert code == 0, output
         started = time.monotonic()
         slow = start_cli(command.args(write_inputs, base / "slow"), base / "tmp")
         assert slow.wait(timeout=300) == 0, slow.stdout.read()
-        out[command.name] = (files_below(base / "out"), time.monotonic() - started)
+        out[command.name] = (write_outputs[command.name], time.monotonic() - started)
         assert files_below(base / "slow") == out[command.name][0], "an undisturbed run writes the same files every time"
     return out
-

@@ -1,5 +1,5 @@
 """``python -m repair.cli``: the ``repair`` command (for a venv whose scripts are not on PATH)."""
 
-from repair.cli.app import run
+from repair.cli.entry import run
 
 run()

@@ -8,7 +8,6 @@ from __future__ import annotations
 import os
 import signal
 import sys
-import threading
 from typing import List, Literal, Optional
 
 import typer
@@ -17,7 +16,9 @@ from typer.core import TyperGroup
 from repair import __version__
 from repair.cli.help_format import use_plain_names
 from repair.cli.output import error_document, failure_document, print_error, print_json
+from repair.cli.signals import STOPPED_CODES, Stopped, exit_at_once_on_signals, stop_cleanly_on_signals, stopped_message
 from repair.errors import RepairError, UsageError
+from repair.ops.runner import spark_started, stop_spark
 
 #: The environment variable StorageOptions.from_env reads the retry budget from.
 RETRY_BUDGET_VARIABLE = "REPAIR_RETRY_BUDGET"
@@ -103,6 +104,18 @@ def _root(
         os.environ[RETRY_BUDGET_VARIABLE] = str(retry_budget)
 
 
+def _renderer(name: str, **options):
+    """``repair.cli.render``'s function ``name`` (with ``options``), imported when a result is printed for
+    people: a ``--json`` run never imports rich's tables."""
+
+    def render(result) -> None:
+        from repair.cli import render as renderers
+
+        getattr(renderers, name)(result, **options)
+
+    return render
+
+
 def _show(result, json_output: bool, render) -> None:
     """Print ``result`` as its documented JSON document or through ``render``; then exit with its exit code."""
     if json_output:
@@ -122,13 +135,12 @@ def inspect(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """Show what a checkpoint or savepoint holds: operators, subtasks, key groups, states and files."""
-    from repair.cli.render import render_inspect
     from repair.ops.inspect import inspect as run_inspect
 
     result = run_inspect(path, checkpoint=checkpoint, uids=uid or None)
     if result.unmatched_uids:
         print_error(f"inspect: no operator with uid {', '.join(map(repr, result.unmatched_uids))} in {result.metadata_path}")
-    _show(result, json_output, lambda r: render_inspect(r, show_files=files, show_subtasks=subtasks))
+    _show(result, json_output, _renderer("render_inspect", show_files=files, show_subtasks=subtasks))
 
 
 @app.command()
@@ -141,13 +153,12 @@ def verify(
 ) -> None:
     """Verify every SST block checksum, MANIFEST record, file size and reference. Exit 1 when a problem is found."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_verify
     from repair.ops.verify.engine import verify as run_verify
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_verify(path, master=master, workers=workers, on_progress=on_progress, decompress=not checksums_only)
-    _show(result, json_output, render_verify)
+    _show(result, json_output, _renderer("render_verify"))
 
 
 @app.command()
@@ -161,13 +172,12 @@ def fallback(
 ) -> None:
     """Find the newest retained checkpoint that is entirely valid and say how to restore it. Exit 1 when none is."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_fallback
     from repair.ops.fallback import fallback as run_fallback
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_fallback(root, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_fallback)
+    _show(result, json_output, _renderer("render_fallback"))
 
 
 @app.command()
@@ -181,13 +191,12 @@ def triage(
 ) -> None:
     """Verify every retained checkpoint and rank every way back (restore, rebuild, rebuild dropping lost files) with its age, loss and exact commands. Exit 0 when a way back loses nothing, 1 otherwise."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_triage
     from repair.ops.triage import triage as run_triage
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
         result = run_triage(root, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
-    _show(result, json_output, render_triage)
+    _show(result, json_output, _renderer("render_triage"))
 
 
 @app.command()
@@ -197,12 +206,11 @@ def orphans(
 ) -> None:
     """List the files in shared/ and taskowned/ that no retained checkpoint references. Read-only: deletes nothing."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_orphans
     from repair.ops.orphans import orphans as run_orphans
 
     with progress_bar("reading retained checkpoints", counting="checkpoints") as on_progress:
         result = run_orphans(root, on_progress=on_progress)
-    _show(result, json_output, render_orphans)
+    _show(result, json_output, _renderer("render_orphans"))
 
 
 @app.command()
@@ -247,12 +255,11 @@ def relocate(
 ) -> None:
     """Write a new _metadata whose paths point to where the files of a moved checkpoint are now. Exit 1 if files are missing."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_relocate
     from repair.ops.relocate import relocate as run_relocate
 
     with progress_bar("copying", counting="files") as on_progress:
         result = run_relocate(checkpoint, to, copy=copy, on_progress=on_progress)
-    _show(result, json_output, render_relocate)
+    _show(result, json_output, _renderer("render_relocate"))
 
 
 @app.command("rebuild-manifest")
@@ -274,7 +281,6 @@ def rebuild_manifest(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Rebuild missing or broken MANIFEST and CURRENT files from the SSTs into a new checkpoint (or DB directory). Exit 1 if it cannot, or if --drop-missing or --salvage lost data."""
-    from repair.cli.render import render_rebuild, render_rebuild_db
     from repair.io.layout import is_rocksdb_dir
     from repair.ops.rebuild.checkpoint import rebuild_manifest as run_rebuild
     from repair.ops.rebuild.db import rebuild_db
@@ -285,12 +291,12 @@ def rebuild_manifest(
         if copy:
             raise UsageError("--copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         result = rebuild_db(checkpoint, out, format=manifest_format, drop_missing=drop_missing)
-        _show(result, json_output, render_rebuild_db)
+        _show(result, json_output, _renderer("render_rebuild_db"))
         return
     if manifest_format is not None:
         raise UsageError("--format is for RocksDB directories: a checkpoint's format follows its _metadata version")
     result = run_rebuild(checkpoint, out, copy=copy, drop_missing=drop_missing, salvage=salvage)
-    _show(result, json_output, render_rebuild)
+    _show(result, json_output, _renderer("render_rebuild"))
 
 
 @app.command()
@@ -299,14 +305,13 @@ def diagnose(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """From a Flink log or stack trace to the incident, its runbook, the evidence and the next repair command. Exit 1 when no known incident is found."""
-    from repair.cli.render import render_diagnose
     from repair.io.textinput import read_text
     from repair.ops.diagnose.incidents import diagnose as run_diagnose
 
     _hint_if_terminal(file, "a log or a stack trace")
     text, source = read_text(file)
     result = run_diagnose(text, source=source)
-    _show(result, json_output, render_diagnose)
+    _show(result, json_output, _renderer("render_diagnose"))
 
 
 @app.command()
@@ -316,14 +321,13 @@ def doctor(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Lint a Flink configuration for the hazards behind checkpoint incidents. Exit 1 when a finding is an error."""
-    from repair.cli.render import render_doctor
     from repair.io.textinput import read_text
     from repair.ops.doctor.lint import doctor as run_doctor
 
     _hint_if_terminal(config, "a Flink configuration")
     text, source = read_text(config)
     result = run_doctor(text, flink_version=flink, source=source)
-    _show(result, json_output, render_doctor)
+    _show(result, json_output, _renderer("render_doctor"))
 
 
 @app.command()
@@ -341,14 +345,13 @@ def export(
 ) -> None:
     """Export the keyed and operator state of a checkpoint or savepoint (native or canonical) to Parquet (one file per operator, state and subtask)."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_export
     from repair.ops.export.job import export as run_export
 
     _say_spark(master)
     with progress_bar("exporting", counting="subtasks") as on_progress:
         result = run_export(checkpoint, out, operators=operator or None, states=state or None, master=master, workers=workers,
                             engine=engine, compression=compression, columns=columns, on_progress=on_progress)
-    _show(result, json_output, render_export)
+    _show(result, json_output, _renderer("render_export"))
 
 
 @app.command("write-savepoint")
@@ -364,13 +367,12 @@ def write_savepoint(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Write an export back as a canonical savepoint (the format every state backend restores), _metadata last."""
-    from repair.cli.render import render_write_savepoint
     from repair.ops.write_savepoint import write_savepoint as run_write_savepoint
 
     _say_spark(master)
     result = run_write_savepoint(export_dir, out, max_parallelism=max_parallelism, parallelism=parallelism, source=source,
                                  drop_states=drop_state or [], master=master, workers=workers)
-    _show(result, json_output, render_write_savepoint)
+    _show(result, json_output, _renderer("render_write_savepoint"))
 
 
 @app.command()
@@ -385,13 +387,12 @@ def rescale(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """A checkpoint as a canonical savepoint with a new max parallelism: export and write-savepoint in one, no Parquet kept."""
-    from repair.cli.render import render_write_savepoint
     from repair.ops.write_savepoint import rescale as run_rescale
 
     _say_spark(master)
     result = run_rescale(checkpoint, out, max_parallelism=max_parallelism, parallelism=parallelism, master=master, workers=workers,
                          scratch=scratch)
-    _show(result, json_output, render_write_savepoint)
+    _show(result, json_output, _renderer("render_write_savepoint"))
 
 
 @app.command()
@@ -405,7 +406,6 @@ def edit(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Rename operator uids, drop operators or operator states: a new _metadata, every kept byte unchanged."""
-    from repair.cli.render import render_edit
     from repair.ops.edit import edit as run_edit
 
     renames = {}
@@ -415,29 +415,7 @@ def edit(
             raise UsageError(f"--rename-uid takes OLD=NEW, not {value!r}")
         renames[old] = new
     result = run_edit(checkpoint, out, rename_uids=renames, drop_operators=drop_operator or [], drop_states=drop_state or [], copy=copy)
-    _show(result, json_output, render_edit)
-
-
-class Stopped(BaseException):
-    """Raised in the main thread on SIGINT or SIGTERM. A BaseException, so that no ``except Exception``
-    swallows it and click does not turn it into "Aborted!" with exit code 1: it unwinds every ``with``
-    block (an output directory being written is deleted, Spark is stopped) and ends the run with exit
-    code 128 + the signal number, as a shell reports a signal."""
-
-    def __init__(self, signum: int):
-        super().__init__(signum)
-        self.signum = signum
-
-
-def _stop_cleanly_on_signals() -> dict[int, object]:
-    """Installs the handlers raising :class:`Stopped` (main thread only); returns the previous ones."""
-    if threading.current_thread() is not threading.main_thread():
-        return {}
-
-    def stop(signum, frame):
-        raise Stopped(signum)
-
-    return {signum: signal.signal(signum, stop) for signum in (signal.SIGINT, signal.SIGTERM)}
+    _show(result, json_output, _renderer("render_edit"))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -446,11 +424,35 @@ def main(argv: list[str] | None = None) -> int:
     Usage errors are reported as typer reports them (usage text, exit code 2); a :class:`RepairError`
     from an operation is printed as one line, never as a traceback. With ``--json`` every failure (a
     usage error, a typed error, a signal) is also one document on stdout (docs/schema/error.json).
+    SIGINT and SIGTERM stop the command (:mod:`repair.cli.signals`), also while an error is reported or
+    Spark is stopped at its end.
     """
     saved_budget = os.environ.get(RETRY_BUDGET_VARIABLE)
-    saved_handlers = _stop_cleanly_on_signals()
+    restore_handlers = stop_cleanly_on_signals()
+    spark_before = spark_started()  # a caller's (in-process use of main) is not this command's to end
     args = sys.argv[1:] if argv is None else argv
     json_output = "--json" in args  # every failure of a --json run is a document on stdout too
+    try:
+        try:
+            code = _run_app(argv, args, json_output)
+        except (KeyboardInterrupt, Stopped) as stop:
+            code = _report_stop(stop, args, json_output)
+        if spark_started() is not spark_before:  # the Spark this command started ends with it
+            try:
+                stop_spark(graceful=code not in STOPPED_CODES)
+            except (KeyboardInterrupt, Stopped) as stop:  # a signal while it stopped gracefully
+                code = _report_stop(stop, args, json_output)
+                stop_spark(graceful=False)
+        return code
+    finally:
+        restore_handlers()
+        if saved_budget is None:
+            os.environ.pop(RETRY_BUDGET_VARIABLE, None)
+        else:
+            os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
+
+
+def _run_app(argv: list[str] | None, args: list[str], json_output: bool) -> int:
     try:
         done = app(args=argv, prog_name="repair", standalone_mode=False)
         return done if isinstance(done, int) else 0
@@ -472,21 +474,18 @@ def main(argv: list[str] | None = None) -> int:
             print_json(failure_document(command, "StorageError", f"{where}{error.strerror or error}", 2,
                                         source=os.fsdecode(error.filename) if error.filename else None))
         return 2
-    except (KeyboardInterrupt, Stopped) as stop:
-        signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
-        message = f"stopped by {signal.Signals(signum).name}; an output not yet complete was not published"
-        print_error(message)
-        if json_output:
-            print_json(failure_document(_command_in(args), "Interrupted", message, 128 + signum,
-                                        signal=signal.Signals(signum).name))
-        return 128 + signum
-    finally:
-        for signum, handler in saved_handlers.items():
-            signal.signal(signum, handler)
-        if saved_budget is None:
-            os.environ.pop(RETRY_BUDGET_VARIABLE, None)
-        else:
-            os.environ[RETRY_BUDGET_VARIABLE] = saved_budget
+
+
+def _report_stop(stop: BaseException, args: list[str], json_output: bool) -> int:
+    """The one line of a stopped command (and with ``--json`` its ``Interrupted`` document); its exit
+    code, 128 + the signal number."""
+    signum = stop.signum if isinstance(stop, Stopped) else signal.SIGINT
+    message = stopped_message(signum)
+    print_error(message)
+    if json_output:
+        print_json(failure_document(_command_in(args), "Interrupted", message, 128 + signum,
+                                    signal=signal.Signals(signum).name))
+    return 128 + signum
 
 
 def _usage_error(error: ClickException, command: str | None, json_output: bool) -> int:
@@ -552,4 +551,13 @@ def _command_in(argv: list[str]) -> str | None:
 
 
 def run() -> None:
-    sys.exit(main())
+    """Runs the command and exits with its code (:mod:`repair.cli.entry` calls it once the signal
+    handlers for the imports are in place; console scripts installed before that module call it
+    directly). After the command, a signal ends the interpreter's exit at once, in one line."""
+    code = main()
+    exit_at_once_on_signals()  # main() put back the handlers it found
+    if code in STOPPED_CODES:  # cleaned up already: the interpreter's own teardown (finalizing modules,
+        sys.stdout.flush()  # freeing every object) only delays the exit the user asked for
+        sys.stderr.flush()
+        os._exit(code)
+    sys.exit(code)

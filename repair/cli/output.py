@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from contextlib import contextmanager
 from functools import lru_cache
@@ -25,6 +26,21 @@ def _console(stderr: bool) -> "Console":
     return Console(highlight=False, markup=False, width=None if sys.stdout.isatty() else 160)
 
 
+#: The variables with which rich treats a stream that is no terminal as one (rich.console.Console.is_terminal).
+_TERMINAL_VARIABLES = ("FORCE_COLOR", "TTY_COMPATIBLE")
+
+
+def _may_be_terminal(stream) -> bool:
+    """False only where rich's console would surely find ``stream`` no terminal: not a TTY, and none of the
+    variables that make rich treat it as one set."""
+    if any(name in os.environ for name in _TERMINAL_VARIABLES):
+        return True
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or a closed stream: rich says no terminal too
+        return False
+
+
 def stdout() -> "Console":
     return _console(False)
 
@@ -33,6 +49,9 @@ def stdout() -> "Console":
 def progress_bar(description: str, *, counting: str = "bytes"):
     """Yields ``on_progress(done, total)`` for long work; draws a bar on stderr only for a terminal.
     ``counting`` is what done and total count: ``bytes`` (shown with speed) or items (``"subtasks"``)."""
+    if not _may_be_terminal(sys.stderr):  # decided without importing rich (scripts and --json runs)
+        yield None
+        return
     stderr = _console(True)
     if not stderr.is_terminal:
         yield None

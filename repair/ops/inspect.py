@@ -26,7 +26,6 @@ from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.advice import repair_command
 from repair.ops.verify.engine import AGE_FROM_FILE_TIME
-from repair.readers.changelog import changelog_pieces, changelog_states
 from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 from repair.results import CommandResult
 
@@ -361,6 +360,8 @@ def _subtask(snapshot: LoadedSnapshot, sub, storage: st.Storage) -> SubtaskInfo:
 
 def _changelog(snapshot: LoadedSnapshot, keyed: ChangelogBackendHandle, storage: st.Storage, info: SubtaskInfo, add) -> None:
     """The changelog files of a subtask (each once) and the states its changes register."""
+    from repair.readers.changelog import changelog_pieces, changelog_states  # its readers stack: changelog only
+
     info.key_group_range = (keyed.key_groups.start, keyed.key_groups.end)
     seen = set()
     for handle, _offset in changelog_pieces(keyed):

@@ -9,6 +9,7 @@ pickling error), so the CLI still prints one line.
 
 from __future__ import annotations
 
+import logging
 import os
 import pickle
 import re
@@ -16,9 +17,10 @@ import signal
 import socket
 import sys
 import threading
+import time
 from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
 from repair.errors import RepairError, UsageError
@@ -54,20 +56,29 @@ def run_tasks(
         return results
     if workers <= 1 or len(tasks) == 1:
         results = []
-        with ThreadPoolExecutor(max_workers=min(threads, len(tasks)), thread_name_prefix="repair-task") if threads > 1 else nullcontext() as pool:
-            for task, result in zip(tasks, pool.map(func, tasks) if pool is not None else map(func, tasks)):
+        if threads <= 1:
+            for task in tasks:
+                results.append(func(task))
+                if on_done:
+                    on_done(task, results[-1])
+            return results
+        with _stopped_at_once(ThreadPoolExecutor(max_workers=min(threads, len(tasks)), thread_name_prefix="repair-task")) as pool:
+            with _signals_for_the_main_thread():
+                done = pool.map(func, tasks)
+            for task, result in zip(tasks, done):
                 results.append(result)
                 if on_done:
                     on_done(task, result)
         return results
-    with ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_die_with_parent) as pool:
+    with _stopped_at_once(ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_start_worker)) as pool:
         results = []
         try:
-            if threads > 1:  # each process runs groups of ``threads`` tasks at once
-                groups = [tasks[i:i + threads] for i in range(0, len(tasks), threads)]
-                done = (result for group in pool.map(_Threaded(_Guarded(func), threads), groups, chunksize=1) for result in group)
-            else:
-                done = pool.map(_Guarded(func), tasks, chunksize=1)
+            with _signals_for_the_main_thread():  # the pool's threads and processes start here
+                if threads > 1:  # each process runs groups of ``threads`` tasks at once
+                    groups = [tasks[i:i + threads] for i in range(0, len(tasks), threads)]
+                    done = (result for group in pool.map(_Threaded(_Guarded(func), threads), groups, chunksize=1) for result in group)
+                else:
+                    done = pool.map(_Guarded(func), tasks, chunksize=1)
             for task, result in zip(tasks, done):
                 results.append(_unwrap(result))
                 if on_done:
@@ -75,6 +86,58 @@ def run_tasks(
         except BrokenProcessPool as error:  # a worker killed (the OOM killer, a signal)
             raise TaskFailedError(f"a worker process died: {error}{_RETRY_HINT}") from None
         return results
+
+
+#: The signals a command stops on (the CLI's handlers raise an exception in the main thread).
+_STOP_SIGNALS = {signal.SIGINT, signal.SIGTERM}
+#: How long a pool's killed workers (or Spark's JVM, given SIGTERM) may take to end.
+STOP_SECONDS = 1.5
+
+
+@contextmanager
+def _signals_for_the_main_thread() -> Iterator[None]:
+    """SIGINT and SIGTERM blocked in this thread while it starts a pool, so that the threads it starts
+    (the pool's manager and queue feeder, or its worker threads) and the processes it forks inherit
+    them blocked. The signals then reach the main thread, whose handler runs at once even when it
+    waits on a lock (delivered to another thread, a signal wakes nobody: the handler would run only
+    when the next task finished); and a forked worker cannot run the handler it inherited before
+    :func:`_start_worker` has replaced it. A signal that came meanwhile is delivered on leaving."""
+    if threading.current_thread() is not threading.main_thread() or not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, _STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+@contextmanager
+def _stopped_at_once(pool):
+    """``with pool`` that, left by an exception (the CLI's SIGINT/SIGTERM, a failed task), does not wait
+    for the tasks still queued: they are cancelled and a process pool's workers killed (a worker
+    writes only scratch files, deleted here once it is dead; a thread pool's running tasks end by
+    themselves). ``shutdown(wait=True)``, what ``with pool`` does, ran every queued task first, and
+    could wait forever on a worker blocked writing its result into a pipe nobody reads any more."""
+    try:
+        yield pool
+    except BaseException:
+        processes = list((getattr(pool, "_processes", None) or {}).values())  # CPython's pool keeps them there
+        pool.shutdown(wait=False, cancel_futures=True)
+        for process in processes:
+            process.kill()
+        for process in processes:
+            process.join(STOP_SECONDS)
+        if processes:
+            _remove_dead_scratch()  # the killed workers' (a killed process deletes nothing)
+        raise
+    pool.shutdown(wait=True)
+
+
+def _remove_dead_scratch() -> None:
+    from repair.io.resolved import remove_abandoned_scratch  # imported when needed: it imports pyarrow,
+    # whose allocator the CLI chooses after importing this module
+    remove_abandoned_scratch()
 
 
 class TaskFailedError(RepairError):
@@ -146,6 +209,22 @@ def _unwrap(result):
     return result
 
 
+def _start_worker() -> None:
+    """A pool worker's first step: signals are its parent's business, and it dies with its parent.
+
+    Ctrl-C reaches every process of the terminal's foreground group, pool workers too: they ignore
+    SIGINT, and SIGTERM has its default action (the parent kills them when it stops). A worker that
+    ran the CLI's handler raised the CLI's exception inside a task, which went back to the parent as
+    the task's result, or printed a traceback while waiting for a task. The parent started the worker
+    with both signals blocked (:func:`_signals_for_the_main_thread`): they are unblocked once the
+    handlers are replaced."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    if hasattr(signal, "pthread_sigmask"):
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)
+    _die_with_parent()
+
+
 def _die_with_parent() -> None:
     """In a pool worker: on Linux, be killed when the process that started the pool dies (killed with
     SIGKILL it cannot stop its workers), so no worker goes on writing, or holding scratch space that a
@@ -189,18 +268,16 @@ def spark_session(master: str, app_name: str):
                 f"use that master, or stop the session before asking for {master}"
             )
         active.stop()  # one this module started, for another master: its own to replace
-    builder = (
-        SparkSession.builder.master(master)
-        .appName(app_name)
-        .config("spark.ui.enabled", "false")
-        .config("spark.ui.showConsoleProgress", "false")
-    )
+    settings = {"spark.master": master, "spark.app.name": app_name, "spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
     driver_options = DRIVER_JAVA_OPTIONS
     if not _spark_log_verbose():  # Spark's start-up chatter hides the one line that matters
         quiet = f"-Dlog4j2.configurationFile={LOG4J2_QUIET}"
         driver_options = f"{driver_options} {quiet}"
-        builder = builder.config("spark.executor.extraJavaOptions", quiet)
-    builder = builder.config("spark.driver.extraJavaOptions", driver_options)
+        settings["spark.executor.extraJavaOptions"] = quiet
+    settings["spark.driver.extraJavaOptions"] = driver_options
+    builder = SparkSession.builder
+    for key, value in settings.items():
+        builder = builder.config(key, value)
     # PySpark takes the workers' interpreter from PYSPARK_PYTHON when the context is created (the
     # spark.pyspark.python setting reaches only spark-submit): set it for that moment, then put the
     # caller's environment back as it was.
@@ -209,7 +286,8 @@ def spark_session(master: str, app_name: str):
     caller_handler = signal.getsignal(signal.SIGINT) if threading.current_thread() is threading.main_thread() else None
     with _environment(PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable):
         try:
-            with jvm_stderr_quiet():
+            with jvm_stderr_quiet():  # the JVM inherits standard error as it is while it starts
+                _launch_jvm(settings)
                 session = builder.getOrCreate()
         except Exception as error:  # noqa: BLE001 - Py4J and PySpark errors, one line for the user
             lines = [line.strip() for line in str(error).splitlines() if line.strip()]
@@ -219,6 +297,148 @@ def spark_session(master: str, app_name: str):
         signal.signal(signal.SIGINT, caller_handler)
     _started["context"] = session.sparkContext
     return session
+
+
+def _launch_jvm(settings: dict[str, str]) -> None:
+    """Starts Spark's JVM (PySpark's gateway) in a session of its own, unless this process has one.
+
+    Ctrl-C reaches every process of the terminal's foreground group. PySpark's JVM ignores SIGINT, but
+    the Python workers it forks restore Python's handler: each printed a ``KeyboardInterrupt``
+    traceback into our stderr. In a session of its own Spark hears no Ctrl-C; :func:`stop_spark` ends
+    it when the command ends (and it ends by itself when this process dies: it exits when its standard
+    input, a pipe from this process, closes). Started as PySpark would start it, with the settings of
+    the session about to be created (those the JVM takes at start-up, its Java options, count)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is not None:  # PySpark's own record of its JVM (a caller's, or ours)
+        return
+    _started["jvm"] = _STARTING  # stop_spark looks for the JVM if its start is interrupted
+    conf = SparkConf(loadDefaults=False).setAll(list(settings.items()))
+    _started["jvm"] = launch_gateway(conf, popen_kwargs={"start_new_session": True})
+    SparkContext._ensure_initialized(gateway=_started["jvm"])
+
+
+def spark_started() -> object | None:
+    """The JVM this module started (PySpark's gateway), or None: the CLI ends the Spark a command started."""
+    return _started.get("jvm")
+
+
+def stop_spark(*, graceful: bool = True) -> None:
+    """Ends the Spark this module started, its JVM and the JVM's Python workers, and waits until they
+    are gone (at most about 2 x :data:`STOP_SECONDS`): what the CLI does when a command ends,
+    interrupted or not. ``graceful`` stops the session first (not after an interrupt, which may have
+    cut a call to the JVM in half). A session the caller started is left alone."""
+    if "jvm" not in _started:
+        return  # none started here (a caller's own Spark is left alone)
+    context = _started.get("context")  # forgotten once ended: a graceful stop cut short is done again
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    if graceful and context is not None:
+        try:
+            context.stop()
+        except Exception:  # noqa: BLE001 - the JVM is ended below whatever state it is in
+            pass
+    gateway = SparkContext._gateway
+    if not graceful:  # the JVM is ended under its tasks' and PySpark's feet: their errors are no news
+        server = getattr(context, "_accumulatorServer", None)
+        if server is not None:
+            server.handle_error = lambda request, address: None
+        logging.getLogger().addFilter(_not_from_py4j)
+        if context is not None:
+            _call_briefly(lambda: context.setLogLevel("OFF"))  # the executor's "Python worker exited"
+    jvms = _own_sessions()  # also a JVM whose start was interrupted before PySpark recorded it
+    for pid in jvms:
+        _end_group(pid)
+    if jvms:
+        _remove_dead_scratch()  # the scratch directories of Python workers killed in a task
+    if gateway is not None:
+        try:
+            gateway.shutdown() if graceful else gateway.close()
+        except Exception:  # noqa: BLE001 - the JVM is gone: closing its sockets may fail
+            pass
+        if getattr(gateway, "proc", None) is not None:
+            gateway.proc.wait()
+    _started.pop("context", None)
+    _started.pop("jvm", None)
+    SparkContext._gateway = SparkContext._jvm = SparkContext._active_spark_context = None
+    SparkSession._instantiatedSession = SparkSession._activeSession = None
+
+
+def _call_briefly(call: Callable[[], object], seconds: float = 0.5) -> None:
+    """``call()`` (a call to the JVM) in a thread of its own, waited for at most ``seconds``: this
+    thread's Py4J connection may still wait for the answer of a call a signal interrupted, and the JVM
+    may not answer at all."""
+    def run() -> None:
+        try:
+            call()
+        except Exception:  # noqa: BLE001 - best effort: the JVM is ended next
+            pass
+
+    with _signals_for_the_main_thread():
+        thread = threading.Thread(target=run, name="repair-spark-stop", daemon=True)
+        thread.start()
+    thread.join(seconds)
+
+
+def _not_from_py4j(record: logging.LogRecord) -> bool:
+    """A root logger filter: Py4J logs a failed call to a JVM that is gone on the root logger, with a
+    traceback (its finalizers still release Java objects after the JVM was killed)."""
+    return f"{os.sep}py4j{os.sep}" not in record.pathname
+
+
+def _own_sessions() -> list[int]:
+    """Children of this process that lead a session of their own (Spark's JVM; pool workers stay in
+    ours). Linux's /proc; nothing elsewhere."""
+    pids = []
+    for stat in _process_stats():
+        if stat["ppid"] == os.getpid() and stat["sid"] == stat["pid"]:
+            pids.append(stat["pid"])
+    return pids
+
+
+def _process_stats() -> list[dict[str, int | str]]:
+    """pid, state, ppid, pgid and sid of every process /proc shows."""
+    stats = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", "rb") as file:
+                text = file.read().decode(errors="replace")
+        except OSError:  # ended meanwhile
+            continue
+        fields = text[text.rindex(")") + 2:].split()  # after "pid (command name)"
+        stats.append({"pid": int(entry), "state": fields[0], "ppid": int(fields[1]), "pgid": int(fields[2]), "sid": int(fields[3])})
+    return stats
+
+
+def _live_in_group(pgid: int) -> bool:
+    return any(stat["pgid"] == pgid and stat["state"] != "Z" for stat in _process_stats())
+
+
+def _end_group(pgid: int) -> None:
+    """SIGTERM to a process group's leader (Spark's JVM: its shutdown hooks stop Spark, which ends its
+    Python workers and deletes its temporary directories; a worker killed under a running task would
+    have the JVM log errors), SIGKILL to the whole group after :data:`STOP_SECONDS`; returns when no
+    process of the group lives (the leader, our child, reaped) or after another STOP_SECONDS."""
+    for signum, seconds in ((signal.SIGTERM, STOP_SECONDS), (signal.SIGKILL, STOP_SECONDS)):
+        try:
+            if signum == signal.SIGTERM:
+                os.kill(pgid, signum)
+            else:
+                os.killpg(pgid, signum)
+        except ProcessLookupError:
+            pass
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            try:
+                os.waitpid(pgid, os.WNOHANG)
+            except ChildProcessError:  # reaped (by PySpark's Popen object, say)
+                pass
+            if not _live_in_group(pgid):
+                return
+            time.sleep(0.02)
 
 
 #: Masters Spark accepts: local[N], local[*], local[N,F], spark://host:port[,host:port], yarn, k8s://..., mesos://...
@@ -248,8 +468,10 @@ def check_master(master: str) -> None:
                 raise UsageError(f"cannot reach the Spark master at {address}: {error}") from None
 
 
-#: The SparkContext this module started last (a caller's own session is never stopped).
+#: The SparkContext this module started last (a caller's own session is never stopped), and the JVM
+#: it started ("jvm": PySpark's gateway; _STARTING while it starts).
 _started: dict[str, object] = {}
+_STARTING = object()
 
 
 #: ``verbose`` keeps Spark's own output: its log at Spark's defaults, and what its JVM prints.
@@ -334,9 +556,39 @@ def _run_on_spark(func: Callable[[T], R], tasks: Sequence[T], master: str, costs
     # partition (the list of its tasks), its slices are exactly the partitions planned.
     groups: Iterable[list[tuple[int, T]]] = [[(i, tasks[i]) for i in partition] for partition in partitions]
     try:
-        pairs = (context.parallelize(groups, len(partitions))
-                 .flatMap(lambda group: ((i, func(task)) for i, task in group)).collect())
+        job = context.parallelize(groups, len(partitions)).flatMap(lambda group: ((i, func(task)) for i, task in group))
+        pairs = _collect(job)
     except Exception as error:  # noqa: BLE001 - Py4J's error of a failed job: one line, not a Java trace
         raise TaskFailedError(f"the Spark job failed: {_first_line(error)}{_RETRY_HINT}") from None
+    except BaseException:  # interrupted (the CLI's SIGINT/SIGTERM, KeyboardInterrupt): no task may go on writing
+        if context is _started.get("context"):
+            stop_spark(graceful=False)  # before the caller's clean-up deletes what the tasks write into
+        else:
+            context.cancelAllJobs()  # the caller's own Spark
+        raise
     pairs.sort(key=lambda pair: pair[0])
     return [result for _, result in pairs]
+
+
+def _collect(job) -> list:
+    """``job.collect()``, run in a thread of its own while this thread waits for it.
+
+    Interrupted inside a call to the JVM, this thread's Py4J connection still waits for that call's
+    answer: the next call made on it (PySpark's own clean-up in ``collect``, cancelling the job) got
+    the answer only once the job had ended, seconds or hours later. Waiting for a thread instead is
+    interrupted at once, and no call of this thread is cut in half."""
+    outcome: dict[str, object] = {}
+
+    def collect() -> None:
+        try:
+            outcome["rows"] = job.collect()
+        except BaseException as error:  # noqa: BLE001 - handed to the waiting thread
+            outcome["error"] = error
+
+    with _signals_for_the_main_thread():  # the signals stay the waiting thread's
+        thread = threading.Thread(target=collect, name="repair-spark-job", daemon=True)
+        thread.start()
+    thread.join()
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["rows"]

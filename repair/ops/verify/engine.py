@@ -26,7 +26,6 @@ from typing import Any, Callable
 
 from repair.errors import RepairError, StorageError
 from repair.findings import Severity
-from repair.formats.flink.changelog.dstl import StateChange, decode_change, read_change_set
 from repair.formats.flink.handles import (
     ChangelogBackendHandle,
     ChangelogStreamHandle,
@@ -43,7 +42,6 @@ from repair.io.layout import METADATA, discover, is_rocksdb_dir
 from repair.io.resolved import IN_FLIGHT
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.runner import default_workers, run_tasks
-from repair.ops.verify.changelog_check import check_subtask_changelog
 from repair.ops.verify.file_checks import FileResult, FileTask, check_file, kind_for_local_name
 from repair.results import CommandResult
 
@@ -501,6 +499,8 @@ def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference]
                 if task is not None:
                     plan.change_sets.append((task.key, piece.position, reference))
         elif isinstance(handle, InMemoryChangelogHandle):
+            from repair.formats.flink.changelog.dstl import StateChange, decode_change  # changelog only: not at start-up
+
             for change in handle.changes:
                 try:
                     decode_change(StateChange(change.key_group, change.data, 0))
@@ -511,6 +511,10 @@ def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference]
 def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | None) -> None:
     """Decode every data change of the planned subtasks' changelogs (of one snapshot, or all)."""
     todo = [entry for entry in plan.changelogs if snapshot_name is None or entry[2].snapshot == snapshot_name]
+    if not todo:
+        return
+    from repair.ops.verify.changelog_check import check_subtask_changelog  # its readers stack: changelog only
+
     checks = [check_subtask_changelog(snapshot, storage, keyed) for snapshot, keyed, _ in todo]
     # Every subtask of an operator has the same key serializer; not every one records it.
     key_serializers = {(ref.snapshot, ref.operator): check.key_serializer
@@ -535,7 +539,11 @@ def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[Ch
     """Each change set a checkpoint points at in a readable changelog file, read as Flink reads it (at the
     offset, one change set): it must decode, and when the whole stream frames, start where a change set
     starts."""
-    findings = []
+    findings: list[CheckpointFinding] = []
+    if not plan.change_sets:
+        return findings
+    from repair.formats.flink.changelog.dstl import decode_change, read_change_set  # changelog only
+
     for key, position, reference in plan.change_sets:
         result = results.get(key)
         if result is None or result.change_stream is None:

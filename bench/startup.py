@@ -1,0 +1,113 @@
+#!/usr/bin/env python3
+"""Start-up cost of the short commands: CPU seconds of ``repair verify|inspect|fallback --json`` on a small
+fixture checkpoint, and what the imports of one run cost.
+
+Usage::
+
+    python bench/startup.py                       # fixtures/flink-1.20-default, 5 runs per command
+    python bench/startup.py --runs 9 --root DIR   # another job root
+    python bench/startup.py --imports 15          # the 15 costliest imports (default 12)
+    python bench/startup.py --compare OLD         # also the code of checkout OLD (its repair/), runs alternated
+
+Every run is its own process, ``python -m repair.cli COMMAND ROOT --json``, timed in CPU seconds (user +
+system, from ``resource.getrusage(RUSAGE_CHILDREN)``), not wall time: the machine is shared, and CPU
+seconds move far less with the load than wall seconds. The median of ``--runs`` counts; the load average
+is printed beside it. Bytecode is compiled first and the runs may write it (``PYTHONDONTWRITEBYTECODE``
+is removed from their environment), as in an installed package: compiling the sources on every run would
+be a cost no user pays.
+
+``python -c pass`` is the interpreter's own share. The import table comes from one run with
+``-X importtime`` (wall microseconds of that run, self time summed per top-level package, so it says
+where the time goes rather than exactly how much).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import compileall
+import os
+import resource
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_ROOT = REPO / "fixtures" / "flink-1.20-default" / "checkpoints" / "6ec13444f9e820ae37839598353ab359"
+COMMANDS = ("verify", "inspect", "fallback")
+
+
+def _environment(checkout: Path) -> dict[str, str]:
+    """The environment of a run of ``checkout``'s code: its directory first on the path, bytecode written."""
+    env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
+    return env
+
+
+def cpu_seconds(argv: list[str], checkout: Path = REPO) -> float:
+    """CPU seconds (user + system) of one run of ``argv``; its output is discarded."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(argv, env=_environment(checkout), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def median_cpu(argv: list[str], runs: int, checkouts: list[Path]) -> list[float]:
+    """The median CPU seconds of ``argv`` with each checkout's code, their runs alternated (the load drifts)."""
+    samples: list[list[float]] = [[] for _ in checkouts]
+    for _ in range(runs):
+        for checkout, times in zip(checkouts, samples):
+            times.append(cpu_seconds(argv, checkout))
+    return [statistics.median(times) for times in samples]
+
+
+def import_costs(argv: list[str]) -> list[tuple[str, int]]:
+    """Self time (microseconds) of one run's imports, summed per top-level package, costliest first."""
+    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=_environment(REPO), stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE, text=True, check=False)
+    totals: collections.Counter[str] = collections.Counter()
+    for line in done.stderr.splitlines():
+        if not line.startswith("import time:") or "self [us]" in line:
+            continue
+        self_us, _cumulative, name = line[len("import time:"):].split("|")
+        name = name.strip()
+        package = ".".join(name.split(".")[:2]) if name.startswith("repair.") else name.split(".")[0]
+        totals[package] += int(self_us)
+    return totals.most_common()
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--root", type=Path, default=DEFAULT_ROOT, help="job checkpoint root to run the commands on")
+    parser.add_argument("--runs", type=int, default=5, help="runs per command (the median counts)")
+    parser.add_argument("--imports", type=int, default=12, help="how many import rows to print")
+    parser.add_argument("--compare", type=Path, metavar="OLD", help="another checkout whose repair/ to time alongside")
+    args = parser.parse_args()
+
+    checkouts = [REPO] + ([args.compare.resolve()] if args.compare else [])
+    for checkout in checkouts:
+        compileall.compile_dir(str(checkout / "repair"), quiet=1)
+    python = sys.executable
+    print(f"load average before: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    header = f"CPU s, median of {args.runs}"
+    columns = [header] + ([f"{args.compare.name}: {header}", "this / old"] if args.compare else [])
+    print(f"{'command':<26} " + " ".join(f"{column:>26}" for column in columns))
+    for label, argv in [("python -c pass", [python, "-c", "pass"])] + [
+        (f"repair {command} --json", [python, "-m", "repair.cli", command, str(args.root), "--json"]) for command in COMMANDS
+    ]:
+        medians = median_cpu(argv, args.runs, checkouts)
+        cells = [f"{median:.3f}" for median in medians] + ([f"{medians[0] / medians[1]:.2f}x"] if args.compare else [])
+        print(f"{label:<26} " + " ".join(f"{cell:>26}" for cell in cells))
+    print(f"load average after: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
+    for command in COMMANDS:
+        costs = import_costs([python, "-m", "repair.cli", command, str(args.root), "--json"])
+        total = sum(us for _, us in costs)
+        print(f"\nimports of repair {command} --json: {total / 1e3:.0f} ms in all (wall, one run); costliest:")
+        for package, us in costs[: args.imports]:
+            print(f"  {package:<30} {us / 1e3:8.1f} ms")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
