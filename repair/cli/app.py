@@ -223,12 +223,11 @@ def size(
 ) -> None:
     """Where a checkpoint's bytes are: per state, operator, subtask, key-group range or file, from SST properties only. Exit 1 when a file is missing or damaged."""
     from repair.cli.output import progress_bar
-    from repair.cli.render import render_size
     from repair.ops.size import size as run_size
 
     with progress_bar("reading", counting="checkpoints") as on_progress:
         result = run_size(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress)
-    _show(result, json_output, render_size)
+    _show(result, json_output, _renderer("render_size"))
 
 
 @app.command()
@@ -239,11 +238,10 @@ def diff(
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """What grew between two checkpoints: files added, removed and shared; per state the growth in bytes and entries. Exit 1 when a file is missing or damaged."""
-    from repair.cli.render import render_diff
     from repair.ops.diff import diff as run_diff
 
     result = run_diff(old, new, top=top)
-    _show(result, json_output, render_diff)
+    _show(result, json_output, _renderer("render_diff"))
 
 
 @app.command()
