@@ -33,6 +33,8 @@ _EXPORTS = {
     "verify": "repair.ops.verify.engine",
     "fallback": "repair.ops.fallback",
     "orphans": "repair.ops.orphans",
+    "size": "repair.ops.size",
+    "diff": "repair.ops.diff",
     "relocate": "repair.ops.relocate",
     "rebuild_manifest": "repair.ops.rebuild",
     "rebuild_db": "repair.ops.rebuild.db",
@@ -50,6 +52,8 @@ _EXPORTS = {
     "VerifyResult": "repair.ops.verify.engine",
     "FallbackResult": "repair.ops.fallback",
     "OrphansResult": "repair.ops.orphans",
+    "SizeResult": "repair.ops.size",
+    "DiffResult": "repair.ops.diff",
     "RelocateResult": "repair.ops.relocate",
     "RebuildResult": "repair.ops.rebuild.checkpoint",
     "RebuildDbResult": "repair.ops.rebuild.db",
@@ -92,6 +96,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.io.options import StorageOptions
     from repair.io.storage import Storage
     from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
+    from repair.ops.diff import DiffResult, diff
     from repair.ops.doctor.lint import DoctorResult, doctor
     from repair.ops.edit import EditResult, edit
     from repair.ops.export.job import ExportResult, export
@@ -103,6 +108,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.rebuild.checkpoint import RebuildResult
     from repair.ops.rebuild.db import RebuildDbResult, rebuild_db
     from repair.ops.relocate import RelocateResult, relocate
+    from repair.ops.size import SizeResult, size
     from repair.ops.triage import TriageResult, triage
     from repair.ops.verify.engine import VerifyResult, verify
     from repair.ops.write_savepoint import WriteSavepointResult, rescale, write_savepoint

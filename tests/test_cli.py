@@ -155,14 +155,15 @@ def _bad_invocations(tmp_path) -> list[list[str]]:
     readme = str(REPO / "README.md")
     metadata = str(ROOT_120 / "chk-5" / "_metadata")
     out = str(tmp_path / "out")
-    calls = [[command, missing] for command in ("inspect", "verify", "fallback", "triage", "orphans")]
-    calls += [[command, readme] for command in ("inspect", "fallback", "triage", "orphans")]  # verify judges a file as an SST
+    calls = [[command, missing] for command in ("inspect", "verify", "fallback", "triage", "orphans", "size")]
+    calls += [["diff", missing, missing], ["diff", str(ROOT_120), str(ROOT_120)]]
+    calls += [[command, readme] for command in ("inspect", "fallback", "triage", "orphans", "size")]  # verify judges a file as an SST
     calls += [["relocate", missing, "--to", out], ["rebuild-manifest", missing, "--out", out], ["export", missing, "--out", out],
               ["relocate", readme, "--to", out], ["rebuild-manifest", readme, "--out", out], ["export", readme, "--out", out],
               ["verify", str(ROOT_120), "--master", "foo"], ["export", str(ROOT_120), "--out", out, "--master", "local[x]"],
               ["verify", str(ROOT_120), "--master", "spark://127.0.0.1:1"],
               ["doctor", readme], ["doctor", metadata], ["doctor", "-", "--flink", "0.9"], ["doctor", missing],
-              ["diagnose", missing], ["inspect", str(ROOT_120), "--uid", "nosuch"], ["inspect", str(ROOT_120), "-c", "99"],
+              ["diagnose", missing], ["inspect", str(ROOT_120), "--uid", "nosuch"], ["inspect", str(ROOT_120), "-c", "99"], ["size", str(ROOT_120), "-c", "99"],
               ["export", str(ROOT_120), "--out", out, "--operator", "nosuch"]]
     return calls
 
@@ -198,7 +199,8 @@ def test_an_error_under_json_is_a_document_too(capsys, tmp_path):
 
 
 def test_every_document_has_the_envelope(capsys):
-    for argv in (["inspect", str(ROOT_120)], ["verify", str(ROOT_120)], ["fallback", str(ROOT_120)], ["orphans", str(ROOT_120)]):
+    for argv in (["inspect", str(ROOT_120)], ["verify", str(ROOT_120)], ["fallback", str(ROOT_120)], ["orphans", str(ROOT_120)],
+                 ["size", str(ROOT_120)]):
         code = main([*argv, "--json"])
         document = json.loads(capsys.readouterr().out)
         assert list(document)[:2] == ["schema_version", "ok"] and document["ok"] == (code == 0), argv

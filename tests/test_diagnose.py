@@ -302,3 +302,27 @@ def test_real_flink_restore_failure_is_diagnosed(tmp_path):
     assert incident.checkpoint_root == str(root)
     assert incident.next_command.to_shell() == f"repair triage {root}"
     assert incident.operator and incident.subtasks and incident.parallelism == spec.parallelism
+
+
+def test_diagnose_points_at_the_job_root_flink_restored_from_not_the_damaged_one():
+    """Flink's JobManager names the checkpoint it restores ("... located at <chk-N>"); the missing file's
+    recorded root is another: triage of the restored job root, which tells a damaged path from a lost file."""
+    job = "7f725960ff6eb2ce5516f53d7277aa03"
+    real = f"file:/data/flink/checkpoints/{job}"
+    log = (
+        f"2026-11-28 00:20:01,000 INFO org.apache.flink.runtime.checkpoint.CheckpointCoordinator [] - Restoring job {job} "
+        f"from Checkpoint 5 @ 1795589669950 for {job} located at {real}/chk-5.\n"
+        "2026-11-28 00:20:03,000 WARN org.apache.flink.streaming.api.operators.BackendRestorerProcedure [] - Exception "
+        "while restoring keyed state backend for KeyedProcessOperator_59227332c1ac82ca63c2f66fa9c4244f_(1/3)\n"
+        f"java.io.FileNotFoundException: /data/glink/checkpoints/{job}/shared/20bab32f-d641-463c-a398-404c6292dd3e "
+        "(No such file or directory)\n"
+    )
+    (incident,) = diagnose(log).incidents
+    assert incident.cause_id == "checkpoint-file-missing"
+    assert incident.checkpoint_root == f"/data/flink/checkpoints/{job}"
+    assert incident.next_command.to_shell() == f"repair triage /data/flink/checkpoints/{job}"
+    assert all("/data/glink/" not in command.to_shell() for command in [incident.next_command, *incident.also])
+    # A file missing under the job root restored from: the usual advice, for that root.
+    (incident,) = diagnose(log.replace("/data/glink/", "/data/flink/")).incidents
+    assert incident.next_command.to_shell() == f"repair triage /data/flink/checkpoints/{job}"
+    assert f"repair fallback /data/flink/checkpoints/{job}" in [command.to_shell() for command in incident.also]

@@ -113,6 +113,11 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         root = damage.checkpoint_root(damage.copy_fixture("flink-1.20-default", tmp_path))
         (root / "shared" / "left-behind-by-a-failed-checkpoint").write_bytes(b"x" * 10)
         return [_run(capsys, "orphans", str(root))]
+    if command == "size PATH --json":
+        return [_run(capsys, "size", str(_damaged(tmp_path, "missing_sst", "flink-2.1-p3-external-xxh3-zstd")), "--top", "2")]
+    if command == "diff OLD NEW --json":
+        root = damage.checkpoint_root(FIXTURES / "flink-2.1-p3-external-xxh3-zstd")
+        return [_run(capsys, "diff", str(root / "chk-4"), str(root / "chk-5"), "--top", "1")]
     if command == "relocate CHECKPOINT --to NEW_ROOT --json":
         moved = tmp_path / "moved" / ROOT_120.name
         shutil.copytree(ROOT_120, moved)
@@ -194,7 +199,7 @@ def test_the_schema_catches_a_broken_document():
 
 
 WRITING = {"relocate", "rebuild-manifest", "export", "write-savepoint", "edit", "rescale"}
-JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "relocate", "rebuild-manifest", "diagnose", "doctor"}
+JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest", "diagnose", "doctor"}
 
 
 @pytest.mark.parametrize("command", list(documented()))
@@ -220,7 +225,7 @@ def test_findings_are_not_empty_where_the_input_is_damaged(tmp_path, capsys):
     """The common-field test above would pass on empty lists: here each judging command sees damage."""
     root = _damaged(tmp_path, "missing_sst")
     newest = max(damage.checkpoint_ids(root))
-    for args in (("verify", str(root)), ("fallback", str(root)), ("triage", str(root)), ("orphans", str(root)),
+    for args in (("verify", str(root)), ("fallback", str(root)), ("triage", str(root)), ("orphans", str(root)), ("size", str(root)),
                  ("relocate", str(root / f"chk-{newest}"), "--to", str(tmp_path / "relocated")),
                  ("rebuild-manifest", str(root / f"chk-{newest}"), "--out", str(tmp_path / "rebuilt"))):
         exit_code = main([*args, "--json"])

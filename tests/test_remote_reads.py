@@ -22,6 +22,7 @@ from repair.io.resolved import IN_FLIGHT
 from repair.io.storage import ByteBudget, Storage
 from repair.ops.export.job import export
 from repair.ops.fallback import fallback
+from repair.ops.size import size
 from repair.ops.verify.engine import verify
 from tests import s3_server
 from tests.conftest import FIXTURES, fixture_info
@@ -70,6 +71,22 @@ def test_verify_and_fallback_overlap_requests_and_reach_the_local_verdicts(s3_jo
     assert remote.bytes == local.bytes and remote.files == local.files
     assert choice == fallback(str(ROOT), workers=1).chosen.name
     assert 1 < overlapped <= IN_FLIGHT  # several at once, never more than the bound (one process)
+
+
+def test_size_reads_remote_ssts_several_at_once_and_counts_the_local_bytes(s3_job):
+    server, root = s3_job
+    local = size(str(ROOT))
+    with FaultProxy(server.endpoint, LATENCY) as proxy:
+        remote = size(root, storage=_storage(proxy.endpoint))
+        overlapped = proxy.max_in_flight
+    assert remote.ok and local.ok
+
+    def per_state(result) -> list:
+        return [[(g["operator"], g["state"], g["bytes"], g["entries"]) for g in c.to_json("state", None)["groups"]]
+                for c in result.checkpoints]
+
+    assert per_state(remote) == per_state(local) and remote.bytes_read == local.bytes_read
+    assert 1 < overlapped <= IN_FLIGHT
 
 
 @pytest.mark.parametrize("engine", ["rocksdb", "python"])

@@ -33,11 +33,11 @@ def test_every_exported_result_follows_the_contract(name):
 
 
 def test_the_contract_covers_every_command():
-    assert len(RESULT_TYPES) == 13  # one per command; write-savepoint and rescale share one
+    assert len(RESULT_TYPES) == 15  # one per command; write-savepoint and rescale share one
 
 
 #: Commands run on a copy of a fixture with one SST missing (what they judge is then not empty).
-ON_DAMAGE = {"verify", "fallback", "triage", "rebuild-manifest"}
+ON_DAMAGE = {"verify", "fallback", "triage", "rebuild-manifest", "size", "diff"}
 
 
 def _cases(tmp_path, damaged) -> dict:
@@ -46,12 +46,15 @@ def _cases(tmp_path, damaged) -> dict:
     config = tmp_path / "flink-conf.yaml"
     config.write_text("state.backend.type: rocksdb\nstate.checkpoints.num-retained: 1\n")
     newest = damaged and damaged / f"chk-{max(damage.checkpoint_ids(damaged))}"
+    oldest = damaged and damaged / f"chk-{min(damage.checkpoint_ids(damaged))}"
     return {
         "inspect": (lambda: repair.inspect(str(ROOT_120)), ["inspect", str(ROOT_120)], None),
         "verify": (lambda: repair.verify(str(damaged)), ["verify", str(damaged)], None),
         "fallback": (lambda: repair.fallback(str(damaged)), ["fallback", str(damaged)], None),
         "triage": (lambda: repair.triage(str(damaged)), ["triage", str(damaged)], None),
         "orphans": (lambda: repair.orphans(str(ROOT_120)), ["orphans", str(ROOT_120)], None),
+        "size": (lambda: repair.size(str(damaged)), ["size", str(damaged)], None),
+        "diff": (lambda: repair.diff(str(oldest), str(newest)), ["diff", str(oldest), str(newest)], None),
         "relocate": (lambda: repair.relocate(str(ROOT_120 / "chk-5"), str(out)), ["relocate", str(ROOT_120 / "chk-5"), "--out", str(out)], out),
         "rebuild-manifest": (lambda: repair.rebuild_manifest(str(newest), str(out), drop_missing=True),
                              ["rebuild-manifest", str(newest), "--out", str(out), "--drop-missing"], out),
@@ -65,7 +68,7 @@ def _cases(tmp_path, damaged) -> dict:
     }
 
 
-@pytest.mark.parametrize("command", ["inspect", "verify", "fallback", "triage", "orphans", "relocate", "rebuild-manifest",
+@pytest.mark.parametrize("command", ["inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest",
                                      "diagnose", "doctor", "export", "edit", "rescale"])
 def test_the_library_json_is_the_cli_json(command, tmp_path, capsys, monkeypatch):
     import repair.ops.triage
@@ -101,7 +104,8 @@ def test_sources_are_absolute_when_the_arguments_are_relative(tmp_path, capsys, 
     root = os.path.relpath(ROOT_120, tmp_path)
     config = tmp_path / "flink-conf.yaml"
     config.write_text("state.backend.type: rocksdb\n")
-    runs = [["inspect", root], ["verify", root], ["orphans", root], ["fallback", root], ["triage", root],
+    runs = [["inspect", root], ["verify", root], ["orphans", root], ["fallback", root], ["triage", root], ["size", root],
+            ["diff", f"{root}/chk-4", f"{root}/chk-5"],
             ["relocate", f"{root}/chk-5", "--out", "relocated"], ["rebuild-manifest", f"{root}/chk-5", "--out", "rebuilt"],
             ["edit", f"{root}/chk-5", "--out", "edited", "--rename-uid", "per-type=gone"],
             ["export", root, "--out", "export"], ["write-savepoint", "export", "--out", "savepoint"],

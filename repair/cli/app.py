@@ -215,6 +215,37 @@ def orphans(
 
 
 @app.command()
+def size(
+    path: str = typer.Argument(..., help="Job checkpoint root (each retained checkpoint), chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    by: Literal["state", "operator", "subtask", "key-group", "file"] = typer.Option("state", "--by", help="Group the bytes by state (column family), operator, subtask, key-group range or file."),
+    top: Optional[int] = typer.Option(None, "--top", metavar="N", min=1, help="Only the N largest groups (default: all in --json, 15 on a terminal)."),
+    checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", metavar="N", help="In a job root: only chk-N."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """Where a checkpoint's bytes are: per state, operator, subtask, key-group range or file, from SST properties only. Exit 1 when a file is missing or damaged."""
+    from repair.cli.output import progress_bar
+    from repair.ops.size import size as run_size
+
+    with progress_bar("reading", counting="checkpoints") as on_progress:
+        result = run_size(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress)
+    _show(result, json_output, _renderer("render_size"))
+
+
+@app.command()
+def diff(
+    old: str = typer.Argument(..., help="The older checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    new: str = typer.Argument(..., help="The newer checkpoint of the same job."),
+    top: Optional[int] = typer.Option(None, "--top", metavar="N", min=1, help="Only the N states that changed most (default: all in --json, 15 on a terminal)."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """What grew between two checkpoints: files added, removed and shared; per state the growth in bytes and entries. Exit 1 when a file is missing or damaged."""
+    from repair.ops.diff import diff as run_diff
+
+    result = run_diff(old, new, top=top)
+    _show(result, json_output, _renderer("render_diff"))
+
+
+@app.command()
 def relocate(
     path: str = typer.Argument(..., metavar="CHECKPOINT", help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),

@@ -374,6 +374,8 @@ def render_relocate(result) -> None:
         f"  {len(result.files)} files checked; {len(copied)} copied ({human_bytes(sum(f.size for f in copied))}); "
         f"{len(result.files) - len(copied)} referenced where they are"
     )
+    for damaged in (f for f in result.files if f.damaged_path):
+        console.print(f"  damaged path rewritten: {damaged.recorded} -> {damaged.target}", highlight=False, markup=False)
     _restore_lines(console, parent(result.new_metadata), 4)  # format 4 is restored by both the 1.15-1.19 and the 1.20+ lines
 
 
@@ -680,3 +682,104 @@ def render_export(result) -> None:
 def _runbook_command(path: str) -> str:
     """``repair runbook NAME``, the way to read a runbook wherever repair is installed."""
     return f"repair runbook {path.rsplit('/', 1)[-1].removesuffix('.md')}"
+
+
+#: Groups shown on a terminal when ``--top`` is not given.
+SIZE_TOP = 15
+_BAR_WIDTH = 24
+
+
+def _size_label(key: dict) -> str:
+    """A group's key as one cell: ``operator / state``, ``operator / subtask 3``, ``operator / key groups 0-63``, a file."""
+    parts = [operator_label(key["operator"])] if key.get("operator") else []
+    if "state" in key:
+        parts.append(key["state"])
+    if "subtask" in key:
+        parts.append("(all subtasks)" if key["subtask"] is None else f"subtask {key['subtask']}")
+    if "key_group_start" in key:
+        start, end = key["key_group_start"], key["key_group_end"]
+        parts.append("(no key groups)" if start is None else f"key groups {start}-{end}")
+    if "file" in key:
+        parts.append(key["file"] or "(inline in _metadata)")
+    return " / ".join(parts)
+
+
+def render_size(result) -> None:
+    """The newest checkpoint's bytes per group with a bar each; a line for each older retained one."""
+    console = stdout()
+    document = result.to_json()
+    checkpoints = document["checkpoints"]
+    for older in checkpoints[:-1]:
+        totals = older["totals"]
+        console.print(f"{older['kind']} {older['checkpoint_id']}: {human_bytes(totals['bytes'])} in {totals['files']} files")
+    newest = checkpoints[-1]
+    totals = newest["totals"]
+    console.print(
+        f"[bold]{escape(newest['kind'])} {newest['checkpoint_id']}: {human_bytes(totals['bytes'])}[/] in {totals['files']} files "
+        f"(shared {human_bytes(totals['shared_bytes'])}, private {human_bytes(totals['private_bytes'])}, "
+        f"inline {human_bytes(totals['inline_bytes'])}; _metadata {human_bytes(totals['metadata_bytes'])}), "
+        f"{totals['entries']:,} entries", markup=True,
+    )
+    groups = newest["groups"]
+    shown = groups if result.top is not None else groups[:SIZE_TOP]
+    largest = max((g["bytes"] for g in shown), default=0) or 1
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in (result.by, "bytes", "", "share", "files", "entries"):
+        table.add_column(column, justify="left" if column in (result.by, "") else "right", overflow="fold")
+    for group in shown:
+        bar = _bar(group["bytes"], largest)
+        share = f"{100 * group['bytes'] / totals['bytes']:.1f}%" if totals["bytes"] else "-"
+        note = f" ({group['unknown_files']} unknown)" if group["unknown_files"] else ""
+        table.add_row(_size_label(group), human_bytes(group["bytes"]), bar, share, f"{group['files']}{note}",
+                      f"{group['entries']:,}" if group["entries"] else "")
+    console.print(table)
+    left = len(groups) - len(shown) + newest["groups_left_off"]
+    if left:
+        console.print(f"... and {left} smaller group(s) (--top N, --json)")
+    console.print(f"read {human_bytes(result.bytes_read)} to count them (SST footers and properties, _metadata)")
+    _print_file_findings(console, result.findings)
+
+
+def _print_file_findings(console, findings) -> None:
+    """size's and diff's findings (missing, damaged or unreadable files), one line each."""
+    for finding in findings:
+        style = "yellow" if finding.severity.value == "unknown" else "red"
+        console.print(f"[{style}]{escape(finding.kind)}[/]: {escape(finding.message)}", markup=True, soft_wrap=True)
+
+
+def _bar(n: int, largest: int, mark: str = "█") -> str:
+    """``n``'s share of ``largest`` as a bar of at most :data:`_BAR_WIDTH` marks (one at least, none for 0)."""
+    return mark * max(1, round(_BAR_WIDTH * abs(n) / largest)) if n else ""
+
+
+def _signed_bytes(n: int) -> str:
+    return ("+" if n > 0 else "-" if n < 0 else "") + human_bytes(abs(n))
+
+
+def render_diff(result) -> None:
+    """Two checkpoints' totals and files, then the states that changed most, with a bar each."""
+    console = stdout()
+    document = result.to_json()
+    old, new, files = document["old"], document["new"], document["files"]
+    console.print(f"[bold]{old['checkpoint_id']} -> {new['checkpoint_id']}: {human_bytes(old['bytes'])} -> "
+                  f"{human_bytes(new['bytes'])} ({escape(_signed_bytes(document['growth_bytes']))})[/]", markup=True)
+    console.print("  files: " + ", ".join(f"{name} {files[name]['files']} ({human_bytes(files[name]['bytes'])})"
+                                          for name in ("added", "removed", "shared")))
+    states = document["states"]
+    shown = states if result.top is not None else states[:SIZE_TOP]
+    largest = max((abs(s["growth_bytes"]) for s in shown), default=0) or 1
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("state", "old", "new", "growth", "", "entries", "new files"):
+        table.add_column(column, justify="left" if column in ("state", "") else "right", overflow="fold")
+    for state in shown:
+        growth = state["growth_bytes"]
+        bar = _bar(growth, largest, "█" if growth > 0 else "░")
+        entries = state["growth_entries"]
+        table.add_row(_size_label({"operator": state["operator"], "state": state["state"]}), human_bytes(state["old_bytes"]),
+                      human_bytes(state["new_bytes"]), _signed_bytes(growth), bar, f"{entries:+,}" if entries else "",
+                      str(state["added_files"]) if state["added_files"] else "")
+    console.print(table)
+    left = len(states) - len(shown) + document["states_left_off"]
+    if left:
+        console.print(f"... and {left} state(s) that changed less (--top N, --json)")
+    _print_file_findings(console, result.findings)

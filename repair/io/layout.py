@@ -20,6 +20,17 @@ One exception: the changelog state backend's files (``<dstl.dfs.base-path>/<job-
 base is configured apart from the checkpoint directory, often elsewhere, so a ``dstl/`` file is read
 from the job root being read only when it is there (copied along with the checkpoint; file names are
 random UUIDs, so a file of that name is that file), and otherwise where it was recorded.
+
+A moved snapshot moves every recorded root of its job together. A root that is placed where another,
+larger recorded root of the same snapshot is placed, whose files are not where it records them but are
+there, is no move: it is a damaged path in ``_metadata`` (one byte of one handle's path flipped, say
+``/flink/`` read as ``/glink/`` or one character of the job id). So is a path whose ``shared`` segment is
+damaged (``.../<root>/sharee/<file>``, no anchor left) when the file is in ``<root>/shared/``, and a
+path into another ``chk-M/`` whose files are not there but in the checkpoint's own ``chk-N/``. Real Flink opens the recorded path and
+fails; :attr:`PathResolver.misrecorded` names such paths and :attr:`ResolvedFile.misrecorded` marks
+their handles (read where the file is, so the rest of the snapshot is still checked, and ``relocate``
+rewrites them). A job restored from another job's checkpoint records that job's root beside its own;
+its files are where they are recorded (or in that job's directory), so it is never taken for damage.
 """
 
 from __future__ import annotations
@@ -209,6 +220,9 @@ class ResolvedFile:
     recorded: str | None = None
     #: True when ``uri`` differs from the recorded absolute path because the snapshot was moved.
     relocated: bool = False
+    #: True when the recorded path is damaged: it disagrees with where the snapshot's other files were
+    #: written, and ``uri`` is where the file was found (see the module docstring).
+    misrecorded: bool = False
 
     @property
     def is_inline(self) -> bool:
@@ -236,6 +250,11 @@ class PathResolver:
                 self._by_root.setdefault(normalize_uri(split[0]).rstrip("/"), []).append((path, split[1]))
         #: Recorded root -> the root its files are read from now (None: where they were recorded).
         self._placed: dict[str, str | None] = {}
+        #: Damaged recorded paths -> where their files were found (see :meth:`_damaged_roots`).
+        self.misrecorded: dict[str, str] = {}
+        self._damaged: dict[str, str] | None = None
+        #: (recorded root, ``chk-M``) of another checkpoint's directory -> this one's root when M is damaged, else None.
+        self._other_checkpoint_dirs: dict[tuple[str, str], str | None] = {}
 
     def resolve(self, handle) -> ResolvedFile | None:
         """The location of ``handle``'s bytes; None for a null handle."""
@@ -250,11 +269,13 @@ class PathResolver:
             return ResolvedFile(size=handle.size, uri=uri, recorded=handle.relative_path)
         if isinstance(handle, FileHandle):
             uri, relocated = self.locate(handle.path)
-            return ResolvedFile(size=handle.size, uri=uri, recorded=handle.path, relocated=relocated)
+            return ResolvedFile(size=handle.size, uri=uri, recorded=handle.path, relocated=relocated,
+                                misrecorded=handle.path in self.misrecorded)
         if isinstance(handle, SegmentFileHandle):
             uri, relocated = self.locate(handle.physical_path)
             return ResolvedFile(
-                size=handle.size, uri=uri, start=handle.start, recorded=handle.physical_path, relocated=relocated
+                size=handle.size, uri=uri, start=handle.start, recorded=handle.physical_path, relocated=relocated,
+                misrecorded=handle.physical_path in self.misrecorded,
             )
         raise TypeError(f"not a stream handle: {type(handle).__name__}")
 
@@ -262,8 +283,21 @@ class PathResolver:
         """Where the file recorded as ``recorded`` (an absolute path or URI) is read now."""
         split = recorded_root(recorded)
         if split is None:
+            found = self._found_beside(recorded)
+            if found is not None:
+                self.misrecorded[recorded] = found
+                return found, False
             return normalize_uri(recorded), False
         root_recorded, tail = split
+        genuine = self._damaged_roots().get(normalize_uri(root_recorded).rstrip("/"))
+        if genuine is not None:
+            found = st.join(genuine, *tail)
+            self.misrecorded[recorded] = found
+            return found, False
+        found = self._in_own_checkpoint_dir(root_recorded, tail)
+        if found is not None:
+            self.misrecorded[recorded] = found
+            return found, False
         job_id = st.basename(root_recorded)
         if _JOB_ID.match(job_id):
             self.recorded_job_ids.add(job_id)
@@ -306,6 +340,76 @@ class PathResolver:
             place = self.root
         self._placed[key] = place
         return place
+
+    def _damaged_roots(self) -> dict[str, str]:
+        """Recorded roots that are damaged paths -> where their files are; decided once, over every recorded root.
+
+        Recorded roots placed at the same root now are one root written twice over; the one recording more
+        files is the genuine one. Another is damaged when its files are not where it records them but are
+        where the genuine one is placed (a moved job root moves all its files: they agree). Roots placed
+        apart (another job's, or files still where recorded) are never compared.
+        """
+        if self._damaged is not None:
+            return self._damaged
+        self._damaged = {}
+        if self.root is None or len(self._by_root) < 2:
+            return self._damaged
+        together: dict[str, list[str]] = {}
+        for key, files in self._by_root.items():
+            place = key if _same_place(key, self.root) else (self._place(key, files[0][1]) or key)
+            together.setdefault(normalize_uri(place).rstrip("/"), []).append(key)
+        for place, keys in together.items():
+            if len(keys) < 2:
+                continue
+            genuine = max(keys, key=lambda k: (len({p for p, _ in self._by_root[k]}), _same_place(k, place), k))
+            for key in keys:
+                samples = [t for _, t in self._by_root[key][:_SAMPLES]]
+                if key != genuine and not self._any_exists(key, samples) and self._any_exists(place, samples):
+                    self._damaged[key] = place
+        return self._damaged
+
+    def _in_own_checkpoint_dir(self, root_recorded: str, tail: list[str]) -> str | None:
+        """Where a file recorded in another ``chk-M/`` of its root is, when that number is damaged: none of the
+        files recorded there are there, but they are in this checkpoint's own ``chk-N/``. (A checkpoint may
+        rightly reference an older ``chk-M/``: the changelog backend's materialized state; those files are
+        there.) Decided once per recorded directory, by a few of its files."""
+        number = self.snapshot.number
+        match = _CHK.match(tail[0])
+        if number is None or self.root is None or self.storage is None or not match or int(match[1]) == number:
+            return None
+        key = (normalize_uri(root_recorded).rstrip("/"), tail[0])
+        if key not in self._other_checkpoint_dirs:
+            place = self.root if _same_place(root_recorded, self.root) else (self._place(root_recorded, tail) or root_recorded)
+            samples = [t for _, t in self._by_root.get(key[0], []) if t[0] == tail[0]][:_SAMPLES] or [tail]
+            own = [[f"chk-{number}", *t[1:]] for t in samples]
+            damaged = not self._any_exists(place, samples) and self._any_exists(place, own)
+            self._other_checkpoint_dirs[key] = place if damaged else None
+        place = self._other_checkpoint_dirs[key]
+        return None if place is None else st.join(place, f"chk-{number}", *tail[1:])
+
+    def _found_beside(self, recorded: str) -> str | None:
+        """Where the file of a path with no ``shared``/``taskowned``/``chk-N`` segment is, when that segment is
+        damaged: ``<root>/<segment>/<file>`` recorded with ``<root>`` a root of this snapshot, the file not
+        there but in ``<root>``'s ``shared/``, ``taskowned/`` or this ``chk-N/`` (Flink writes no file of a
+        checkpoint elsewhere, so such a path is rare, and looking costs a few requests only for it)."""
+        if self.root is None or self.storage is None:
+            return None
+        location = normalize_uri(recorded)
+        key = normalize_uri(st.parent(st.parent(location))).rstrip("/")
+        if _same_place(key, self.root):
+            place = self.root
+        elif key in self._by_root:
+            place = self._place(key, self._by_root[key][0][1]) or key
+        else:
+            return None
+        if self.storage.stat(location) is not None:
+            return None
+        anchors = [*_ANCHORS, *([f"chk-{self.snapshot.number}"] if self.snapshot.number is not None else [])]
+        for anchor in anchors:
+            candidate = st.join(place, anchor, st.basename(location))
+            if self.storage.stat(candidate) is not None:
+                return candidate
+        return None
 
     def _is_own_root(self, key: str) -> bool:
         number = self.snapshot.number

@@ -98,8 +98,9 @@ def manifest_only(culprit) -> bool:
 
 
 def verify_next_steps(result: VerifyResult) -> list[str]:
-    """What to do after a verification: rebuild, relocate, fall back or triage (empty when nothing is to do)."""
+    """What to do after a verification: rebuild, relocate (moved, or damaged paths), fall back or triage (empty when nothing is to do)."""
     from repair.ops.rebuild.checkpoint import is_manifest_problem
+    from repair.ops.verify.engine import DAMAGED_PATH
 
     snapshots = [s for s in result.snapshots if s.kind in _SNAPSHOT_KINDS]
     if not snapshots:
@@ -114,6 +115,11 @@ def verify_next_steps(result: VerifyResult) -> list[str]:
     if newest.metadata_version is None and root is not None:
         steps.append(f"the newest _metadata ({newest.name}) cannot be read: `{repair_command('fallback', root)}` picks the newest "
                      f"valid checkpoint, `{repair_command('inspect', root, '-c', Placeholder('N'))}` reads an older one")
+    elif errors.get(newest.name) and all(f.kind == DAMAGED_PATH for f in errors[newest.name]):
+        out = output_next_to(root, "relocated", newest.name) if root is not None else Placeholder("NEW_ROOT")
+        steps.append(f"only paths in the _metadata of {newest.name} are damaged (each file is where its other files are): "
+                     f"`{relocate_command(newest.path, out)}` writes a _metadata recording where each file is, "
+                     "with nothing lost")
     elif errors.get(newest.name) and all(is_manifest_problem(f) for f in errors[newest.name]):
         out = output_next_to(root, "rebuilt", newest.name) if root is not None else Placeholder("NEW_ROOT")
         steps.append(f"only MANIFEST, CURRENT or OPTIONS files of {newest.name} are broken: "

@@ -31,7 +31,7 @@ from repair.ops.advice import (
     restore_commands,
 )
 from repair.ops.renamed import renamed
-from repair.ops.verify.engine import CheckpointFinding, SnapshotSummary, verify, verify_newest_first
+from repair.ops.verify.engine import DAMAGED_PATH, CheckpointFinding, SnapshotSummary, verify, verify_newest_first
 from repair.results import CommandResult
 
 
@@ -346,15 +346,18 @@ def _what_is_lost(verdict: CheckpointVerdict) -> list[str]:
     return lines
 
 
-def _rebuilt_root(verdict: CheckpointVerdict) -> str:
-    """Where the rebuild of a broken checkpoint is suggested to go: next to its job root."""
-    return output_next_to(st.parent(verdict.path), "rebuilt", verdict.name)
+def _new_root(verdict: CheckpointVerdict, what: str) -> str:
+    """Where the repair (``what``: rebuilt, relocated) of a broken checkpoint is suggested to go: next to its job root."""
+    return output_next_to(st.parent(verdict.path), what, verdict.name)
 
 
 def _repair_hint(verdict: CheckpointVerdict) -> str:
     """Which repair could recover a broken checkpoint, from the kinds of its culprits."""
+    if verdict.culprits and all(c.kind == DAMAGED_PATH for c in verdict.culprits):
+        return (f"only paths in its _metadata are damaged (each file is where the checkpoint's other files are): "
+                f"`{relocate_command(verdict.path, _new_root(verdict, 'relocated'))}` writes a _metadata recording where each file is")
     if verdict.culprits and all(manifest_only(c) for c in verdict.culprits):
-        return (f"only MANIFEST or CURRENT files are broken: `{rebuild_command(verdict.path, _rebuilt_root(verdict))}` "
+        return (f"only MANIFEST or CURRENT files are broken: `{rebuild_command(verdict.path, _new_root(verdict, 'rebuilt'))}` "
                 "rebuilds them from the SSTs into a new checkpoint")
     lost_ssts = verdict.culprits and all(
         (c.local_name or "").endswith(".sst") or manifest_only(c) for c in verdict.culprits
@@ -363,7 +366,7 @@ def _repair_hint(verdict: CheckpointVerdict) -> str:
         return ("SST files are lost or corrupt: the key groups and states above cannot be recovered from this "
                 "checkpoint as it is; check older checkpoints, savepoints, or the TaskManagers' local recovery "
                 "directories (`repair verify DIR` on a RocksDB dir) first. As a last resort, "
-                f"`{rebuild_command(verdict.path, _rebuilt_root(verdict), drop_missing=True)}` rebuilds it without the lost "
+                f"`{rebuild_command(verdict.path, _new_root(verdict, 'rebuilt'), drop_missing=True)}` rebuilds it without the lost "
                 "SSTs and reports exactly which states, key groups and key ranges are lost")
     return ("_metadata or files other than SSTs are lost or corrupt: the key groups and states above cannot be "
             "recovered from this checkpoint; check older checkpoints, savepoints, or the TaskManagers' local "

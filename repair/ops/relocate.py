@@ -14,6 +14,10 @@ with the size ``_metadata`` records, and writes a new job root ``NEW_ROOT`` hold
   it verifies and real Flink restores it as it is. File-merging segments have no relative form: their
   copies go to ``NEW_ROOT/shared/...`` and are recorded by absolute path.
 
+A damaged recorded path (one that disagrees with where the snapshot's other files were written, see
+:mod:`repair.io.layout`) is rewritten to where its file is like any other, and said so
+(``RelocatedFile.damaged_path``).
+
 Files that ``_metadata`` names relative to its own directory (exclusive state of checkpoints and
 native savepoints) are always copied next to the new ``_metadata``. Inline state needs nothing. The
 input is never modified; ``NEW_ROOT`` is published whole or not at all.
@@ -44,9 +48,12 @@ class RelocatedFile:
     target: str  # the path the new _metadata records
     size: int
     copied: bool
+    #: The recorded path was damaged (see :mod:`repair.io.layout`): the new ``_metadata`` records where the file is.
+    damaged_path: bool = False
 
     def to_json(self) -> dict:
-        return {"recorded": self.recorded, "source": self.source, "target": self.target, "size": self.size, "copied": self.copied}
+        return {"recorded": self.recorded, "source": self.source, "target": self.target, "size": self.size, "copied": self.copied,
+                "damaged_path": self.damaged_path}
 
 
 @dataclass
@@ -152,18 +159,19 @@ def write_snapshot(snapshot: LoadedSnapshot, to: str, *, copy: bool, storage: st
 
     def relocated(source: str, size: int, recorded: str, relative_target: str | None) -> str | None:
         """Check ``source``; return the path the new _metadata records (None when missing)."""
+        damaged = recorded in snapshot.resolver.misrecorded
         info = storage.stat(source)
         if info is None or info.is_dir or info.size < size:
             found = "missing" if info is None else ("a directory" if info.is_dir else f"{info.size} bytes")
             result.missing.append(MissingFile(recorded, source, size, found))
             return None
         if relative_target is None:
-            result.files.append(RelocatedFile(recorded, source, flink_path(source), size, False))
+            result.files.append(RelocatedFile(recorded, source, flink_path(source), size, False, damaged))
             return flink_path(source)
         st.resolve_within(new_root, relative_target)  # a name from the data never escapes new_root
         copies.setdefault(relative_target, source)
         target = flink_path(st.join(new_root, relative_target))
-        result.files.append(RelocatedFile(recorded, source, target, size, True))
+        result.files.append(RelocatedFile(recorded, source, target, size, True, damaged))
         return target
 
     def rewrite(handle):

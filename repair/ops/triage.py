@@ -5,8 +5,12 @@ savepoint under ``savepoints``), then each way back is listed:
 
 - **restore** the newest valid checkpoint of each lineage (after ``repair relocate`` when it was
   moved: Flink opens the paths its ``_metadata`` records), and every valid savepoint;
+- **relocate** a newer, broken checkpoint whose only problems are damaged paths in its ``_metadata``
+  (a recorded path that disagrees with where its files were written, see :mod:`repair.io.layout`): a
+  ``_metadata`` recording where each file is, nothing is lost;
 - **rebuild-manifest** a newer, broken checkpoint whose only problems are MANIFEST, CURRENT or
-  OPTIONS files: nothing is lost;
+  OPTIONS files (and damaged paths, which the rebuilt ``_metadata`` records where the files are):
+  nothing is lost;
 - **rebuild-manifest --salvage** a newer checkpoint whose SSTs are corrupt: each is replaced by the
   entries of its sound blocks, and exactly what is lost is said per file (entries, key groups, key
   bounds; nothing when only a metadata block is damaged), missing files dropped whole;
@@ -47,22 +51,23 @@ from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.rebuild.salvage import SalvagedFile
 from repair.ops.renamed import renamed
-from repair.ops.verify.engine import SnapshotSummary, VerifyResult, verify
+from repair.ops.verify.engine import DAMAGED_PATH, SnapshotSummary, VerifyResult, verify
 from repair.results import CommandResult
 
 RESTORE = "restore"
+RELOCATE = "relocate"
 REBUILD = "rebuild-manifest"
 REBUILD_DROPPING = "rebuild-manifest --drop-missing"
 REBUILD_SALVAGING = "rebuild-manifest --salvage"
 #: Of two ways back from the same checkpoint, the one that loses less first.
-_ACTION_ORDER = {RESTORE: 0, REBUILD: 0, REBUILD_SALVAGING: 1, REBUILD_DROPPING: 2}
+_ACTION_ORDER = {RESTORE: 0, RELOCATE: 0, REBUILD: 0, REBUILD_SALVAGING: 1, REBUILD_DROPPING: 2}
 
 
 @dataclass
 class WayBack:
     """One way to get the job running again, with what it costs."""
 
-    action: str  # RESTORE | REBUILD | REBUILD_SALVAGING | REBUILD_DROPPING
+    action: str  # RESTORE | RELOCATE | REBUILD | REBUILD_SALVAGING | REBUILD_DROPPING
     snapshot: str  # chk-N or the savepoint's directory name
     kind: str  # checkpoint | savepoint
     path: str
@@ -279,13 +284,16 @@ def _repair(
     name: str, report: VerifyResult, root: str, storage: st.Storage, times: dict,
     now: float, lineage: int | None,
 ) -> tuple[list[WayBack], list[str]]:
-    """The rebuilds that bring the broken checkpoint ``name`` back (salvaging, then dropping, when SSTs are
-    damaged), or none and why there is none."""
+    """The ways that bring the broken checkpoint ``name`` back (a relocate when only recorded paths are damaged,
+    else rebuilds: salvaging, then dropping, when SSTs are damaged), or none and why there is none."""
     summary = next(s for s in report.snapshots if s.name == name)
     snapshot = report.loaded.get(name)
     if summary.metadata_version is None or snapshot is None:
         return [], [f"its {METADATA} cannot be read"]
     findings = [f for f in report.findings if f.reference.snapshot == name]
+    damaged = [f for f in findings if f.kind == DAMAGED_PATH]
+    if damaged and all(f.kind == DAMAGED_PATH for f in findings if f.severity == "error"):
+        return [_relocate(summary, damaged, root, times, now, lineage)], []
     pristine = copy.deepcopy(snapshot.metadata)  # plan_rebuild edits the metadata in place: the salvage plan starts from this
     try:
         plan = plan_rebuild(snapshot, findings, drop_missing=True, storage=storage)
@@ -325,6 +333,21 @@ def _repair(
         f"newer than every valid checkpoint; {len(plan.lost)} SST file(s) are missing or corrupt: rebuilt without "
         "them, their state is lost (below), and keys they last updated may come back with older values"), plan))
     return ways, []
+
+
+def _relocate(summary: SnapshotSummary, damaged: list, root: str, times: dict, now: float, lineage: int | None) -> WayBack:
+    """The lossless way back for a checkpoint whose only errors are damaged paths: a ``_metadata`` recording
+    where each file is (``repair relocate``), then the restore of it."""
+    target = output_next_to(root, "relocated", summary.name)
+    commands, alternatives = _steps([relocate_command(summary.path, target)], st.join(target, summary.name),
+                                    summary.metadata_version or 0)
+    paths = sorted({f.found for f in damaged})
+    why = (f"newer than every valid checkpoint; its _metadata records {len(paths)} path(s) where no file is, while each "
+           f"file is where the checkpoint's other files were written (a damaged path, e.g. {paths[0]}): relocate writes "
+           "a _metadata recording where each file is, nothing is lost")
+    written, source = times.get(summary.name, (None, None))
+    return WayBack(RELOCATE, summary.name, "checkpoint", summary.path, summary.checkpoint_id, True, written,
+                   _age(written, now), commands, why, lineage, alternatives, age_source=source)
 
 
 def _savepoints_layout(directory: str, storage: st.Storage) -> Layout | None:

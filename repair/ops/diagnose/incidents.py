@@ -4,7 +4,8 @@ its runbook, the evidence the trace names and the next ``repair`` command.
 Pure text processing (no storage access). The incident classes and their error lines are data in
 :mod:`repair.ops.diagnose.rules`. Several incidents in one log are reported separately; repeated
 occurrences of one incident (same cause, job, operator and file) are counted once, with every subtask
-they name. Returns a :class:`DiagnoseResult`; its ``to_json()`` is documented in docs/json-contracts.md.
+they name. A missing checkpoint file outside the job root the log says Flink restored from points at that
+root (its recorded path may be damaged, a directory that does not exist). Returns a :class:`DiagnoseResult`; its ``to_json()`` is documented in docs/json-contracts.md.
 """
 
 from __future__ import annotations
@@ -45,6 +46,8 @@ class Incident:
     checkpoint_ids: list[int] = field(default_factory=list)
     checkpoint_root: str | None = None
     excerpt: str = ""
+    #: Which of the rule's commands comes next when the phase does not decide (a key of ``Rule.commands``).
+    situation: str | None = field(default=None, repr=False)
 
     @property
     def evidence(self) -> dict:
@@ -149,7 +152,10 @@ def diagnose(text: str, *, source: str = "-") -> DiagnoseResult:
         after = _before_next_timestamp(flat[occ.end:high])
         sightings.append(_sighting(occ, before, after, only_root, written))
     incidents = _cluster(sightings)
+    restored = _restored_root(flat)
     for incident in incidents:
+        if restored:
+            _against_restored_root(incident, restored)
         _fill_commands(incident)
     unrecognised = [] if incidents else _exception_lines(text)
     return DiagnoseResult(source, incidents, unrecognised)
@@ -368,9 +374,25 @@ def _as_written(root: str, written: list[str]) -> str:
     return next((w for w in written if rules.normalize(w).endswith(root)), root)
 
 
+def _restored_root(flat: str) -> str | None:
+    """The job root of the one checkpoint the log says Flink restored from (None: none, or several)."""
+    roots = {rules.local_path(m.group("root")) for m in rules.RESTORED_FROM.finditer(flat)}
+    return roots.pop() if len(roots) == 1 else None
+
+
+def _against_restored_root(incident: Incident, restored: str) -> None:
+    """A file missing outside the job root Flink restored from: its ``_metadata`` recorded that path (a
+    damaged path, or another job's file): the job root to look at is the one restored from."""
+    if rules.OUTSIDE_RESTORED_ROOT not in next(r for r in rules.RULES if r.cause_id == incident.cause_id).commands:
+        return
+    if incident.paths and not any(path.startswith(restored.rstrip("/") + "/") for path in incident.paths):
+        incident.checkpoint_root = restored
+        incident.situation = rules.OUTSIDE_RESTORED_ROOT
+
+
 def _fill_commands(incident: Incident) -> None:
     rule = next(r for r in rules.RULES if r.cause_id == incident.cause_id)
-    chosen = rule.command_for(incident.phase)
+    chosen = rule.commands[incident.situation] if incident.situation else rule.command_for(incident.phase)
     incident.next_command = _fill(chosen, incident)
     incident.also = [_fill(c, incident) for c in dict.fromkeys(rule.commands.values()) if c != chosen]
 

@@ -52,6 +52,9 @@ def _runbook(name: str) -> str:
     return f"{RUNBOOKS}/{name}.md"
 
 
+#: A command key of :attr:`Rule.commands`: a missing file outside the job root the log says Flink restored from.
+OUTSIDE_RESTORED_ROOT = "outside-restored-root"
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "manifest-missing",
@@ -88,6 +91,9 @@ RULES: tuple[Rule, ...] = (
             "verify": VERIFY,
             "rebuild": REBUILD,
             "fallback": FALLBACK,
+            # the missing file's path is not under the job root Flink restored from (RESTORED_FROM): its
+            # _metadata may record a damaged path (the file is there, under another name of the root)
+            OUTSIDE_RESTORED_ROOT: TRIAGE,
         },
     ),
     Rule(
@@ -300,6 +306,13 @@ CHECKPOINT_ID = (
 #: A job checkpoint root named by a path below it; group ``sub`` is ``chk-N``, ``shared`` or ``taskowned``.
 CHECKPOINT_PATH = re.compile(
     r"(?P<root>(?:[a-z][a-z0-9+]*:)?/[^\s:'\"]*?/[0-9a-f]{32})/(?P<sub>chk-\d+|shared|taskowned)\b",
+    re.IGNORECASE,
+)
+
+#: The checkpoint the JobManager restores from, as it logs it: "Restoring job <id> from Checkpoint 5 @ <time> for
+#: <id> located at <chk-N>." (a completed checkpoint's description) or "Starting job <id> from savepoint <chk-N>".
+RESTORED_FROM = re.compile(
+    r"(?:located at|from savepoint) (?P<root>(?:[a-z][a-z0-9+]*:)?/[^\s'\"]*?)/chk-\d+\b",
     re.IGNORECASE,
 )
 

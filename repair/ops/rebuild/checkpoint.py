@@ -39,7 +39,7 @@ from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_file
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
 from repair.ops.rebuild.salvage import SalvagedFile, check_salvaged, lost_ranges, new_file_name, salvage_file
 from repair.ops.relocate import RelocateResult, single_snapshot, write_snapshot
-from repair.ops.verify.engine import CheckpointFinding, verify
+from repair.ops.verify.engine import DAMAGED_PATH, CheckpointFinding, verify
 from repair.results import CommandResult
 
 #: CheckpointFinding kinds that a rebuilt MANIFEST and CURRENT repair (when they concern MANIFEST or CURRENT).
@@ -208,6 +208,8 @@ def _classify(
         # Warnings need no repair to restore; a broken OPTIONS file (a warning: Flink does not read it) and an
         # SST the MANIFEST does not list are still mended when the instance is rebuilt.
         if finding.severity != "error" and finding.kind != "sst_not_in_manifest" and not is_options_name(ref.local_name or ""):
+            continue
+        if finding.kind == DAMAGED_PATH:  # the rebuilt _metadata records where each file is (write_snapshot)
             continue
         if is_manifest_problem(finding):
             broken.setdefault((ref.operator, ref.subtask), []).append(finding)

@@ -392,6 +392,22 @@ def _plan_path(path: str | Layout, storage: st.Storage, plan: _Plan) -> Layout:
     return layout
 
 
+#: The finding kind of a recorded path that disagrees with where the snapshot's files were written.
+DAMAGED_PATH = "damaged_path"
+
+
+def _damaged_path(resolved, reference: Reference) -> CheckpointFinding:
+    """A handle whose recorded path disagrees with where the snapshot's other files were written (see
+    :mod:`repair.io.layout`): Flink opens the recorded path and fails with ``FileNotFoundException``."""
+    return CheckpointFinding(
+        "error", DAMAGED_PATH,
+        f"_metadata records this file at {resolved.recorded}, where it is not; it is at {resolved.uri}, where the "
+        "checkpoint's other files were written: a damaged path (Flink opens the recorded path and fails); "
+        "`repair relocate` writes a _metadata recording where each file is",
+        reference, path=resolved.uri, expected=resolved.uri, found=resolved.recorded,
+    )
+
+
 def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
     name = snapshot.ref.name
     checkpoint = snapshot.metadata.checkpoint_id
@@ -415,6 +431,8 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
             return None
         if resolved is None:
             return None
+        if resolved.misrecorded:
+            plan.findings.append(_damaged_path(resolved, reference))
         task = FileTask(
             kind, resolved.size, uri=resolved.uri, start=resolved.start, inline=resolved.inline,
             whole_file=type(handle).__name__ != "SegmentFileHandle", kryo_generation=kryo_generation, **details,

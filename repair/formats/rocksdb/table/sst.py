@@ -391,14 +391,7 @@ class Table:
     """
 
     def __init__(self, source: RandomAccess, footer: Footer, *, max_block_size: int = DEFAULT_MAX_BLOCK_SIZE):
-        self.source = source
-        self.footer = footer
-        self.max_block_size = max_block_size
-        self.file_size = source.size
-        #: Problems that did not prevent opening (unreadable properties block ...).
-        self.open_findings: list[BlockProblem] = []
-        self.metaindex: dict[str, BlockHandle] = self._read_metaindex()
-        self.properties: TableProperties | None = self._read_properties()
+        self._open_meta(source, footer, max_block_size)
         self.index_handle = self._find_index_handle()
         self.index_type = self._index_type()
         self.index_value_is_delta_encoded = self._index_value_delta_encoded()
@@ -410,6 +403,17 @@ class Table:
             have_first_key=self.index_type == IndexType.BINARY_SEARCH_WITH_FIRST_KEY,
         )
         self._top_level_index: list[BlockHandle] | None = None
+
+    def _open_meta(self, source: RandomAccess, footer: Footer, max_block_size: int) -> None:
+        """The footer's, the metaindex's and the properties block's part of opening (no index)."""
+        self.source = source
+        self.footer = footer
+        self.max_block_size = max_block_size
+        self.file_size = source.size
+        #: Problems that did not prevent opening (unreadable properties block ...).
+        self.open_findings: list[BlockProblem] = []
+        self.metaindex: dict[str, BlockHandle] = self._read_metaindex()
+        self.properties: TableProperties | None = self._read_properties()
 
     @property
     def top_level_index(self) -> list[BlockHandle]:
@@ -1053,6 +1057,24 @@ def open_table(source: RandomAccess, *, max_block_size: int = DEFAULT_MAX_BLOCK_
     tail = read_exactly(source, size - tail_length, tail_length, "footer")
     footer = decode_footer(tail, size)
     return Table(source, footer, max_block_size=max_block_size)
+
+
+def read_table_properties(source: RandomAccess, *, max_block_size: int = DEFAULT_MAX_BLOCK_SIZE) -> TableProperties | None:
+    """A table's properties (None when it has no properties block), reading only its footer, metaindex
+    and properties block: a few KiB whatever the table's size (``repair size``).
+
+    Raises :class:`TableFormatError` or :class:`TruncatedError` when one of them cannot be read.
+    """
+    size = source.size
+    tail_length = min(size, FOOTER_SIZE)
+    footer = decode_footer(read_exactly(source, size - tail_length, tail_length, "footer"), size)
+    table = Table.__new__(Table)  # only the meta part of opening: the index is not read
+    table._open_meta(source, footer, max_block_size)
+    if table.open_findings:
+        problem = table.open_findings[0]
+        raise TableFormatError(problem.kind, "properties block", problem.offset or 0, "a readable properties block",
+                               problem.message, block_kind=BlockKind.PROPERTIES.value)
+    return table.properties
 
 
 def verify_table(
