@@ -47,7 +47,7 @@ def _result_types(path: str, out: str) -> None:
     fallback: repair.FallbackResult = repair.fallback(path)
     orphans: repair.OrphansResult = repair.orphans(path)
     relocated: repair.RelocateResult = repair.relocate(path, out)
-    rebuilt: repair.RebuildResult = repair.rebuild_manifest(path, out)
+    rebuilt: repair.RebuildResult | repair.RebuildDbResult = repair.rebuild_manifest(path, out)
     rebuilt_db: repair.RebuildDbResult = repair.rebuild_db(path, out)
     exported: repair.ExportResult = repair.export(path, out)
     written: repair.WriteSavepointResult = repair.write_savepoint(path, out)

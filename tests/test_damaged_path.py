@@ -19,7 +19,7 @@ from repair.io.layout import PathResolver, SnapshotRef
 from repair.io.storage import Storage
 from repair.ops.advice import output_next_to, relocate_command, verify_next_steps
 from repair.ops.fallback import fallback
-from repair.ops.rebuild.checkpoint import rebuild_manifest
+from repair.ops.rebuild import rebuild_manifest
 from repair.ops.relocate import relocate
 from repair.ops.triage import RELOCATE, triage
 from repair.ops.verify.engine import DAMAGED_PATH, verify

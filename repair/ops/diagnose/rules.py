@@ -85,6 +85,9 @@ RULES: tuple[Rule, ...] = (
             rf"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>{_PATH}/(?:shared|chk-\d+|taskowned|dstl|savepoint-[0-9a-f]+-[0-9a-f]+)"
             r"/\S*[0-9a-f-]{36})\b",
             rf"File (?P<file>{_PATH}/(?:shared|chk-\d+|taskowned)/\S*[0-9a-f-]{{36}}) does not exist",
+            # a state file (its name a UUID) in any directory below a job's root (its id): a _metadata whose
+            # recorded path is damaged ("shared" become "sharee") names a directory Flink never wrote
+            rf"FileNotFoundException\s*:\s*(?:File\s+)?(?P<file>{_PATH}/[0-9a-f]{{32}}/[^/\s]+/[0-9a-f-]{{36}})\b",
         ),
         {
             None: TRIAGE,
