@@ -156,6 +156,14 @@ def test_real_flink_restore_whose_missing_file_flink_did_not_name():
     assert incident.next_command.to_shell() == "repair verify <checkpoint-root>"
 
 
+def test_real_flink_restore_whose_download_channel_was_closed():
+    """The same damage (a missing MANIFEST), in a run where the download thread whose channel another's
+    failure closed surfaced: a ClosedChannelException, no file named (captured from a CI run)."""
+    (incident,) = diagnose(_read(TRACES / "flink-1.20-restore-channel-closed.txt")).incidents
+    assert incident.cause_id == "restore-download-failed"
+    assert incident.next_command.to_shell() == "repair verify <checkpoint-root>"
+
+
 def test_real_flink_bad_magic_trace():
     (incident,) = diagnose(_read(TRACES / "flink-1.20-restore-bad-table-magic.txt")).incidents
     assert incident.cause_id == "bad-sst"

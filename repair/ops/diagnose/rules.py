@@ -102,13 +102,16 @@ RULES: tuple[Rule, ...] = (
     Rule(
         "restore-download-failed",
         "restoring a RocksDB instance failed while downloading its checkpoint files, and Flink reported "
-        "another download thread's error (its registry closed) instead of the first one: the file that "
-        "failed, most often one missing from checkpoint storage, is not named in the log",
+        "another download thread's error (its registry or its file channel closed) instead of the first "
+        "one: the file that failed, most often one missing from checkpoint storage, is not named in the log",
         _runbook("manifest-missing"),
         (
-            # RocksDBStateDownloader downloads in parallel; the first failure closes the registry, and the
-            # exception that surfaces may be a later thread's. Bounded: a stack trace of frames in between.
-            r"Could not restore keyed state backend for \S+ .{0,6000}?Cannot register Closeable, registry is already closed",
+            # RocksDBStateDownloader downloads in parallel; the first failure closes the registry (and the
+            # channels it holds), and the exception that surfaces may be a later thread's: "registry is
+            # already closed", or a ClosedChannelException of a download cut short (both seen in real Flink
+            # 1.20 restores of a checkpoint missing a MANIFEST). Bounded: a stack trace of frames in between.
+            r"Could not restore keyed state backend for \S+ .{0,6000}?"
+            r"(?:Cannot register Closeable, registry is already closed|java\.nio\.channels\.ClosedChannelException)",
         ),
         {None: VERIFY},
         phased=False,
