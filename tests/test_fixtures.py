@@ -25,6 +25,7 @@ from tests.conftest import (
     FIXTURE_NAMES,
     FIXTURES,
     KRYO_FIXTURE_NAMES,
+    POJO_FIXTURE_NAMES,
     SCALA_FIXTURE_NAMES,
     SQL_FIXTURE_NAMES,
     fixture_info,
@@ -33,7 +34,8 @@ from tests.conftest import (
 
 
 def test_every_matrix_entry_is_committed():
-    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
+    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES
+                  + POJO_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
 
 
 def test_matrix_covers_the_required_variants():

@@ -89,6 +89,11 @@ SIMPLE_TYPES: dict[str, pa.DataType] = registry.register(registry.ARROW_TYPE, {
     # the one window of countWindow / GlobalWindows: nothing to tell apart, so null like VoidNamespace
     registry.GLOBAL_WINDOW: _NULL,
     registry.TIME_WINDOW: pa.struct([("start", pa.int64()), ("end", pa.int64())]),
+    # primitive arrays: lists of their elements (never null), a char[] one string
+    registry.BOOLEAN_ARRAY: pa.list_(pa.bool_()), registry.CHAR_ARRAY: pa.string(),
+    registry.SHORT_ARRAY: pa.list_(pa.int16()), registry.INT_ARRAY: pa.list_(pa.int32()),
+    registry.LONG_ARRAY: pa.list_(pa.int64()), registry.FLOAT_ARRAY: pa.list_(pa.float32()),
+    registry.DOUBLE_ARRAY: pa.list_(pa.float64()),
 })
 
 #: ``describe()`` of a column with no serializer at all (e.g. ``user_key`` of a value state).

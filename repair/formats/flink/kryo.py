@@ -32,8 +32,12 @@ bytes are the whole value. The reader keeps the graph as :class:`Node` s (classe
 back-references), which :mod:`repair.formats.flink.kryo_encoder` writes back byte for byte; :func:`plain`
 gives the Python value.
 
-Anything else (other classes written by name, e.g. POJOs of Kryo's ``FieldSerializer``; user
-registrations, whose ids depend on the job's configuration; Flink's other chill registrations) raises
+The same classes registered with Kryo's default serializer (a ``KryoSerializer`` registers its own type
+class first, at :data:`FIRST_USER_REGISTRATION`: a POJO field declared ``ArrayList`` or ``HashMap`` is
+written under that id, in Flink 1.20 and 2.1 alike: fixtures ``flink-*-pojo``) are read as when written
+by name, their nodes keeping the id. Anything else (other classes written by name, e.g. POJOs of Kryo's
+``FieldSerializer``; other user registrations, whose ids depend on the job's configuration; Flink's other
+chill registrations) raises
 :class:`~repair.formats.flink.values.UnsupportedSerializerError` with the reason, so the raw bytes
 are kept.
 """
@@ -221,6 +225,17 @@ class Registrations:
         self.classes = list(classes or [])
         self.serializers = list(serializers or [None] * len(self.classes))
 
+    def default_class(self, registration_id: int) -> str | None:
+        """The class registered at ``registration_id`` with Kryo's default serializer, when it is one whose
+        layout this module reads (:data:`KNOWN_NAMES`: a ``KryoSerializer`` of ``ArrayList`` or ``HashMap``,
+        e.g. a POJO field declared so, registers its type class first): its objects are written as when
+        the class is written by name. Else None."""
+        index = registration_id - FIRST_USER_REGISTRATION
+        if not 0 <= index < len(self.classes) or (index < len(self.serializers) and self.serializers[index] is not None):
+            return None
+        name = self.classes[index]
+        return name if name in KNOWN_NAMES else None
+
     def describe(self, registration_id: int) -> str:
         index = registration_id - FIRST_USER_REGISTRATION
         if CHILL_JAVA_FIRST <= registration_id < FIRST_USER_REGISTRATION:
@@ -259,6 +274,13 @@ class Node:
     #: What a serializer writes before the value and the value does not show (Kryo 2.24's
     #: ``Arrays.asList``: the array's component class).
     header: Any = None
+    #: The registration id a class of :data:`KNOWN_NAMES` was written under (``cls`` its name), or None.
+    registration: int | None = None
+
+    @property
+    def written_class(self) -> int | str | None:
+        """The class as the bytes name it: its registration id, else ``cls``."""
+        return self.cls if self.registration is None else self.registration
 
 
 NULL = Node(None)
@@ -408,6 +430,9 @@ class _Graph:
             if nullable and not r.bool("kryo not null"):
                 return NULL
             return Node(cls, self.wrapper(cls))  # type: ignore[arg-type]
+        registration = None
+        if isinstance(cls, int) and self.registrations.default_class(cls) is not None:
+            registration, cls = cls, self.registrations.default_class(cls)
         if isinstance(cls, int) and cls not in (STRING, UUID_REGISTRATION) and cls not in CHILL_READ:
             raise _unsupported(at, f"cannot decode Kryo {self.type_class}: a {self.registrations.describe(cls)}")
         if isinstance(cls, str) and cls not in KNOWN_NAMES:
@@ -418,8 +443,8 @@ class _Graph:
         if marker != 1:  # the same object as one read before in this graph
             if not marker - 2 < len(self.objects):
                 raise FormatError("kryo reference", at, f"a reference id below {len(self.objects)}", marker - 2)
-            return Node(cls, same=self.objects[marker - 2])
-        node = Node(UUID if cls == UUID_REGISTRATION else cls)
+            return Node(cls, same=self.objects[marker - 2], registration=registration)
+        node = Node(UUID if cls == UUID_REGISTRATION else cls, registration=registration)
         self.objects.append(node)
         if cls == STRING:
             node.value = read_string(r)

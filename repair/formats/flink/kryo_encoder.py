@@ -159,7 +159,7 @@ class _Writer:
             self.out += b"\x01" + varint(self.names[cls]) + string(cls, self.generation)
 
     def write_class_and_object(self, node: Node) -> None:
-        self.write_class(node.cls)
+        self.write_class(node.written_class)
         if node.cls is not None:
             self.write_object(node, nullable=False)
 
@@ -309,7 +309,7 @@ class _Writer:
         if not classes:  # all null
             self.out.append(0)
             return
-        self.write_class(elements[0].cls if elements[0].cls is not None else next(e.cls for e in elements if e.cls is not None))
+        self.write_class(next(e.written_class for e in elements if e.cls is not None))
         has_null = any(e.cls is None for e in elements)
         self.out.append(1 if has_null else 0)
         for element in elements:

@@ -179,8 +179,7 @@ class Exemption:
 _NOT_DECODED = (
     DATE, SQL_DATE, SQL_TIME, SQL_TIMESTAMP, BIG_INT, BIG_DEC, INSTANT, LOCAL_DATE, LOCAL_TIME, LOCAL_DATE_TIME,
     STRING_VALUE, INT_VALUE, LONG_VALUE, SHORT_VALUE, BYTE_VALUE, BOOLEAN_VALUE, DOUBLE_VALUE, FLOAT_VALUE,
-    CHAR_VALUE, NULL_VALUE, VARIANT, INT_ARRAY, LONG_ARRAY, SHORT_ARRAY, CHAR_ARRAY, FLOAT_ARRAY, DOUBLE_ARRAY,
-    BOOLEAN_ARRAY, STRING_ARRAY, TUPLE0, SQL_TIME_WINDOW, SQL_COUNT_WINDOW,
+    CHAR_VALUE, NULL_VALUE, VARIANT, STRING_ARRAY, TUPLE0, SQL_TIME_WINDOW, SQL_COUNT_WINDOW,
 )
 
 #: Every capability a registered serializer lacks, with the reason (the test holds that there are no
@@ -197,8 +196,9 @@ EXEMPTIONS: tuple[Exemption, ...] = (
     Exemption((ENCODE,), (STRING_DATA,),
               "written inside RowData and ExternalSerializer by encoder_for's SQL branch, never as a column of "
               "its own (writes_serializer is false)"),
-    Exemption((KEY_HASH,), (BYTE_ARRAY,),
-              "byte[].hashCode is the array's identity: Flink refuses arrays as keys"),
+    Exemption((KEY_HASH,), (BYTE_ARRAY, BOOLEAN_ARRAY, CHAR_ARRAY, SHORT_ARRAY, INT_ARRAY, LONG_ARRAY, FLOAT_ARRAY,
+                            DOUBLE_ARRAY),
+              "an array's hashCode is its identity: Flink refuses arrays as keys"),
     Exemption((KEY_HASH,), (VOID, NULL),
               "the value is always null, and Flink refuses null keys"),
     Exemption((KEY_HASH,), (VOID_NAMESPACE, QUERYABLE_VOID_NAMESPACE, TIME_WINDOW, GLOBAL_WINDOW),

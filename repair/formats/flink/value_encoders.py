@@ -2,7 +2,8 @@
 
 :func:`encoder_for` gives the encoder of the serializer a snapshot describes, for the serializers whose
 bytes follow from the value alone: ``String`` (``StringValue.writeString``), ``Long``, ``Integer``,
-``Short``, ``Byte``, ``Boolean``, ``Double``, ``Float``, ``Character``, ``byte[]``, ``VoidNamespace``,
+``Short``, ``Byte``, ``Boolean``, ``Double``, ``Float``, ``Character``, ``byte[]`` and the other primitive
+arrays (a ``char[]`` from its string), ``VoidNamespace``,
 ``GlobalWindow``, ``TimeWindow``, the TTL wrapper (``TtlSerializer``: last access, then the value) and
 timers (``TimerSerializer``: the timestamp with its sign bit flipped, key, namespace), and of Flink SQL
 ``RowDataSerializer`` (:mod:`repair.formats.flink.row_data_encoder`), ``StringDataSerializer`` and
@@ -111,17 +112,51 @@ def _time_window(value: Any) -> bytes:
     return struct.pack(">qq", value["start"], value["end"])
 
 
+_LONG = _checked(int, "Long", lambda v: struct.pack(">q", v))
+_INT = _checked(int, "Integer", lambda v: struct.pack(">i", v))
+_SHORT = _checked(int, "Short", lambda v: struct.pack(">h", v))
+_BOOLEAN = _checked(bool, "Boolean", lambda v: b"\x01" if v else b"\x00")
+_DOUBLE = _checked((float, int), "Double", _double)
+_FLOAT = _checked((float, int), "Float", _float)
+
+
+def _primitive_array(element: Encode, what: str) -> Encode:
+    """``<Kind>PrimitiveArraySerializer``: ``int length`` then each element (never null)."""
+
+    def encode(value: Any) -> bytes:
+        if type(value) is not list:
+            raise EncodeError(f"a {what} is a list, not {type(value).__name__} {value!r}")
+        return struct.pack(">i", len(value)) + b"".join(map(element, value))
+
+    return encode
+
+
+def _char_array(value: Any) -> bytes:
+    """``CharPrimitiveArraySerializer``: ``int length`` then the UTF-16 units of the string."""
+    if not isinstance(value, str):
+        raise EncodeError(f"a char[] is a string, not {type(value).__name__} {value!r}")
+    units = value.encode("utf-16-be", "surrogatepass")
+    return struct.pack(">i", len(units) // 2) + units
+
+
 #: Leaf serializer snapshot class -> its encoder (a null refused unless in :data:`_NULLABLE`).
 _SIMPLE: dict[str, Encode] = registry.register(registry.ENCODE, {
     registry.STRING: encode_string_value,
-    registry.LONG: _checked(int, "Long", lambda v: struct.pack(">q", v)),
-    registry.INT: _checked(int, "Integer", lambda v: struct.pack(">i", v)),
-    registry.SHORT: _checked(int, "Short", lambda v: struct.pack(">h", v)),
+    registry.LONG: _LONG,
+    registry.INT: _INT,
+    registry.SHORT: _SHORT,
     registry.BYTE: _checked(int, "Byte", lambda v: struct.pack(">b", v)),
-    registry.BOOLEAN: _checked(bool, "Boolean", lambda v: b"\x01" if v else b"\x00"),
-    registry.DOUBLE: _checked((float, int), "Double", _double),
-    registry.FLOAT: _checked((float, int), "Float", _float),
+    registry.BOOLEAN: _BOOLEAN,
+    registry.DOUBLE: _DOUBLE,
+    registry.FLOAT: _FLOAT,
     registry.CHAR: _char,
+    registry.BOOLEAN_ARRAY: _primitive_array(_BOOLEAN, "boolean[]"),
+    registry.CHAR_ARRAY: _char_array,
+    registry.SHORT_ARRAY: _primitive_array(_SHORT, "short[]"),
+    registry.INT_ARRAY: _primitive_array(_INT, "int[]"),
+    registry.LONG_ARRAY: _primitive_array(_LONG, "long[]"),
+    registry.FLOAT_ARRAY: _primitive_array(_FLOAT, "float[]"),
+    registry.DOUBLE_ARRAY: _primitive_array(_DOUBLE, "double[]"),
     registry.BYTE_ARRAY: _checked((bytes, bytearray), "byte[]", _byte_array),
     registry.VOID_NAMESPACE: _zero_byte,
     registry.QUERYABLE_VOID_NAMESPACE: _zero_byte,

@@ -10,7 +10,9 @@ Wire formats (flink-core / flink-runtime, ``serialize`` methods):
 * ``StringSerializer``: ``StringValue.writeString``, length+1 then UTF-16 chars, each a little-endian
   base-128 varint (high bit = continuation); length 0 is null. Not Java ``writeUTF``.
 * ``Long``/``Int``/``Short``/``Byte``/``Double``/``Float``/``Char``: big-endian; ``Boolean``: one byte.
-* ``byte[]``: ``int length`` + bytes. ``VoidNamespace``, ``GlobalWindow`` and ``Void``: one byte 0 (any
+* ``byte[]``: ``int length`` + bytes. The other primitive arrays (``boolean[]``, ``char[]``, ``short[]``,
+  ``int[]``, ``long[]``, ``float[]``, ``double[]``): ``int length`` + the elements as the boxed serializer
+  writes each (a ``char[]`` decoded as one string of its UTF-16 units). ``VoidNamespace``, ``GlobalWindow`` and ``Void``: one byte 0 (any
   other byte is an error here; Flink's readers skip the byte unread). ``TimeWindow``: start, end.
 * ``Tuple``: the fields in order, no null flags. ``Enum``: ``int ordinal``.
 * ``POJO``: ``byte flags`` (1 null, 2 no subclass); then per field ``bool isNull`` + field bytes.
@@ -147,6 +149,59 @@ def _byte_array(r: ByteReader) -> bytes:
     return r.raw(r.count("byte[] length"), "byte[]")
 
 
+class PrimitiveArray(NamedTuple):
+    """A primitive array serializer's elements: their :mod:`struct` code (big-endian) and byte width."""
+
+    code: str
+    width: int
+
+    def unpack(self, data: bytes, what: str, at: int) -> Any:
+        """The elements of ``data`` (exactly ``len(data) // width`` of them): a list, a ``char[]`` a string."""
+        if self.code == "H":  # char[]: UTF-16 code units; a lone surrogate stays in the string, as Character's does
+            return data.decode("utf-16-be", "surrogatepass")
+        values = list(struct.unpack(f">{len(data) // self.width}{self.code}", data))
+        if self.code == "?" and any(byte > 1 for byte in data):
+            raise FormatError(what, at, "booleans (0 or 1)", data.hex())
+        return values
+
+
+#: ``<Kind>PrimitiveArraySerializer`` (all but byte[]): ``int length`` then the elements.
+PRIMITIVE_ARRAYS: dict[registry.Serializer, PrimitiveArray] = {
+    registry.BOOLEAN_ARRAY: PrimitiveArray("?", 1), registry.CHAR_ARRAY: PrimitiveArray("H", 2),
+    registry.SHORT_ARRAY: PrimitiveArray("h", 2), registry.INT_ARRAY: PrimitiveArray("i", 4),
+    registry.LONG_ARRAY: PrimitiveArray("q", 8), registry.FLOAT_ARRAY: PrimitiveArray("f", 4),
+    registry.DOUBLE_ARRAY: PrimitiveArray("d", 8),
+}
+
+
+def _primitive_array(serializer: registry.Serializer) -> Callable[[ByteReader], Any]:
+    layout, what = PRIMITIVE_ARRAYS[serializer], serializer.type_name
+
+    def read(r: ByteReader) -> Any:
+        size = r.count(f"{what} length", item_size=layout.width)
+        at = r.offset
+        return layout.unpack(r.raw(size * layout.width, what), what, at)
+
+    return read
+
+
+def _fast_primitive_array(serializer: registry.Serializer) -> FastDecode:
+    layout, what = PRIMITIVE_ARRAYS[serializer], serializer.type_name
+
+    def fast(data: bytes, pos: int) -> tuple[Any, int]:
+        size = _I32.unpack_from(data, pos)[0]
+        start = pos + 4
+        end = start + size * layout.width
+        if size < 0 or end > len(data):
+            raise FastMiss
+        try:
+            return layout.unpack(data[start:end], what, start), end
+        except FormatError:
+            raise FastMiss from None
+
+    return fast
+
+
 def _one_zero_byte(what: str) -> Callable[[ByteReader], None]:
     def read(r: ByteReader) -> None:
         at = r.offset
@@ -184,6 +239,7 @@ _SIMPLE: dict[str, tuple[Callable[[ByteReader], Any], int]] = registry.register(
     registry.GLOBAL_WINDOW: (_one_zero_byte("global window"), 0),
     registry.STRING_DATA: (row_data.string_data_read, -1),
     registry.NULL: (_one_zero_byte("null"), 1),  # NullSerializer writes one byte 0
+    **{serializer: (_primitive_array(serializer), -1) for serializer in PRIMITIVE_ARRAYS},
 })
 
 
@@ -276,6 +332,7 @@ _FAST_SIMPLE: dict[str, FastDecode] = registry.register(registry.FAST_DECODE, {
     registry.QUERYABLE_VOID_NAMESPACE: _fast_zero_byte,
     registry.TIME_WINDOW: _fast_time_window,
     registry.GLOBAL_WINDOW: _fast_zero_byte,
+    **{serializer: _fast_primitive_array(serializer) for serializer in PRIMITIVE_ARRAYS},
 })
 
 

@@ -9,7 +9,8 @@ caller decodes the batch row by row (the exact path, which also names bad bytes 
 values as raw bytes with ``error`` set). A miss is never an error: it only costs speed.
 
 Vectorized serializers (:data:`_VECTOR`): String (ASCII text column-wise, other text by the exact reader
-row by row), Long, Int, Short, Byte, Boolean, Double, Float, Char (a lone surrogate misses), byte[], Void,
+row by row), Long, Int, Short, Byte, Boolean, Double, Float, Char (a lone surrogate misses), byte[] and the
+other primitive arrays (a char[] decoded row by row), Void,
 VoidNamespace, GlobalWindow, TimeWindow, enums; Tuples, POJOs, Rows (bit mask: kind and null bits) and Nullables of
 them; Lists, Sets and Maps of them (``int size``, then the elements: all at once when they have a fixed
 width, else in rounds, round ``j`` reading the ``j``-th element of every row that has one; rows with more
@@ -355,6 +356,42 @@ def _byte_array(c: _Cursor) -> pa.Array:
     return data
 
 
+def _primitive_array(element: pa.DataType) -> Vector:
+    """``boolean[]``, ``short[]``, ``int[]``, ``long[]``, ``float[]``, ``double[]``: ``int length`` then the
+    elements, each of a fixed width, all read at once."""
+    width = 1 if element == pa.bool_() else element.bit_width // 8
+    read_element = _boolean if element == pa.bool_() else _number(element)
+    arrow = pa.list_(element)
+
+    def build(offsets: pa.Array, arrays: list[pa.Array]) -> pa.Array:
+        return pa.ListArray.from_arrays(offsets, arrays[0], type=arrow)
+
+    def read(c: _Cursor) -> pa.Array:  # (_sequence_vector is defined below)
+        return _sequence_vector(lambda items: [read_element(items)], build, _never, item_size=width, width=width)(c)
+
+    return read
+
+
+def _never(c: _Cursor) -> pa.Array:
+    raise AssertionError("fixed-width elements are never read one by one")
+
+
+def _char_array(c: _Cursor) -> pa.Array:
+    """``char[]``: ``int length`` then UTF-16 code units, one string per row (decoded row by row); a lone
+    surrogate misses, as a ``Character``'s does."""
+    length = c.big_endian(pa.int32()).cast(pa.int64())
+    if not _all(pc.greater_equal(length, 0)):
+        raise ColumnarMiss
+    c.advance(4)
+    end = c.need(pc.multiply(length, 2))
+    try:
+        text = pa.array([units.decode("utf-16-be") for units in c.slices(c.pos, end).to_pylist()], pa.string())
+    except UnicodeDecodeError:
+        raise ColumnarMiss from None
+    c.pos = end
+    return text
+
+
 #: Leaf serializer snapshot class -> its column-wise reader (of values of its ``SIMPLE_TYPES`` Arrow type).
 _VECTOR: dict[str, Vector] = registry.register(registry.COLUMN_READER, {
     registry.STRING: _string,
@@ -373,6 +410,13 @@ _VECTOR: dict[str, Vector] = registry.register(registry.COLUMN_READER, {
     registry.QUERYABLE_VOID_NAMESPACE: _zero_byte,
     registry.GLOBAL_WINDOW: _zero_byte,
     registry.TIME_WINDOW: _time_window,
+    registry.BOOLEAN_ARRAY: _primitive_array(pa.bool_()),
+    registry.SHORT_ARRAY: _primitive_array(pa.int16()),
+    registry.INT_ARRAY: _primitive_array(pa.int32()),
+    registry.LONG_ARRAY: _primitive_array(pa.int64()),
+    registry.FLOAT_ARRAY: _primitive_array(pa.float32()),
+    registry.DOUBLE_ARRAY: _primitive_array(pa.float64()),
+    registry.CHAR_ARRAY: _char_array,
 })
 
 
