@@ -634,6 +634,20 @@ def _value_type(state) -> str:
     return text + (" +ttl" if state.columns.ttl else "")
 
 
+def _render_undecoded(console, result) -> None:
+    """Export's states none of whose values was decoded, said before the table (an error where decoded
+    columns were asked for)."""
+    undecoded = result.undecoded
+    if not undecoded:
+        return
+    colour = "red" if not result.ok else "yellow"
+    console.print(f"[bold {colour}]{len(undecoded)} state(s) with no value decoded[/] (raw bytes only; each row's "
+                  "error column says why):", highlight=False, markup=True)
+    for op, state in undecoded:
+        console.print(f"  {operator_label(op.label)}/{state.state}: {', '.join(state.raw_fallback)} of {state.rows} rows",
+                      highlight=False, markup=False)
+
+
 def render_export(result) -> None:
     console = stdout()
     snapshot = result.snapshot if not result.savepoint_format else f"{result.snapshot} ({result.savepoint_format})"
@@ -642,6 +656,7 @@ def render_export(result) -> None:
         f"to {escape(result.out)}: {result.files} Parquet files",
         highlight=False, markup=True,
     )
+    _render_undecoded(console, result)
     table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
     for column in ("operator", "state", "kind", "rows", "subtasks", "value", "notes"):
         table.add_column(column, justify="right" if column in ("rows", "subtasks") else "left", overflow="fold")

@@ -97,6 +97,12 @@ class ExportedState(StateCounts):
     def rows(self) -> int:
         return sum(self.rows_per_subtask.values())
 
+    @property
+    def undecoded(self) -> bool:
+        """Every row of the state has a decoded column left null beside its raw bytes (``raw_fallback``):
+        none of its values was decoded."""
+        return self.rows > 0 and bool(self.raw_fallback) and self.rows_with_errors == self.rows
+
     def add(self, subtask: int, part: PartStats) -> None:
         self.rows_per_subtask[subtask] = part.rows
         self.add_counts(part)
@@ -162,11 +168,17 @@ class ExportResult(CommandResult):
 
     @property
     def ok(self) -> bool:
-        return True
+        """False when decoded columns were asked for (``columns`` ``decoded``) and a state has none."""
+        return not (self.columns == "decoded" and self.undecoded)
 
     @property
     def rows(self) -> int:
         return sum(s.rows for op in self.operators for s in op.states)
+
+    @property
+    def undecoded(self) -> list[tuple[ExportedOperator, ExportedState]]:
+        """The states none of whose values was decoded (only raw bytes, the reason in each row's ``error``)."""
+        return [(op, state) for op in self.operators for state in op.states if state.undecoded]
 
     @property
     def findings(self) -> list:
@@ -179,6 +191,8 @@ class ExportResult(CommandResult):
             "snapshot": self.snapshot, "kind": self.kind, "savepoint_format": self.savepoint_format,
             "checkpoint_id": self.checkpoint_id, "out": self.out, "columns": self.columns, "rows": self.rows, "files": self.files,
             "operators": [op.to_json() for op in self.operators], "skipped": [s.to_json() for s in self.skipped],
+            "undecoded": [{"operator": op.label, "state": state.state, "rows": state.rows, "columns": state.raw_fallback}
+                          for op, state in self.undecoded],
         }
 
 
