@@ -171,6 +171,44 @@ def test_real_flink_bad_magic_trace():
     assert incident.files == ["000081.sst"] and incident.phase == "restore"
 
 
+def test_real_flink_2x_restore_of_a_1x_pojo_whose_list_field_changed_serializer():
+    """flink-1.20-pojo restored by the same job on Flink 2.1.1 (fixtures/wall_traces.py): its POJO's List and
+    Map fields had Kryo in 1.20, Flink's ListSerializer and MapSerializer in 2.x."""
+    (incident,) = diagnose(_read(TRACES / "flink-2.1-restore-pojo-list-field-of-1.20.txt")).incidents
+    assert incident.cause_id == "state-incompatible" and incident.runbook == "repair/runbooks/state-incompatible.md"
+    assert incident.operator_id == "5bc88fda86bdb8b0a2f47aad5b113658" and incident.phase == "restore"
+    assert incident.next_command.to_shell() == "repair compat <checkpoint> <new-job-snapshot>"
+    assert [c.argv[:2] for c in incident.also] == [("repair", "upgrade"), ("repair", "inspect")]
+
+
+def test_real_flink_restore_whose_key_type_changed():
+    """flink-2.1-default restored with the uids of per-user (String keys) and per-account (Long keys) swapped."""
+    (incident,) = diagnose(_read(TRACES / "flink-2.1-restore-key-serializer-changed.txt")).incidents
+    assert incident.cause_id == "key-serializer-incompatible"
+    assert (incident.operator, incident.operator_id) == ("KeyedProcessOperator", "f40a3056fb7c04a9bff8fb0177a847cf")
+    assert incident.next_command.argv[:2] == ("repair", "compat")
+
+
+def test_real_flink_2x_restore_of_1x_kryo_state_is_no_damaged_state_file():
+    """flink-1.20-kryo's canonical savepoint (Kryo 2.24) restored on Flink 2.1.1 (Kryo 5) with the heap backend,
+    which reads every value at restore: "Failed when trying to restore heap backend" caused by an EOFException
+    in KryoSerializer.deserialize. A Kryo value Kryo 5 cannot read, not a corrupt state file: upgrade first."""
+    (incident,) = diagnose(_read(TRACES / "flink-2.1-restore-kryo-of-1.20-heap.txt")).incidents
+    assert incident.cause_id == "kryo-unreadable" and incident.phase == "restore"
+    assert incident.next_command.argv[:2] == ("repair", "upgrade")
+    assert [c.argv[:2] for c in incident.also] == [("repair", "compat"), ("repair", "verify")]
+
+
+def test_real_flink_21_refusing_a_zeroed_field_descriptor_of_the_trailer():
+    """flink-2.1-default's newest checkpoint, the type code of CheckpointProperties' first field descriptor
+    zeroed: Flink 2.1 refuses it with "invalid descriptor for field discardCancelled"; inspect names the trailer."""
+    (incident,) = diagnose(_read(TRACES / "flink-2.1-restore-trailer-invalid-descriptor.txt")).incidents
+    assert incident.cause_id == "metadata-trailer-unreadable"
+    assert incident.runbook == "repair/runbooks/metadata-unreadable.md"
+    assert incident.next_command.to_shell() == "repair inspect <checkpoint>"
+    assert incident.also[0].to_shell() == "repair triage <checkpoint-root>"
+
+
 def test_several_logs_pasted_together_keep_their_incidents_apart():
     text = "\n\n".join(_read(SEEDS / name) for name in ("001_80391559a6aa6771.txt", "002_9f05c2d9aa2afda0.txt"))
     causes = _by_cause(diagnose(text))

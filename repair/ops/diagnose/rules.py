@@ -41,6 +41,10 @@ FALLBACK = ("repair", "fallback", "<checkpoint-root>")
 VERIFY = ("repair", "verify", "<checkpoint-root>")
 REBUILD = ("repair", "rebuild-manifest", "<checkpoint>", "--out", "<new-root>")
 DOCTOR = ("repair", "doctor", "<flink-conf.yaml>")
+#: Whether a new job (or Flink release) restores the old one's state, per state; a 1.x snapshot made one 2.x restores.
+COMPAT = ("repair", "compat", "<checkpoint>", "<new-job-snapshot>")
+UPGRADE = ("repair", "upgrade", "<checkpoint>", "--to", "<2.x>", "--out", "<new-savepoint>")
+INSPECT = ("repair", "inspect", "<checkpoint>")
 
 
 #: The start of a path in an exception's message: no spaces, or else from a URI scheme or '/' on, anything but
@@ -171,8 +175,6 @@ RULES: tuple[Rule, ...] = (
         "(its head, a state handle, or the Java-serialized CheckpointProperties at its end)",
         _runbook("metadata-unreadable"),
         (
-            r"Couldn'?t deserialize checkpoint properties",  # normalize() drops quotes
-            r"InvalidClassException: org\.apache\.flink\.runtime\.checkpoint\.\S+; local class incompatible",
             r"invalid checkpoint ID: -?\d+",
             r"Unexpected magic number\. This can have multiple reasons",
             r"Cannot find meta data file _metadata in directory (?P<file>\S+?)\.? Please",
@@ -185,12 +187,30 @@ RULES: tuple[Rule, ...] = (
         phased=False,
     ),
     Rule(
+        "metadata-trailer-unreadable",
+        "the CheckpointProperties Java-serialized at the end of the checkpoint's _metadata (metadata V4 on) "
+        "does not deserialize, although every operator's state before it may be intact: bytes zeroed or "
+        "changed there, or a _metadata cut short",
+        _runbook("metadata-unreadable"),
+        (
+            r"Couldn'?t deserialize checkpoint properties",  # normalize() drops quotes
+            r"InvalidClassException: org\.apache\.flink\.runtime\.checkpoint\.\S+; local class incompatible",
+            # a field descriptor zeroed (Flink 2.1: "invalid descriptor for field discardCancelled")
+            r"InvalidClassException: org\.apache\.flink\.runtime\.checkpoint\.\S+; invalid descriptor for field",
+        ),
+        # inspect's metadata finding names the trailer, its offset and what does not decode there
+        {None: INSPECT, "triage": TRIAGE, "verify": VERIFY, "fallback": FALLBACK},
+        phased=False,
+    ),
+    Rule(
         "state-file-unreadable",
         "a state file Flink decodes itself does not decode: operator state, a keyed backend's meta data "
         "(state names and serializers) or a heap key-group stream, damaged in storage or inline in _metadata",
         _runbook("state-file-corrupt"),
         (
-            r"Failed when trying to restore (?:operator state backend|heap backend)",
+            # (not a Kryo value the heap backend could not read: kryo-unreadable)
+            r"Failed when trying to restore (?:operator state backend|heap backend)"
+            r"(?!.{0,3000}?at org\.apache\.flink\.api\.java\.typeutils\.runtime\.kryo\.KryoSerializer\.deserialize)",
             # the keyed backend's meta data (state names, serializers) cut short or garbled: the next cause
             r"BackendBuildingException: Caught unexpected exception\.(?:(?!Caused by).){0,3000}"
             r"Caused by: java\.io\.(?:EOF|UTFDataFormat|StreamCorrupted)Exception",
@@ -220,6 +240,40 @@ RULES: tuple[Rule, ...] = (
             r"\bat org\.apache\.flink\.state\.changelog\.restore\.ChangelogBackendLogApplier\.apply",
         ),
         {None: TRIAGE, "verify": VERIFY, "fallback": FALLBACK},
+    ),
+    Rule(
+        "state-incompatible",
+        "a state's serializer in the new job is incompatible with the one its checkpoint recorded: the job "
+        "changed the state's type (a POJO field added as another type, a new value type), or a Flink 1.x "
+        "snapshot is restored in Flink 2.x, which gives POJO fields of type List, Map and Set its own "
+        "serializers where 1.x used Kryo",
+        _runbook("state-incompatible"),
+        (
+            r"StateMigrationException: The new state serializer \(.{0,400}?\) must not be incompatible",
+            r"StateMigrationException: The new (?:namespace|element|state) serializer .{0,400}?must (?:not be in|be )compatible",
+        ),
+        {None: COMPAT, "upgrade": UPGRADE, "inspect": INSPECT},
+    ),
+    Rule(
+        "key-serializer-incompatible",
+        "the keys of a keyed operator's state are of another type than the new job's: its keyBy changed, or "
+        "its uid now names another keyed operator (a uid renamed or swapped), or a Flink 1.x snapshot with "
+        "Kryo keys restored in Flink 2.x",
+        _runbook("state-incompatible"),
+        (r"StateMigrationException: The new key serializer .{0,400}?must be compatible",),
+        {None: COMPAT, "upgrade": UPGRADE, "inspect": INSPECT},
+    ),
+    Rule(
+        "kryo-unreadable",
+        "a value or key Flink serialized with Kryo does not read back: most often state Flink 1.x wrote with "
+        "Kryo 2.24 restored in Flink 2.x (Kryo 5 lays out collections, numbers and registrations "
+        "differently), else Kryo registrations changed between job versions, or damaged bytes",
+        _runbook("state-incompatible"),
+        (
+            r"at org\.apache\.flink\.api\.java\.typeutils\.runtime\.kryo\.KryoSerializer\.deserialize\b",
+            r"com\.esotericsoftware\.kryo\.KryoException: .{0,200}?(?=\s+at\s)",
+        ),
+        {None: UPGRADE, "compat": COMPAT, "verify": VERIFY},
     ),
     Rule(
         "metadata-already-exists",
