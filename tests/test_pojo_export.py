@@ -26,6 +26,7 @@ from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.flink.value_encoders import encoder_for
 from repair.formats.flink.values import decoder_for
 from tests.conftest import POJO_FIXTURE_NAMES, export_of, exported_rows
+from tests.test_value_encoders import round_trip_raw_columns
 
 
 @pytest.fixture(scope="module", params=POJO_FIXTURE_NAMES)
@@ -89,3 +90,9 @@ def test_a_registered_collection_is_read_as_by_name_and_written_back_under_its_i
     # a class registered with a serializer of its own stays raw, naming it
     with pytest.raises(UnsupportedSerializerError, match="its own serializer"):
         kryo.read_node(ByteReader(data), 5, "x", kryo.Registrations(["java.util.ArrayList"], ["my.Serializer"]))
+
+
+@pytest.mark.parametrize("name", POJO_FIXTURE_NAMES)
+def test_every_raw_column_flink_wrote_encodes_back_to_its_bytes(name, tmp_path):
+    checked, covered = round_trip_raw_columns(name, tmp_path)
+    assert checked >= 48 and "LongPrimitiveArraySerializer" in covered  # keys and amounts (a long[]) at least
