@@ -10,13 +10,14 @@ from repair.errors import FormatError, StorageError
 from repair.findings import Problem, Severity
 from repair.formats.rocksdb.table.sst import BlockProblem
 from repair.ops.doctor.lint import ConfigFinding
+from repair.ops.fallback import Culprit
 from repair.ops.verify.engine import CheckpointFinding, Reference
 
 REPO = Path(__file__).resolve().parent.parent
 
 
 def test_every_finding_type_is_a_problem_serialized_by_problem():
-    for finding_type in (BlockProblem, CheckpointFinding, ConfigFinding):
+    for finding_type in (BlockProblem, CheckpointFinding, ConfigFinding, Culprit):
         assert issubclass(finding_type, Problem), finding_type
         assert "to_json" not in vars(finding_type), f"{finding_type.__name__} serializes itself"
 
