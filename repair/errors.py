@@ -18,6 +18,11 @@ class RepairError(Exception):
 
     #: Exit code of the CLI when this error ends a command (2 = usage error or unreadable input).
     exit_code = 2
+    #: Where in the bytes and what was compared, when the error knows (a :class:`FormatError` always does):
+    #: what a finding built from it (``repair.findings.Problem.from_error``) reports.
+    offset: int | None = None
+    expected: Any = None
+    found: Any = None
 
     def __init__(self, message: str, *, source: str | None = None):
         super().__init__(message)

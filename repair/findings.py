@@ -3,7 +3,10 @@
 :class:`Problem` is one problem a decoder or a file check found in one piece of bytes: what kind, a
 message, and where (the byte offset, what was expected and what was found). The operations add the
 context only they know (which checkpoint, operator, subtask and path reference the bytes; which
-configuration key) in their own result types, whose ``to_json()`` is the documented ``--json`` shape.
+configuration key) as subclasses: ``BlockProblem`` (SST verification: the block), verify's
+``CheckpointFinding`` (snapshot, operator, subtask, path), doctor's ``ConfigFinding`` (key, value, fix).
+Every finding is built from a typed error by one constructor (:meth:`Problem.from_error`) and
+serialized by one method (:meth:`Problem.to_json`), the common finding shape of docs/json-contracts.md.
 
 :class:`Severity` is the closed set every finding of every command uses. Its members are strings, so
 ``finding.severity == "error"`` and JSON output are unchanged from plain strings. What a severity
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from enum import Enum
-from typing import Any
+from typing import Any, ClassVar
 
 
 class Severity(str, Enum):
@@ -61,19 +64,52 @@ class Problem:
     severity: Severity = Severity.ERROR
     details: tuple[tuple[str, Any], ...] = ()
 
+    #: Whether ``offset``, ``expected`` and ``found`` are in the JSON document when unset (as null):
+    #: verify's findings always have them; the others only when set.
+    ALWAYS_COMPARED: ClassVar[bool] = False
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "severity", Severity(self.severity))
 
+    @classmethod
+    def from_error(cls, kind: str, error: Any, *, message: str | None = None, **fields: Any) -> Any:
+        """The finding of a typed error (a :class:`~repair.errors.RepairError`): its text (``str(error)``,
+        which names the file, unless ``message`` is given) and what it says of where and what
+        (``offset``, ``expected``, ``found``: None for an error that does not know). ``fields`` are the
+        other fields of ``cls`` (severity, a subclass's where) and override what the error says."""
+        compared = {"offset": error.offset, "expected": error.expected, "found": error.found}
+        return cls(kind=kind, message=str(error) if message is None else message, **{**compared, **fields})
+
+    def describe(self) -> str:
+        """The finding in one line, as ``message`` in its JSON document."""
+        return self.message
+
+    def context(self) -> tuple[tuple[str, Any], ...]:
+        """What a subclass adds to the common shape (where the bytes are, what to do), as name-value pairs in order."""
+        return ()
+
     def to_json(self) -> dict[str, Any]:
         """The common finding shape of every ``--json`` document: ``kind``, ``severity`` and ``message``
-        always, then the fields that are set, details inline."""
-        document = {"kind": self.kind, "severity": self.severity.value, "message": self.message}
+        always, then ``offset``, ``expected`` and ``found`` (when set, or always with
+        :attr:`ALWAYS_COMPARED`; bytes as hex, other values not JSON's own as text), the details inline,
+        then a subclass's :meth:`context`."""
+        document = {"kind": self.kind, "severity": self.severity.value, "message": self.describe()}
         for name in ("offset", "expected", "found"):
             value = getattr(self, name)
-            if value is not None:
-                document[name] = value
+            if value is not None or self.ALWAYS_COMPARED:
+                document[name] = plain(value)
         document.update(self.details)
+        document.update(self.context())
         return document
+
+
+def plain(value: Any) -> Any:
+    """``value`` as JSON has it: numbers, strings, booleans and None as they are, bytes as hex, others as text."""
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (bytes, bytearray)):
+        return value.hex()
+    return str(value)
 
 
 def kind_of(identifier: str) -> str:

@@ -262,7 +262,8 @@ def test_the_comparison_finds_a_changed_field(doc, real, problem):
 
 def _emitted_kinds() -> dict[str, str]:
     """Every finding kind the code writes as a literal, with where: the first argument of ``Problem``,
-    ``BlockProblem`` and the cross-check's ``finding``, the second of ``CheckpointFinding``. Kinds of
+    ``BlockProblem``, ``CheckpointFinding``, the one constructor from errors (``from_error``) and the
+    cross-check's ``finding``. Kinds of
     MANIFEST and log records (repair/formats/rocksdb) reach verify's output as ``manifest_<kind>``."""
     import ast
 
@@ -273,7 +274,7 @@ def _emitted_kinds() -> dict[str, str]:
             if not isinstance(node, ast.Call):
                 continue
             name = getattr(node.func, "id", getattr(node.func, "attr", None))
-            position = {"Problem": 0, "BlockProblem": 0, "finding": 0, "CheckpointFinding": 1}.get(name)
+            position = {"Problem": 0, "BlockProblem": 0, "finding": 0, "CheckpointFinding": 0, "from_error": 0}.get(name)
             if position is None:
                 continue
             values = [node.args[position]] if len(node.args) > position else []

@@ -13,7 +13,7 @@ from __future__ import annotations
 import pytest
 
 from repair.errors import UnsupportedSerializerError
-from repair.formats.flink import scala_types
+from repair.formats.flink import registry, scala_types
 from repair.formats.flink.serializers import KRYO_SNAPSHOT, SerializerSnapshot
 from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
@@ -97,10 +97,10 @@ def _composite(class_name: str, *nested: SerializerSnapshot, **attributes) -> Se
 
 
 def test_scala_values_round_trip_and_nulls():
-    option = _composite(scala_types.OPTION_SNAPSHOT, LONG)
-    seq = _composite(scala_types.TRAVERSABLE_SNAPSHOT, STRING, cbf_code="implicitly[CanBuildFrom[scala.collection.immutable.Vector[String], String, Vector[String]]]")
-    either = _composite(scala_types.EITHER_SNAPSHOT, STRING, LONG)
-    case = _composite(scala_types.CASE_CLASS_SNAPSHOT, STRING, option, seq, either, case_class="a.B")
+    option = _composite(registry.SCALA_OPTION.class_name, LONG)
+    seq = _composite(registry.SCALA_TRAVERSABLE.class_name, STRING, cbf_code="implicitly[CanBuildFrom[scala.collection.immutable.Vector[String], String, Vector[String]]]")
+    either = _composite(registry.SCALA_EITHER.class_name, STRING, LONG)
+    case = _composite(registry.SCALA_CASE_CLASS.class_name, STRING, option, seq, either, case_class="a.B")
     value = {"f0": "x", "f1": None, "f2": ["p", None, "q"], "f3": {"right": 7}}
     data = encoder_for(case)(value)
     # String x, Option None (false), 3 elements (a null one: flag false), Right(7)
@@ -131,7 +131,7 @@ def test_scala_enumeration_values_by_name():
 
 def test_a_collection_of_an_unknown_element_stays_raw_with_its_reason():
     unknown = SerializerSnapshot("com.example.CustomSerializerSnapshot", -1, attributes={"undecoded": "unknown class"})
-    seq = _composite(scala_types.TRAVERSABLE_SNAPSHOT, unknown, cbf_code="")
+    seq = _composite(registry.SCALA_TRAVERSABLE.class_name, unknown, cbf_code="")
     decoder = decoder_for(seq)
     assert not decoder.supported
     with pytest.raises(UnsupportedSerializerError, match="no decoder for CustomSerializerSnapshot"):
@@ -139,8 +139,8 @@ def test_a_collection_of_an_unknown_element_stays_raw_with_its_reason():
     assert encoder_for(seq) is None
     # an Option of a Kryo value decodes what Kryo decodes, but is not written back from the Parquet
     kryo = SerializerSnapshot(KRYO_SNAPSHOT, 2, attributes={"type_class": "a.Custom"})
-    assert decoder_for(_composite(scala_types.OPTION_SNAPSHOT, kryo)).decode_all(b"\x00") is None
-    assert encoder_for(_composite(scala_types.OPTION_SNAPSHOT, kryo)) is None
+    assert decoder_for(_composite(registry.SCALA_OPTION.class_name, kryo)).decode_all(b"\x00") is None
+    assert encoder_for(_composite(registry.SCALA_OPTION.class_name, kryo)) is None
 
 
 @pytest.mark.parametrize("name", SCALA_FIXTURE_NAMES)
@@ -204,10 +204,10 @@ def test_generated_scala_values_round_trip_and_every_truncation_is_a_format_erro
 
     from repair.errors import FormatError
 
-    option = _composite(scala_types.OPTION_SNAPSHOT, LONG)
-    seq = _composite(scala_types.TRAVERSABLE_SNAPSHOT, STRING, cbf_code="")
-    either = _composite(scala_types.EITHER_SNAPSHOT, STRING, LONG)
-    case = _composite(scala_types.CASE_CLASS_SNAPSHOT, STRING, option, seq, either, case_class="a.B")
+    option = _composite(registry.SCALA_OPTION.class_name, LONG)
+    seq = _composite(registry.SCALA_TRAVERSABLE.class_name, STRING, cbf_code="")
+    either = _composite(registry.SCALA_EITHER.class_name, STRING, LONG)
+    case = _composite(registry.SCALA_CASE_CLASS.class_name, STRING, option, seq, either, case_class="a.B")
     encode, decoder = encoder_for(case), decoder_for(case)
     text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=6)
     long = st.integers(-(2**63), 2**63 - 1)

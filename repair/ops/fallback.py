@@ -15,9 +15,10 @@ silently: ``chosen`` is null until ``lineage`` selects one.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from repair.errors import UsageError
-from repair.findings import Severity
+from repair.findings import Problem, Severity
 from repair.formats.flink.keygroups import operator_label
 from repair.io import storage as st
 from repair.ops.advice import (
@@ -35,38 +36,28 @@ from repair.ops.verify.engine import DAMAGED_PATH, CheckpointFinding, SnapshotSu
 from repair.results import CommandResult
 
 
-@dataclass
-class Culprit:
-    """Why a checkpoint is not valid: one problem in one file it references."""
+@dataclass(frozen=True)
+class Culprit(Problem):
+    """Why a checkpoint is not valid: one problem in one file it references (a verify finding with fewer
+    fields: no offset, expected or found)."""
 
-    kind: str
-    message: str
-    local_name: str | None
-    path: str | None
-    operator: str | None
-    subtask: int | None
-    column_family: str | None = None
-    key_group_range: tuple[int, int] | None = None
-    severity: Severity = Severity.ERROR
+    local_name: str | None = field(default=None, kw_only=True)
+    path: str | None = field(default=None, kw_only=True)
+    operator: str | None = field(default=None, kw_only=True)
+    subtask: int | None = field(default=None, kw_only=True)
+    column_family: str | None = field(default=None, kw_only=True)
+    key_group_range: tuple[int, int] | None = field(default=None, kw_only=True)
 
     @classmethod
     def from_finding(cls, finding: CheckpointFinding) -> "Culprit":
         ref = finding.reference
-        return cls(finding.kind, finding.message, ref.local_name, finding.path, ref.operator, ref.subtask,
-                   finding.column_family, ref.key_groups, finding.severity)
+        return cls(finding.kind, finding.message, severity=finding.severity, local_name=ref.local_name, path=finding.path,
+                   operator=ref.operator, subtask=ref.subtask, column_family=finding.column_family, key_group_range=ref.key_groups)
 
-    def to_json(self) -> dict:
-        return {
-            "kind": self.kind,
-            "severity": self.severity.value,
-            "local_name": self.local_name,
-            "path": self.path,
-            "operator": self.operator,
-            "subtask": self.subtask,
-            "column_family": self.column_family,
-            "key_group_range": list(self.key_group_range) if self.key_group_range else None,
-            "message": self.message,
-        }
+    def context(self) -> tuple[tuple[str, Any], ...]:
+        return (("local_name", self.local_name), ("path", self.path), ("operator", self.operator), ("subtask", self.subtask),
+                ("column_family", self.column_family),
+                ("key_group_range", list(self.key_group_range) if self.key_group_range else None))
 
 
 @dataclass

@@ -96,8 +96,8 @@ class SubtaskInfo:
         message = f"{what}: {error}"
         self.problems.append(message)
         unreadable = isinstance(error, StorageError)
-        self.findings.append(Problem(
-            "unreadable" if unreadable else kind, message, offset=getattr(error, "offset", None),
+        self.findings.append(Problem.from_error(
+            "unreadable" if unreadable else kind, error, message=message,
             severity=Severity.UNKNOWN if unreadable else Severity.ERROR, details=(("path", error.source),),
         ))
 

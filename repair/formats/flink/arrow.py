@@ -63,15 +63,10 @@ from typing import Any, Callable
 
 import pyarrow as pa
 
-from repair.formats.flink import avro, registry, scala_types
+from repair.formats.flink import avro, registry
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.serializers import (
     COMPOSITE_SNAPSHOTS,
-    DECIMAL_DATA_SNAPSHOT,
-    ENUM_SNAPSHOT,
-    POJO_SNAPSHOT,
-    ROW_DATA_SNAPSHOT,
-    TIMESTAMP_DATA_SNAPSHOT,
     TTL_AWARE_SNAPSHOT,
     SerializerSnapshot,
     describe,
@@ -169,52 +164,58 @@ def arrow_type(snapshot: SerializerSnapshot | None) -> tuple[pa.DataType | None,
     name = snapshot.class_name
     if name in SIMPLE_TYPES:
         return SIMPLE_TYPES[name], None
-    if name == ENUM_SNAPSHOT or name == scala_types.ENUM_SNAPSHOT and "enum_names" in snapshot.attributes:
-        return pa.string(), None
-    if name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
-        return arrow_type(snapshot.nested[0])
-    if name == POJO_SNAPSHOT:
-        return _pojo_type(snapshot)
-    if name == avro.AVRO_SNAPSHOT:
-        return avro.arrow_type(snapshot)
-    label = COMPOSITE_SNAPSHOTS.get(name, (None,))[0]
-    if label in ("List", "ArrayList", "Set") and len(snapshot.nested) == 1:
-        inner, reason = arrow_type(snapshot.nested[0])
-        return (pa.list_(inner), None) if inner is not None else (None, reason)
-    if label == "Map" and len(snapshot.nested) == 2:
-        key, reason = arrow_type(snapshot.nested[0])
-        if key is None:
-            return None, reason
-        if pa.types.is_null(key):
-            return None, "a map whose keys are always null has no Arrow map type"
-        value, reason = arrow_type(snapshot.nested[1])
-        return (pa.map_(key, value), None) if value is not None else (None, reason)
-    if label == scala_types.TRAVERSABLE and len(snapshot.nested) == 1:  # a Scala collection: a list
-        inner, reason = arrow_type(snapshot.nested[0])
-        return (pa.list_(inner), None) if inner is not None else (None, reason)
-    if label == scala_types.OPTION and len(snapshot.nested) == 1:  # None is null
-        return arrow_type(snapshot.nested[0])
-    if label in ("Tuple", scala_types.CASE_CLASS):  # a case class: its fields by position, as a Tuple
-        return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot))
-    if label == "Row" and type(snapshot.attributes.get("supports_row_kind")) is bool:
-        return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot),
-                            leading=(pa.field("kind", pa.string()),))
-    if name == ROW_DATA_SNAPSHOT:
-        return _row_data_type(snapshot.attributes.get("logical_types") or [], describe(snapshot))
-    if name == TIMESTAMP_DATA_SNAPSHOT:
-        return pa.int64(), None
-    if name == DECIMAL_DATA_SNAPSHOT:
-        return pa.string(), None
-    if label == "External" and len(snapshot.nested) == 1:
-        return arrow_type(snapshot.nested[0])
-    if label == "RAW":
-        return pa.binary(), None
+    build = _COMPOSITE_TYPES.get(name)
+    found = build(snapshot) if build is not None else None
+    return found if found is not None else (None, f"no decoded type for {describe(snapshot)} ({snapshot.simple_name})")
+
+
+_Typed = tuple[pa.DataType | None, str | None]
+
+
+def _wrapped_type(snapshot: SerializerSnapshot) -> _Typed | None:
+    """A wrapper whose values are its one nested serializer's (an Option's None is null)."""
+    return arrow_type(snapshot.nested[0]) if len(snapshot.nested) == 1 else None
+
+
+def _list_type(snapshot: SerializerSnapshot) -> _Typed | None:
+    """A List, ArrayList, Set or Scala collection: a list of its element's type."""
+    if len(snapshot.nested) != 1:
+        return None
+    inner, reason = arrow_type(snapshot.nested[0])
+    return (pa.list_(inner), None) if inner is not None else (None, reason)
+
+
+def _map_type(snapshot: SerializerSnapshot) -> _Typed | None:
+    if len(snapshot.nested) != 2:
+        return None
+    key, reason = arrow_type(snapshot.nested[0])
+    if key is None:
+        return None, reason
+    if pa.types.is_null(key):
+        return None, "a map whose keys are always null has no Arrow map type"
+    value, reason = arrow_type(snapshot.nested[1])
+    return (pa.map_(key, value), None) if value is not None else (None, reason)
+
+
+def _tuple_type(snapshot: SerializerSnapshot) -> _Typed:
+    """A Tuple or a Scala case class: its fields by position."""
+    return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot))
+
+
+def _row_type(snapshot: SerializerSnapshot) -> _Typed | None:
+    if type(snapshot.attributes.get("supports_row_kind")) is not bool:
+        return None
+    return _struct_type([(f"f{i}", n) for i, n in enumerate(snapshot.nested)], describe(snapshot), leading=(pa.field("kind", pa.string()),))
+
+
+def _nullable_type(snapshot: SerializerSnapshot) -> _Typed | None:
     padding = snapshot.attributes.get("null_padding_length")
-    if label == "Nullable" and len(snapshot.nested) == 1 and type(padding) is int and padding >= 0:
-        return arrow_type(snapshot.nested[0])
-    if label == "TTL" and snapshot.nested and len(snapshot.nested) <= 2:
-        return arrow_type(snapshot.nested[-1])
-    return None, f"no decoded type for {describe(snapshot)} ({snapshot.simple_name})"
+    return _wrapped_type(snapshot) if type(padding) is int and padding >= 0 else None
+
+
+def _ttl_type(snapshot: SerializerSnapshot) -> _Typed | None:
+    """A TTL wrapper: its user value's type (the timestamp is a column of its own)."""
+    return arrow_type(snapshot.nested[-1]) if snapshot.nested and len(snapshot.nested) <= 2 else None
 
 
 #: Arrow types of the SQL logical types as :mod:`repair.formats.flink.row_data` decodes them.
@@ -576,3 +577,22 @@ def merge_state_columns(decisions: list[StateColumns]) -> StateColumns:
         merged[name] = ColumnType(None, first.columns[name].serializer, " | ".join(described),
                                   "the subtasks' serializers differ: " + ", ".join(described))
     return StateColumns(merged, any(d.ttl for d in decisions))
+
+
+_R = registry
+#: Each composite's Arrow type, from its nested serializers' (None: no decoded type; the column is JSON text).
+_COMPOSITE_TYPES: dict[str, Callable[[SerializerSnapshot], _Typed | None]] = registry.register(registry.ARROW_TYPE, {
+    _R.ENUM: lambda s: (pa.string(), None),
+    _R.SCALA_ENUM: lambda s: (pa.string(), None) if "enum_names" in s.attributes else None,
+    _R.TTL_AWARE: _wrapped_type, _R.SCALA_OPTION: _wrapped_type, _R.EXTERNAL: _wrapped_type,
+    _R.POJO: _pojo_type, _R.AVRO: avro.arrow_type,
+    _R.LIST: _list_type, _R.ARRAY_LIST: _list_type, _R.SET: _list_type, _R.SCALA_TRAVERSABLE: _list_type,
+    _R.MAP: _map_type,
+    _R.TUPLE: _tuple_type, _R.SCALA_CASE_CLASS: _tuple_type, _R.SCALA_TUPLE2_CASE_CLASS: _tuple_type,
+    _R.ROW: _row_type,
+    _R.ROW_DATA: lambda s: _row_data_type(s.attributes.get("logical_types") or [], describe(s)),
+    _R.TIMESTAMP_DATA: lambda s: (pa.int64(), None), _R.DECIMAL_DATA: lambda s: (pa.string(), None),
+    _R.RAW_VALUE: lambda s: (pa.binary(), None),
+    _R.NULLABLE: _nullable_type,
+    _R.TTL: _ttl_type, _R.TTL_V2: _ttl_type,
+})

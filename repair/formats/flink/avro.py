@@ -46,9 +46,10 @@ import pyarrow as pa
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
+from repair.formats.flink import registry
 from repair.formats.flink.string_value import read_string_value
 
-AVRO_SNAPSHOT = "org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot"
+AVRO_SNAPSHOT = registry.AVRO.class_name
 GENERIC_RECORD = "org.apache.avro.generic.GenericRecord"
 #: Records nested deeper than this (recursive schemas) are refused rather than overflowing the stack.
 MAX_DEPTH = 64

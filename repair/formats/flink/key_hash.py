@@ -20,7 +20,7 @@ from typing import Any, Callable
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo, registry
 from repair.formats.flink.keygroups import assign_key_group, java_int_hash, java_long_hash, java_string_hash
-from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink.serializers import KRYO_GENERATION, SerializerSnapshot
 
 
 def _double_hash(value: float) -> int:
@@ -85,14 +85,19 @@ def _kryo_hasher(snapshot: SerializerSnapshot) -> RawKeyHash | None:
     return RawKeyHash(hash_raw)
 
 
+#: The composite serializers whose keys' hashCode is known: a Kryo key's, of its raw bytes.
+_COMPOSITES: dict[str, Callable[[SerializerSnapshot], RawKeyHash | None]] = registry.register(registry.KEY_HASH, {
+    registry.KRYO: _kryo_hasher,
+})
+
+
 def key_hasher(key_serializer: SerializerSnapshot | None) -> Callable[[Any], int] | RawKeyHash | None:
     """The ``hashCode`` of keys written by ``key_serializer`` (None: not knowable here); for a Kryo key
     (:class:`RawKeyHash`) of its raw bytes, known for the boxed JDK values and Strings."""
     if key_serializer is None:
         return None
-    if key_serializer.class_name == KRYO_SNAPSHOT:
-        return _kryo_hasher(key_serializer)
-    return _HASHES.get(key_serializer.class_name)
+    build = _COMPOSITES.get(key_serializer.class_name)
+    return build(key_serializer) if build is not None else _HASHES.get(key_serializer.class_name)
 
 
 def key_group_of(hasher: Callable[[Any], int] | RawKeyHash, key: Any, max_parallelism: int, raw: bytes | None = None) -> int:

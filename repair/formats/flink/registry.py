@@ -1,11 +1,15 @@
-"""The registry of Flink's leaf serializers: each snapshot class named once, and what this toolkit can do
+"""The registry of Flink's serializers: each snapshot class named once, and what this toolkit can do
 with the values it writes.
 
 A leaf serializer is a ``SimpleTypeSerializerSnapshot`` subclass (or a table serializer without nested
-snapshots): its values' bytes follow from its class alone. Each one is a :class:`Serializer` constant here
-(``STRING``, ``LONG``, ``VOID_NAMESPACE``, ...). The modules that work on values register their
-implementation of a *capability* against those constants with :func:`register`, which hands back the
-module's own lookup table (snapshot class name -> implementation):
+snapshots): its values' bytes follow from its class alone. A composite serializer's snapshot holds more:
+nested snapshots (List, Map, Tuple, POJO, Row, TTL, Scala case classes ...) or parameters of its own
+(an enum's constants, a Kryo type, an Avro schema, a SQL row's logical types). Each one is a
+:class:`Serializer` constant here (``STRING``, ``LONG``, ``VOID_NAMESPACE``, ``LIST``, ``POJO``, ...):
+:data:`SERIALIZERS` the leaves, :data:`COMPOSITES` the others. The modules that work on values register
+their implementation of a *capability* against those constants with :func:`register`, which hands back
+the module's own lookup table (snapshot class name -> implementation); a composite's implementation is
+the module's builder for it, which combines the implementations of its nested serializers:
 
 ==================  ===============================================  ==================================
 capability          what it is                                       registered by
@@ -21,8 +25,9 @@ capability          what it is                                       registered 
 A serializer lacking a capability falls back quietly (a slower path, raw bytes, a refused write-back), so
 every gap is written down in :data:`EXEMPTIONS` with the reason; ``tests/test_serializer_registry.py``
 fails on a gap without one, on an exemption that is no longer true, and on a serializer
-``docs/serializers.md`` does not list with its capabilities. Composite serializers (List, Map, Tuple,
-POJO, Row, TTL, ...) are built from their nested snapshots by each module and are not in this registry.
+``docs/serializers.md`` does not list with its capabilities. A composite has a capability when its
+builder gives it for nested serializers that have it (the test builds one of each with leaf nested
+serializers and asks every module).
 
 Pure and cheap: it imports nothing of the toolkit (nor pyarrow); the capability tables are complete once the
 :data:`PROVIDERS` are imported.
@@ -56,7 +61,8 @@ PROVIDERS = {
 
 @dataclass(frozen=True)
 class Serializer:
-    """One leaf serializer: its snapshot class, the type it serializes (what ``describe`` shows) and its
+    """One serializer: its snapshot class, the type it serializes (a leaf's is what ``describe`` shows; a
+    composite's is its label, e.g. ``List``, which ``describe`` completes with the nested types) and its
     name in docs/serializers.md."""
 
     class_name: str
@@ -69,14 +75,21 @@ class Serializer:
 
 _F = "org.apache.flink."
 _B = _F + "api.common.typeutils.base."
+_T = _F + "table.runtime.typeutils."
+_S = _F + "api.scala.typeutils."
 _SERIALIZERS: dict[str, Serializer] = {}
+_COMPOSITES: dict[str, Serializer] = {}
 
 
-def _serializer(class_name: str, type_name: str, name: str) -> Serializer:
-    if class_name in _SERIALIZERS:
+def _serializer(class_name: str, type_name: str, name: str, *, into: dict[str, Serializer] = _SERIALIZERS) -> Serializer:
+    if class_name in _SERIALIZERS or class_name in _COMPOSITES:
         raise ValueError(f"serializer snapshot class {class_name} is registered twice")
-    serializer = _SERIALIZERS[class_name] = Serializer(class_name, type_name, name)
+    serializer = into[class_name] = Serializer(class_name, type_name, name)
     return serializer
+
+
+def _composite(class_name: str, label: str, name: str) -> Serializer:
+    return _serializer(class_name, label, name, into=_COMPOSITES)
 
 
 def _base(kind: str, type_name: str) -> Serializer:
@@ -166,6 +179,72 @@ SQL_COUNT_WINDOW = _serializer(
 #: Every leaf serializer, in the order above.
 SERIALIZERS: tuple[Serializer, ...] = tuple(_SERIALIZERS.values())
 
+# -- composites framed as CompositeTypeSerializerSnapshot (an outer payload, then nested snapshots) -------
+LIST = _composite(_B + "ListSerializerSnapshot", "List", "ListSerializer")
+MAP = _composite(_B + "MapSerializerSnapshot", "Map", "MapSerializer")
+SET = _composite(_B + "SetSerializerSnapshot", "Set", "SetSerializer")
+ARRAY_LIST = _composite(_F + "runtime.state.ArrayListSerializerSnapshot", "ArrayList", "ArrayListSerializer")
+TTL = _composite(_F + "runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot", "TTL", "TtlSerializer")
+TTL_V2 = _composite(_F + "runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot", "TTL", "TtlSerializer (state V2)")
+TIMER = _composite(_F + "streaming.api.operators.TimerSerializerSnapshot", "Timer", "TimerSerializer")
+BUFFER_ENTRY = _composite(_F + "streaming.api.operators.co.IntervalJoinOperator$BufferEntrySerializerSnapshot",
+                          "BufferEntry", "BufferEntrySerializer (interval join)")
+STREAM_ELEMENT = _composite(_F + "streaming.runtime.streamrecord.StreamElementSerializer$StreamElementSerializerSnapshot",
+                            "StreamElement", "StreamElementSerializer")
+TAGGED_UNION = _composite(_F + "streaming.api.datastream.CoGroupedStreams$UnionSerializerSnapshot", "TaggedUnion",
+                          "UnionSerializer (coGroup)")
+EITHER = _composite(_F + "api.java.typeutils.runtime.JavaEitherSerializerSnapshot", "Either", "EitherSerializer")
+SINGLE_THREAD_ACCESS_CHECKING = _composite(
+    _F + "api.common.typeutils.SingleThreadAccessCheckingTypeSerializer$SingleThreadAccessCheckingTypeSerializerSnapshot",
+    "", "SingleThreadAccessCheckingTypeSerializer")
+TUPLE = _composite(_F + "api.java.typeutils.runtime.TupleSerializerSnapshot", "Tuple", "TupleSerializer")
+GENERIC_ARRAY = _composite(_B + "GenericArraySerializerSnapshot", "Array", "GenericArraySerializer")
+ROW = _composite(_F + "api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot", "Row", "RowSerializer")
+NULLABLE = _composite(_F + "api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot", "Nullable",
+                      "NullableSerializer")
+TWO_PHASE_COMMIT = _composite(_F + "streaming.api.functions.sink.TwoPhaseCommitSinkFunction$StateSerializerSnapshot",
+                              "TwoPhaseCommitState", "TwoPhaseCommitSinkFunction.StateSerializer")
+TWO_PHASE_COMMIT_LEGACY = _composite(
+    _F + "streaming.api.functions.sink.legacy.TwoPhaseCommitSinkFunction$StateSerializerSnapshot", "TwoPhaseCommitState",
+    "TwoPhaseCommitSinkFunction.StateSerializer (legacy package)")
+RAW_VALUE = _composite(_T + "RawValueDataSerializer$RawValueDataSerializerSnapshot", "RAW", "RawValueDataSerializer")
+EXTERNAL = _composite(_T + "ExternalSerializer$ExternalSerializerSnapshot", "External", "ExternalSerializer")
+WINDOW_KEY = _composite(_T + "WindowKeySerializer$WindowKeySerializerSnapshot", "WindowKey", "WindowKeySerializer")
+MAP_VIEW = _composite(_F + "table.dataview.MapViewSerializerSnapshot", "MapView", "MapViewSerializer")
+LIST_VIEW = _composite(_F + "table.dataview.ListViewSerializerSnapshot", "ListView", "ListViewSerializer")
+NULL_AWARE_MAP = _composite(_F + "table.dataview.NullAwareMapSerializerSnapshot", "NullAwareMap", "NullAwareMapSerializer")
+# flink-scala (Flink 1.x): case classes, Option, collections, Either
+SCALA_CASE_CLASS = _composite(_S + "ScalaCaseClassSerializerSnapshot", "ScalaCaseClass", "ScalaCaseClassSerializer")
+SCALA_TUPLE2_CASE_CLASS = _composite(_S + "Tuple2CaseClassSerializerSnapshot", "ScalaCaseClass", "Tuple2CaseClassSerializer")
+SCALA_OPTION = _composite(_S + "ScalaOptionSerializerSnapshot", "ScalaOption", "OptionSerializer (Scala)")
+SCALA_TRAVERSABLE = _composite(_S + "TraversableSerializerSnapshot", "ScalaTraversable", "TraversableSerializer (Scala)")
+SCALA_EITHER = _composite(_S + "ScalaEitherSerializerSnapshot", "ScalaEither", "EitherSerializer (Scala)")
+# -- serializers whose snapshots have payloads of their own ---------------------------------------------
+POJO = _composite(_F + "api.java.typeutils.runtime.PojoSerializerSnapshot", "POJO", "PojoSerializer")
+KRYO = _composite(_F + "api.java.typeutils.runtime.kryo.KryoSerializerSnapshot", "Kryo", "KryoSerializer")
+ENUM = _composite(_B + "EnumSerializer$EnumSerializerSnapshot", "Enum", "EnumSerializer")
+TTL_AWARE = _composite(_F + "runtime.state.ttl.TtlAwareSerializerSnapshot", "TtlAware", "TtlAwareSerializer")
+VALUE = _composite(_F + "api.java.typeutils.runtime.ValueSerializer$ValueSerializerSnapshot", "Value", "ValueSerializer")
+COPYABLE_VALUE = _composite(_F + "api.java.typeutils.runtime.CopyableValueSerializer$CopyableValueSerializerSnapshot",
+                            "CopyableValue", "CopyableValueSerializer")
+WRITABLE_TYPE_INFO = _composite(_F + "api.java.typeutils.WritableTypeInfo$WritableSerializerSnapshot", "Writable",
+                                "WritableSerializer (WritableTypeInfo)")
+WRITABLE = _composite(_F + "api.java.typeutils.runtime.WritableSerializer$WritableSerializerSnapshot", "Writable",
+                      "WritableSerializer")
+ROW_DATA = _composite(_T + "RowDataSerializer$RowDataSerializerSnapshot", "RowData", "RowDataSerializer")
+TIMESTAMP_DATA = _composite(_T + "TimestampDataSerializer$TimestampDataSerializerSnapshot", "TimestampData",
+                            "TimestampDataSerializer")
+DECIMAL_DATA = _composite(_T + "DecimalDataSerializer$DecimalSerializerSnapshot", "DecimalData", "DecimalDataSerializer")
+BINARY_ROW = _composite(_T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot", "BinaryRow",
+                        "BinaryRowDataSerializer")
+ARRAY_DATA = _composite(_T + "ArrayDataSerializer$ArrayDataSerializerSnapshot", "ArrayData", "ArrayDataSerializer")
+MAP_DATA = _composite(_T + "MapDataSerializer$MapDataSerializerSnapshot", "MapData", "MapDataSerializer")
+SCALA_ENUM = _composite(_S + "ScalaEnumSerializerSnapshot", "ScalaEnum", "EnumValueSerializer (Scala)")
+AVRO = _composite("org.apache.flink.formats.avro.typeutils.AvroSerializerSnapshot", "Avro", "AvroSerializer")
+
+#: Every composite serializer, in the order above.
+COMPOSITES: tuple[Serializer, ...] = tuple(_COMPOSITES.values())
+
 
 @dataclass(frozen=True)
 class Exemption:
@@ -205,6 +284,40 @@ EXEMPTIONS: tuple[Exemption, ...] = (
               "a namespace serializer: it never writes keys"),
     Exemption((KEY_HASH,), (STRING_DATA,),
               "SQL keys are rows (RowData), never a StringData alone"),
+    # -- composites ---------------------------------------------------------------------------------------
+    Exemption(CAPABILITIES, (BUFFER_ENTRY, STREAM_ELEMENT, TAGGED_UNION, EITHER, SINGLE_THREAD_ACCESS_CHECKING, GENERIC_ARRAY,
+                             TWO_PHASE_COMMIT, TWO_PHASE_COMMIT_LEGACY, WINDOW_KEY, MAP_VIEW, LIST_VIEW, NULL_AWARE_MAP, ARRAY_DATA,
+                             MAP_DATA),
+              "wire format not implemented yet: the snapshot is read and described, values stay raw bytes"),
+    Exemption(CAPABILITIES, (VALUE, COPYABLE_VALUE, WRITABLE_TYPE_INFO, WRITABLE),
+              "user classes that write themselves (Value.write, Writable.write): only their code knows the bytes"),
+    Exemption(CAPABILITIES, (BINARY_ROW,),
+              "its snapshot has the row's arity only, not the field types"),
+    Exemption((FAST_DECODE, COLUMN_READER), (RAW_VALUE, ROW_DATA, TIMESTAMP_DATA, DECIMAL_DATA),
+              "SQL state is decoded by the exact readers of row_data, row by row (no fast path yet)"),
+    Exemption((FAST_DECODE, COLUMN_READER), (SCALA_CASE_CLASS, SCALA_TUPLE2_CASE_CLASS, SCALA_OPTION, SCALA_TRAVERSABLE,
+                                             SCALA_EITHER, SCALA_ENUM, AVRO, KRYO),
+              "decoded row by row by their own readers (scala_types, avro, kryo): no fast path yet"),
+    Exemption((COLUMN_READER,), (EXTERNAL,),
+              "no column-wise reader yet: its internal serializer's values go through the fast path, row by row"),
+    Exemption((ARROW_TYPE, COLUMN_READER), (TIMER,),
+              "a timer is split into columns of their own (key, namespace, timestamp), never one typed value"),
+    Exemption((ARROW_TYPE,), (KRYO, SCALA_EITHER),
+              "JSON text columns: a Kryo column may hold a Long in one row and a String in the next; an Either "
+              "holds one of two types"),
+    Exemption((ENCODE,), (MAP, SET, ROW, NULLABLE, POJO, ENUM, TIMESTAMP_DATA, DECIMAL_DATA),
+              "no encoder yet: write-savepoint writes unchanged values from their raw bytes and refuses an edit"),
+    Exemption((ENCODE,), (KRYO,),
+              "Kryo columns are JSON text, written back by kryo_encoder in the classes of the bytes they replace"),
+    Exemption((ENCODE,), (RAW_VALUE,),
+              "a RAW value is the bytes of a serializer the row's type does not name: kept as its bytes"),
+    Exemption((KEY_HASH,), (TTL, TTL_V2, TTL_AWARE, TIMER),
+              "wraps state values or timers, never a key: the key is hashed by the key serializer"),
+    Exemption((KEY_HASH,), (LIST, MAP, SET, ARRAY_LIST, TUPLE, ROW, NULLABLE, EXTERNAL, RAW_VALUE, POJO, ENUM, SCALA_CASE_CLASS,
+                            SCALA_TUPLE2_CASE_CLASS, SCALA_OPTION, SCALA_TRAVERSABLE, SCALA_EITHER, SCALA_ENUM, AVRO, ROW_DATA,
+                            TIMESTAMP_DATA, DECIMAL_DATA),
+              "the hashCode of a composite key (its fields', or the user class's own) is not computed here: "
+              "write-savepoint keeps such a row's key group and refuses another max parallelism"),
 )
 
 

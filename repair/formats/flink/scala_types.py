@@ -38,29 +38,25 @@ from typing import Any, Callable
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
+from repair.formats.flink import registry
 
-_S = "org.apache.flink.api.scala.typeutils."
-CASE_CLASS_SNAPSHOT = _S + "ScalaCaseClassSerializerSnapshot"
-TUPLE2_CASE_CLASS_SNAPSHOT = _S + "Tuple2CaseClassSerializerSnapshot"
-OPTION_SNAPSHOT = _S + "ScalaOptionSerializerSnapshot"
-TRAVERSABLE_SNAPSHOT = _S + "TraversableSerializerSnapshot"
-EITHER_SNAPSHOT = _S + "ScalaEitherSerializerSnapshot"
-#: ``Enumeration#Value`` (``EnumValueSerializer``): not a composite; its payload is read by :func:`read_enum_snapshot`.
-ENUM_SNAPSHOT = _S + "ScalaEnumSerializerSnapshot"
+#: ``Enumeration#Value`` (``EnumValueSerializer``): no nested serializers; its payload is read by :func:`read_enum_snapshot`.
+ENUM_SNAPSHOT = registry.SCALA_ENUM.class_name
 
-#: Labels of the Scala composites in ``serializers.COMPOSITE_SNAPSHOTS``.
-CASE_CLASS, OPTION, TRAVERSABLE, EITHER = "ScalaCaseClass", "ScalaOption", "ScalaTraversable", "ScalaEither"
+#: Labels of the Scala composites in ``serializers.COMPOSITE_SNAPSHOTS`` (their registry type names).
+CASE_CLASS, OPTION, TRAVERSABLE, EITHER = (registry.SCALA_CASE_CLASS.type_name, registry.SCALA_OPTION.type_name,
+                                           registry.SCALA_TRAVERSABLE.type_name, registry.SCALA_EITHER.type_name)
 LABELS = (CASE_CLASS, OPTION, TRAVERSABLE, EITHER)
 
 
-#: Scala snapshot class -> (label, the key of the UTF its outer payload holds, None: no outer payload),
-#: merged into ``serializers.COMPOSITE_SNAPSHOTS``.
-COMPOSITES: dict[str, tuple[str, str | None]] = {
-    CASE_CLASS_SNAPSHOT: (CASE_CLASS, "case_class"),
-    TUPLE2_CASE_CLASS_SNAPSHOT: (CASE_CLASS, "case_class"),
-    OPTION_SNAPSHOT: (OPTION, None),
-    TRAVERSABLE_SNAPSHOT: (TRAVERSABLE, "cbf_code"),
-    EITHER_SNAPSHOT: (EITHER, None),
+#: Scala composite -> the key of the UTF its outer payload holds (None: no outer payload), merged into
+#: ``serializers.COMPOSITE_SNAPSHOTS``.
+COMPOSITES: dict[registry.Serializer, str | None] = {
+    registry.SCALA_CASE_CLASS: "case_class",
+    registry.SCALA_TUPLE2_CASE_CLASS: "case_class",
+    registry.SCALA_OPTION: None,
+    registry.SCALA_TRAVERSABLE: "cbf_code",
+    registry.SCALA_EITHER: None,
 }
 
 # -- descriptions ------------------------------------------------------------------------------------

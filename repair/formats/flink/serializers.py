@@ -54,9 +54,6 @@ CONFIG_SNAPSHOT_ADAPTER_VERSION = 0x7A53C4F0
 
 MAX_DEPTH = 32
 
-_F = "org.apache.flink."
-_T = _F + "table.runtime.typeutils."
-
 
 #: Serializer snapshot versions are small positive numbers (1 to 3 in every release so far); beyond this
 #: bound a version is damage, not a release this decoder does not know.
@@ -158,59 +155,47 @@ def _external_outer(reader: ByteReader, outer_version: int) -> dict[str, Any]:
 
 
 #: ``TimerSerializer``'s snapshot (timers: key and namespace serializers nested).
-TIMER_SNAPSHOT = _F + "streaming.api.operators.TimerSerializerSnapshot"
-# CompositeTypeSerializerSnapshot subclasses -> (short type name, outer payload reader).
-COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, Any]]]] = {
-    _F + "api.common.typeutils.base.ListSerializerSnapshot": ("List", _no_outer),
-    _F + "api.common.typeutils.base.MapSerializerSnapshot": ("Map", _no_outer),
-    _F + "api.common.typeutils.base.SetSerializerSnapshot": ("Set", _no_outer),
-    _F + "runtime.state.ArrayListSerializerSnapshot": ("ArrayList", _no_outer),
-    _F + "runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot": ("TTL", _no_outer),
-    _F + "runtime.state.v2.ttl.TtlStateFactory$TtlSerializerSnapshot": ("TTL", _no_outer),
-    TIMER_SNAPSHOT: ("Timer", _no_outer),
-    _F + "streaming.api.operators.co.IntervalJoinOperator$BufferEntrySerializerSnapshot": ("BufferEntry", _no_outer),
-    _F + "streaming.runtime.streamrecord.StreamElementSerializer$StreamElementSerializerSnapshot": ("StreamElement", _no_outer),
-    _F + "streaming.api.datastream.CoGroupedStreams$UnionSerializerSnapshot": ("TaggedUnion", _no_outer),
-    _F + "api.java.typeutils.runtime.JavaEitherSerializerSnapshot": ("Either", _no_outer),
-    _F + "api.common.typeutils.SingleThreadAccessCheckingTypeSerializer$SingleThreadAccessCheckingTypeSerializerSnapshot": ("", _no_outer),
-    _F + "api.java.typeutils.runtime.TupleSerializerSnapshot": ("Tuple", _utf_outer("tuple_class")),
-    _F + "api.common.typeutils.base.GenericArraySerializerSnapshot": ("Array", _utf_outer("component_class")),
-    _F + "api.java.typeutils.runtime.RowSerializer$RowSerializerSnapshot": ("Row", _bool_outer_from_v4("supports_row_kind")),
-    _F + "api.java.typeutils.runtime.NullableSerializer$NullableSerializerSnapshot": ("Nullable", _int_outer("null_padding_length")),
-    _F + "streaming.api.functions.sink.TwoPhaseCommitSinkFunction$StateSerializerSnapshot": ("TwoPhaseCommitState", _bool_outer_from_v4("supports_null_transaction")),
-    _F + "streaming.api.functions.sink.legacy.TwoPhaseCommitSinkFunction$StateSerializerSnapshot": ("TwoPhaseCommitState", _bool_outer_from_v4("supports_null_transaction")),
-    _T + "RawValueDataSerializer$RawValueDataSerializerSnapshot": ("RAW", _no_outer),
-    _T + "ExternalSerializer$ExternalSerializerSnapshot": ("External", _external_outer),
-    _T + "WindowKeySerializer$WindowKeySerializerSnapshot": ("WindowKey", _no_outer),
-    _F + "table.dataview.MapViewSerializerSnapshot": ("MapView", _no_outer),
-    _F + "table.dataview.ListViewSerializerSnapshot": ("ListView", _no_outer),
-    _F + "table.dataview.NullAwareMapSerializerSnapshot": ("NullAwareMap", _no_outer),
+TIMER_SNAPSHOT = registry.TIMER.class_name
+_R = registry
+#: The outer payload of each CompositeTypeSerializerSnapshot subclass (the registry names them).
+_OUTER: dict[registry.Serializer, Callable[[ByteReader, int], dict[str, Any]]] = {
+    _R.LIST: _no_outer, _R.MAP: _no_outer, _R.SET: _no_outer, _R.ARRAY_LIST: _no_outer, _R.TTL: _no_outer,
+    _R.TTL_V2: _no_outer, _R.TIMER: _no_outer, _R.BUFFER_ENTRY: _no_outer, _R.STREAM_ELEMENT: _no_outer,
+    _R.TAGGED_UNION: _no_outer, _R.EITHER: _no_outer, _R.SINGLE_THREAD_ACCESS_CHECKING: _no_outer,
+    _R.TUPLE: _utf_outer("tuple_class"), _R.GENERIC_ARRAY: _utf_outer("component_class"),
+    _R.ROW: _bool_outer_from_v4("supports_row_kind"), _R.NULLABLE: _int_outer("null_padding_length"),
+    _R.TWO_PHASE_COMMIT: _bool_outer_from_v4("supports_null_transaction"),
+    _R.TWO_PHASE_COMMIT_LEGACY: _bool_outer_from_v4("supports_null_transaction"),
+    _R.RAW_VALUE: _no_outer, _R.EXTERNAL: _external_outer, _R.WINDOW_KEY: _no_outer, _R.MAP_VIEW: _no_outer,
+    _R.LIST_VIEW: _no_outer, _R.NULL_AWARE_MAP: _no_outer,
+    # flink-scala (Flink 1.x): case classes, Option, collections, Either
+    **{serializer: _utf_outer(key) if key else _no_outer for serializer, key in scala_types.COMPOSITES.items()},
 }
-# flink-scala (Flink 1.x): case classes, Option, collections, Either
-COMPOSITE_SNAPSHOTS.update({name: (label, _utf_outer(key) if key else _no_outer) for name, (label, key) in scala_types.COMPOSITES.items()})
+#: CompositeTypeSerializerSnapshot subclasses -> (label: the registry's type name, outer payload reader).
+COMPOSITE_SNAPSHOTS: dict[str, tuple[str, Callable[[ByteReader, int], dict[str, Any]]]] = {
+    serializer.class_name: (serializer.type_name, outer) for serializer, outer in _OUTER.items()
+}
 
-POJO_SNAPSHOT = _F + "api.java.typeutils.runtime.PojoSerializerSnapshot"
-KRYO_SNAPSHOT = _F + "api.java.typeutils.runtime.kryo.KryoSerializerSnapshot"
+POJO_SNAPSHOT = registry.POJO.class_name
+KRYO_SNAPSHOT = registry.KRYO.class_name
 #: The attribute of a ``KryoSerializerSnapshot`` naming the Kryo generation that wrote its values (2: Kryo
 #: 2.24, Flink 1.x; 5: Kryo 5, Flink 2.x). The snapshot's bytes do not say (they are the same in Flink
 #: 1.20 and 2.1): the readers set it from the checkpoint's metadata version (:func:`set_kryo_generation`).
 KRYO_GENERATION = "kryo_generation"
-ENUM_SNAPSHOT = _F + "api.common.typeutils.base.EnumSerializer$EnumSerializerSnapshot"
-TTL_AWARE_SNAPSHOT = _F + "runtime.state.ttl.TtlAwareSerializerSnapshot"
-ROW_DATA_SNAPSHOT = _T + "RowDataSerializer$RowDataSerializerSnapshot"
-TIMESTAMP_DATA_SNAPSHOT = _T + "TimestampDataSerializer$TimestampDataSerializerSnapshot"
-DECIMAL_DATA_SNAPSHOT = _T + "DecimalDataSerializer$DecimalSerializerSnapshot"
-BINARY_ROW_SNAPSHOT = _T + "BinaryRowDataSerializer$BinaryRowDataSerializerSnapshot"
-ARRAY_DATA_SNAPSHOT = _T + "ArrayDataSerializer$ArrayDataSerializerSnapshot"
-MAP_DATA_SNAPSHOT = _T + "MapDataSerializer$MapDataSerializerSnapshot"
+ENUM_SNAPSHOT = registry.ENUM.class_name
+TTL_AWARE_SNAPSHOT = registry.TTL_AWARE.class_name
+ROW_DATA_SNAPSHOT = registry.ROW_DATA.class_name
+TIMESTAMP_DATA_SNAPSHOT = registry.TIMESTAMP_DATA.class_name
+DECIMAL_DATA_SNAPSHOT = registry.DECIMAL_DATA.class_name
+BINARY_ROW_SNAPSHOT = registry.BINARY_ROW.class_name
+ARRAY_DATA_SNAPSHOT = registry.ARRAY_DATA.class_name
+MAP_DATA_SNAPSHOT = registry.MAP_DATA.class_name
 TABLE_SNAPSHOTS = (ROW_DATA_SNAPSHOT, TIMESTAMP_DATA_SNAPSHOT, DECIMAL_DATA_SNAPSHOT, BINARY_ROW_SNAPSHOT,
                    ARRAY_DATA_SNAPSHOT, MAP_DATA_SNAPSHOT)
 # GenericTypeSerializerSnapshot subclasses (payload: UTF type class).
 GENERIC_TYPE_SNAPSHOTS = {
-    _F + "api.java.typeutils.runtime.ValueSerializer$ValueSerializerSnapshot": "Value",
-    _F + "api.java.typeutils.runtime.CopyableValueSerializer$CopyableValueSerializerSnapshot": "CopyableValue",
-    _F + "api.java.typeutils.WritableTypeInfo$WritableSerializerSnapshot": "Writable",
-    _F + "api.java.typeutils.runtime.WritableSerializer$WritableSerializerSnapshot": "Writable",
+    serializer.class_name: serializer.type_name
+    for serializer in (registry.VALUE, registry.COPYABLE_VALUE, registry.WRITABLE_TYPE_INFO, registry.WRITABLE)
 }
 
 

@@ -24,7 +24,7 @@ from typing import Any, Callable
 
 from repair.formats.flink import avro, registry, scala_types
 from repair.formats.flink.row_data_encoder import RowEncodeError, row_data_encoder
-from repair.formats.flink.serializers import COMPOSITE_SNAPSHOTS, ROW_DATA_SNAPSHOT, TTL_AWARE_SNAPSHOT, SerializerSnapshot
+from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.flink.values import Timer, TtlValue
 
 _SIGN_BIT = 1 << 63
@@ -261,34 +261,28 @@ def encoder_for(snapshot: SerializerSnapshot | None) -> Encode | None:
     name = snapshot.class_name
     if name in _SIMPLE:
         return _not_null(name, _SIMPLE[name])
-    if name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
-        return encoder_for(snapshot.nested[0])
-    kind = COMPOSITE_SNAPSHOTS.get(name, ("",))[0]
-    if kind == "TTL":
-        return _ttl(snapshot)
-    if kind == "Timer":
-        return _timer(snapshot)
-    if kind in scala_types.LABELS:
-        return _scala(snapshot, kind)
-    if name == avro.AVRO_SNAPSHOT:
-        return _raising_encode_error(avro.encoder_for(snapshot), avro.AvroEncodeError)
-    if name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
-        return _raising_encode_error(scala_types.enum_encode(snapshot.attributes["enum_names"]), scala_types.ScalaEncodeError)
-    if kind in ("List", "ArrayList") and len(snapshot.nested) == 1:
-        return _list(snapshot)
-    if kind == "Tuple" and snapshot.nested:
-        return _tuple(snapshot)
-    if kind == "External" and len(snapshot.nested) == 1:  # the bytes are its internal serializer's
-        return encoder_for(snapshot.nested[0])
+    build = _COMPOSITES.get(name)
+    if build is not None:
+        return build(snapshot)
     if name == registry.STRING_DATA.class_name:
         return _checked(str, "string", lambda v: struct.pack(">i", len(v.encode("utf-8"))) + v.encode("utf-8"))
-    if name == ROW_DATA_SNAPSHOT:
-        return _row_data(snapshot)
     return None
+
+
+def _wrapped(snapshot: SerializerSnapshot) -> Encode | None:
+    """A TtlAwareSerializer or an ExternalSerializer: the bytes are its one nested serializer's."""
+    return encoder_for(snapshot.nested[0]) if len(snapshot.nested) == 1 else None
+
+
+def _scala_enum(snapshot: SerializerSnapshot) -> Encode | None:
+    names = snapshot.attributes.get("enum_names")
+    return _raising_encode_error(scala_types.enum_encode(names), scala_types.ScalaEncodeError) if isinstance(names, dict) else None
 
 
 def _list(snapshot: SerializerSnapshot) -> Encode | None:
     """``ListSerializer`` / ``ArrayListSerializer``: ``int size``, then the elements (never null)."""
+    if len(snapshot.nested) != 1:
+        return None
     element = encoder_for(snapshot.nested[0])
     if element is None:
         return None
@@ -306,7 +300,7 @@ def _tuple(snapshot: SerializerSnapshot) -> Encode | None:
     """``TupleSerializer``: the fields one after the other (never null); a tuple as a list (decoded) or
     ``{"f0": ..., ...}`` (its Parquet struct)."""
     fields = [encoder_for(n) for n in snapshot.nested]
-    if any(f is None for f in fields):
+    if not fields or any(f is None for f in fields):
         return None
     names = [f"f{i}" for i in range(len(fields))]
 
@@ -322,3 +316,14 @@ def _tuple(snapshot: SerializerSnapshot) -> Encode | None:
 
 def _row_data(snapshot: SerializerSnapshot) -> Encode | None:
     return _raising_encode_error(row_data_encoder(snapshot.attributes.get("logical_types") or []), RowEncodeError)
+
+
+_R = registry
+#: Each composite's encoder, built from its nested serializers' (None: its raw bytes must be kept).
+_COMPOSITES: dict[str, Callable[[SerializerSnapshot], Encode | None]] = registry.register(registry.ENCODE, {
+    _R.TTL_AWARE: _wrapped, _R.EXTERNAL: _wrapped, _R.TTL: _ttl, _R.TTL_V2: _ttl, _R.TIMER: _timer,
+    **{serializer: lambda s, label=serializer.type_name: _scala(s, label) for serializer in (
+        _R.SCALA_CASE_CLASS, _R.SCALA_TUPLE2_CASE_CLASS, _R.SCALA_OPTION, _R.SCALA_TRAVERSABLE, _R.SCALA_EITHER)},
+    _R.AVRO: lambda s: _raising_encode_error(avro.encoder_for(s), avro.AvroEncodeError), _R.SCALA_ENUM: _scala_enum,
+    _R.LIST: _list, _R.ARRAY_LIST: _list, _R.TUPLE: _tuple, _R.ROW_DATA: _row_data,
+})

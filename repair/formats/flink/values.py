@@ -38,16 +38,13 @@ from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import avro, kryo, registry, row_data, scala_types
 from repair.formats.flink.serializers import (
-    COMPOSITE_SNAPSHOTS,
     DECIMAL_DATA_SNAPSHOT,
-    ENUM_SNAPSHOT,
     KRYO_GENERATION,
     KRYO_SNAPSHOT,
     POJO_SNAPSHOT,
     ROW_DATA_SNAPSHOT,
     SIMPLE_SNAPSHOTS,
     TIMESTAMP_DATA_SNAPSHOT,
-    TTL_AWARE_SNAPSHOT,
     SerializerSnapshot,
     describe,
 )
@@ -707,6 +704,10 @@ def _raw_value(snapshot: SerializerSnapshot) -> Decoder:
     return Decoder(describe(snapshot), lambda r: row_data.sized(r, "raw value"))
 
 
+def _case_class(snapshot: SerializerSnapshot) -> Decoder:
+    return Decoder(describe(snapshot), scala_types.case_class_read([decoder_for(n).read for n in snapshot.nested]))
+
+
 def _scala_wrapping(snapshot: SerializerSnapshot, count: int, wrap: Callable[..., Callable[[ByteReader], Any]]) -> Decoder | None:
     """A Scala Option, collection or Either (:mod:`repair.formats.flink.scala_types`) of nested values
     this module decodes; unsupported (raw bytes kept, the reason naming the element) otherwise."""
@@ -719,23 +720,45 @@ def _scala_wrapping(snapshot: SerializerSnapshot, count: int, wrap: Callable[...
     return Decoder(describe(snapshot), wrap(*(n.read for n in nested)))
 
 
-_COMPOSITE_BUILDERS: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = {
-    scala_types.CASE_CLASS: lambda s: Decoder(describe(s), scala_types.case_class_read([decoder_for(n).read for n in s.nested])),
-    scala_types.OPTION: lambda s: _scala_wrapping(s, 1, scala_types.option_read),
-    scala_types.TRAVERSABLE: lambda s: _scala_wrapping(s, 1, scala_types.traversable_read),
-    scala_types.EITHER: lambda s: _scala_wrapping(s, 2, scala_types.either_read),
-    "External": _external,
-    "RAW": _raw_value,
-    "Tuple": _tuple,
-    "List": _list,
-    "ArrayList": _list,
-    "Map": _map,
-    "Set": _set,
-    "TTL": _ttl,
-    "Timer": _timer,
-    "Row": _row,
-    "Nullable": _nullable,
-}
+def _ttl_aware(snapshot: SerializerSnapshot) -> Decoder | None:
+    """``TtlAwareSerializer`` (Flink 2.x): the wrapped serializer's bytes."""
+    return decoder_for(snapshot.nested[0]) if len(snapshot.nested) == 1 else None
+
+
+def _kryo(snapshot: SerializerSnapshot) -> Decoder:
+    type_class = snapshot.attributes.get("type_class")
+    registrations = kryo.Registrations(snapshot.attributes.get("kryo_registrations"), snapshot.attributes.get("kryo_registration_serializers"))
+    generation = snapshot.attributes.get(KRYO_GENERATION)  # None: both generations are tried
+    return _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class, generation, registrations))
+
+
+def _scala_enum(snapshot: SerializerSnapshot) -> Decoder | None:
+    names = snapshot.attributes.get("enum_names")
+    return Decoder(describe(snapshot), scala_types.enum_read(names), 4) if isinstance(names, dict) else None
+
+
+def _avro(snapshot: SerializerSnapshot) -> Decoder:
+    read, problem = avro.reader_for(snapshot)
+    return Decoder(describe(snapshot), read) if read is not None else _unsupported(snapshot, problem)
+
+
+_R = registry
+#: Each composite's decoder, built from its nested serializers' (None: not decodable, raw bytes kept).
+_COMPOSITES: dict[str, Callable[[SerializerSnapshot], Decoder | None]] = registry.register(registry.DECODE, {
+    _R.SCALA_CASE_CLASS: _case_class, _R.SCALA_TUPLE2_CASE_CLASS: _case_class,
+    _R.SCALA_OPTION: lambda s: _scala_wrapping(s, 1, scala_types.option_read),
+    _R.SCALA_TRAVERSABLE: lambda s: _scala_wrapping(s, 1, scala_types.traversable_read),
+    _R.SCALA_EITHER: lambda s: _scala_wrapping(s, 2, scala_types.either_read),
+    _R.EXTERNAL: _external, _R.RAW_VALUE: _raw_value, _R.TUPLE: _tuple, _R.LIST: _list, _R.ARRAY_LIST: _list,
+    _R.MAP: _map, _R.SET: _set, _R.TTL: _ttl, _R.TTL_V2: _ttl, _R.TIMER: _timer, _R.ROW: _row, _R.NULLABLE: _nullable,
+    _R.POJO: _pojo, _R.ENUM: _enum, _R.TTL_AWARE: _ttl_aware, _R.ROW_DATA: _table, _R.TIMESTAMP_DATA: _table,
+    _R.DECIMAL_DATA: _table, _R.KRYO: _kryo, _R.SCALA_ENUM: _scala_enum, _R.AVRO: _avro,
+})
+#: The composites whose decoder has a fast path (``Decoder.fast``) when their nested serializers have one.
+registry.register(registry.FAST_DECODE, {serializer: _COMPOSITES[serializer.class_name] for serializer in (
+    _R.LIST, _R.ARRAY_LIST, _R.MAP, _R.SET, _R.TTL, _R.TTL_V2, _R.TIMER, _R.TUPLE, _R.ROW, _R.NULLABLE, _R.EXTERNAL, _R.POJO,
+    _R.ENUM, _R.TTL_AWARE,
+)})
 
 
 def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
@@ -750,26 +773,6 @@ def decoder_for(snapshot: SerializerSnapshot | None) -> Decoder:
     if name in _SIMPLE:
         read, length = _SIMPLE[name]
         return Decoder(SIMPLE_SNAPSHOTS[name], read, length, _FAST_SIMPLE.get(name))
-    decoder: Decoder | None = None
-    if name in COMPOSITE_SNAPSHOTS:
-        builder = _COMPOSITE_BUILDERS.get(COMPOSITE_SNAPSHOTS[name][0])
-        decoder = builder(snapshot) if builder else None
-    elif name == POJO_SNAPSHOT:
-        decoder = _pojo(snapshot)
-    elif name == ENUM_SNAPSHOT:
-        decoder = _enum(snapshot)
-    elif name == TTL_AWARE_SNAPSHOT and len(snapshot.nested) == 1:
-        decoder = decoder_for(snapshot.nested[0])
-    elif name in (ROW_DATA_SNAPSHOT, TIMESTAMP_DATA_SNAPSHOT, DECIMAL_DATA_SNAPSHOT):
-        decoder = _table(snapshot)
-    elif name == KRYO_SNAPSHOT:
-        type_class = snapshot.attributes.get("type_class")
-        registrations = kryo.Registrations(snapshot.attributes.get("kryo_registrations"), snapshot.attributes.get("kryo_registration_serializers"))
-        generation = snapshot.attributes.get(KRYO_GENERATION)  # None: both generations are tried
-        decoder = _KryoDecoder(describe(snapshot), lambda r: kryo.read_class_and_object(r, type_class, generation, registrations))
-    elif name == scala_types.ENUM_SNAPSHOT and isinstance(snapshot.attributes.get("enum_names"), dict):
-        decoder = Decoder(describe(snapshot), scala_types.enum_read(snapshot.attributes["enum_names"]), 4)
-    elif name == avro.AVRO_SNAPSHOT:
-        read, problem = avro.reader_for(snapshot)
-        decoder = Decoder(describe(snapshot), read) if read is not None else _unsupported(snapshot, problem)
+    build = _COMPOSITES.get(name)
+    decoder = build(snapshot) if build is not None else None
     return decoder if decoder is not None else _unsupported(snapshot)

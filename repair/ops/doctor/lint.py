@@ -11,10 +11,11 @@ from __future__ import annotations
 
 import difflib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from repair.errors import UsageError
-from repair.findings import Severity, kind_of
+from repair.findings import Problem, Severity, kind_of
 from repair.io.textinput import text_or_file
 from repair.ops.doctor.config import check_is_flink_config, parse_config
 from repair.ops.doctor.flink_keys import DEFAULT_INLINE_THRESHOLD, DEFAULT_NUM_RETAINED, OPTIONS, Version, parse_version
@@ -33,25 +34,27 @@ NETWORK_FS = re.compile(
 TMP_DIR = re.compile(r"^(?:file:/+)?/(?:var/)?tmp(?:/|$)")
 
 
-@dataclass
-class ConfigFinding:
-    """A hazard in a Flink configuration: which check, which key and value, why it matters, the fix."""
+@dataclass(frozen=True)
+class ConfigFinding(Problem):
+    """A hazard in a Flink configuration: which check, which key and value, why it matters, the fix.
+    Its JSON document has every one of these, null included."""
 
-    check: str
-    severity: Severity
-    key: str
-    value: str | None
-    why: str
-    fix: str
-    runbook: str | None = None
+    check: str = field(kw_only=True)
+    key: str = field(kw_only=True)
+    value: str | None = field(kw_only=True)
+    why: str = field(kw_only=True)
+    fix: str = field(kw_only=True)
+    runbook: str | None = field(default=None, kw_only=True)
 
-    def __post_init__(self) -> None:
-        self.severity = Severity(self.severity)
+    @classmethod
+    def of(cls, check: str, severity: str, key: str, value: str | None, why: str, fix: str, runbook: str | None = None) -> "ConfigFinding":
+        """The finding of ``check`` (kebab-case, its ``kind`` in snake_case) on ``key``: ``message`` is ``key: why``."""
+        return cls(kind_of(check), f"{key}: {why}", severity=Severity(severity), check=check, key=key, value=value, why=why,
+                   fix=fix, runbook=runbook)
 
-    def to_json(self) -> dict:
-        return {"kind": kind_of(self.check), "severity": self.severity, "message": f"{self.key}: {self.why}",
-                "check": self.check, "key": self.key, "value": self.value, "why": self.why, "fix": self.fix,
-                "runbook": self.runbook}
+    def context(self) -> tuple[tuple[str, Any], ...]:
+        return (("check", self.check), ("key", self.key), ("value", self.value), ("why", self.why), ("fix", self.fix),
+                ("runbook", self.runbook))
 
 
 @dataclass
@@ -145,7 +148,7 @@ def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> l
     checkpoint = _lookup(config, "checkpoint_dir", version)
     key = OPTIONS["rocksdb_localdir"].name_for(version)
     if not found:
-        return [ConfigFinding(
+        return [ConfigFinding.of(
             "rocksdb-localdir", "info", key, None,
             "not set: RocksDB works in the TaskManager's temporary directories (io.tmp.dirs; on YARN the "
             "container's appcache dir). A tmp cleaner or the cluster manager deleting files there gives "
@@ -157,7 +160,7 @@ def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> l
     findings = []
     for directory in _dirs(value):
         if checkpoint and _is_under(_local(directory), _local(checkpoint[1])):
-            findings.append(ConfigFinding(
+            findings.append(ConfigFinding.of(
                 "rocksdb-localdir-on-checkpoint-fs", "error", key, value,
                 f"{directory} is inside the checkpoint directory {checkpoint[1]} ({checkpoint[0]}): RocksDB's "
                 "working files live on the checkpoint filesystem, which (as a network or shared filesystem) "
@@ -166,7 +169,7 @@ def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> l
                 _runbook("hard-links-not-supported"),
             ))
         elif NETWORK_FS.search(directory):
-            findings.append(ConfigFinding(
+            findings.append(ConfigFinding.of(
                 "rocksdb-localdir-network-fs", "error", key, value,
                 f"{directory} looks like a network, shared or FUSE filesystem: RocksDB needs hard links and "
                 "fast local I/O ('while link file to ...: Not supported').",
@@ -174,7 +177,7 @@ def check_rocksdb_localdir(config: dict[str, str], version: Version | None) -> l
                 _runbook("hard-links-not-supported"),
             ))
         elif TMP_DIR.match(directory):
-            findings.append(ConfigFinding(
+            findings.append(ConfigFinding.of(
                 "rocksdb-localdir-tmp", "warning", key, value,
                 f"{directory} is under /tmp, which tmp cleaners (systemd-tmpfiles, tmpwatch) empty by age: "
                 "RocksDB's MANIFEST and SST files disappear under a running job.",
@@ -195,7 +198,7 @@ def check_shared_checkpoint_dir(config: dict[str, str], version: Version | None)
     job_id = _lookup(config, "job_id", version)
     checkpoint = _lookup(config, "checkpoint_dir", version)
     if job_id:
-        findings.append(ConfigFinding(
+        findings.append(ConfigFinding.of(
             "fixed-job-id", "warning" if checkpoint else "info", job_id[0], job_id[1],
             "a fixed job id: every deployment started with this configuration writes to "
             "<checkpoint-dir>/<job-id>/chk-N; two of them running, or a redeploy restoring an older checkpoint, "
@@ -206,7 +209,7 @@ def check_shared_checkpoint_dir(config: dict[str, str], version: Version | None)
         ))
     subdir = _lookup(config, "create_subdir", version)
     if subdir and subdir[1].lower() == "false":
-        findings.append(ConfigFinding(
+        findings.append(ConfigFinding.of(
             "no-job-id-subdir", "error" if checkpoint else "warning", subdir[0], subdir[1],
             "checkpoints are written directly into the checkpoint directory, without a <job-id> subdirectory: "
             "every job using this directory writes the same chk-N paths.",
@@ -221,12 +224,12 @@ def check_tolerable_failures(config: dict[str, str], version: Version | None) ->
     key = OPTIONS["tolerable_failures"].name_for(version)
     fix = f"set {key} to a small number (e.g. 3) so that one failed checkpoint does not restart the job"
     if not found:  # the same hazard as an explicit 0, so the same severity
-        return [ConfigFinding("tolerable-failures", "warning", key, None,
+        return [ConfigFinding.of("tolerable-failures", "warning", key, None,
                         "not set, so the default 0: Flink tolerates no failed checkpoint; the first one that fails "
                         "(timeout, storage hiccup) fails the job ('Exceeded checkpoint tolerable failure threshold').",
                         fix, _runbook("tolerable-failure-threshold"))]
     if found[1].strip() == "0":
-        return [ConfigFinding("tolerable-failures", "warning", found[0], found[1],
+        return [ConfigFinding.of("tolerable-failures", "warning", found[0], found[1],
                         "0: the first failed checkpoint fails the job ('Exceeded checkpoint tolerable failure "
                         "threshold').", fix, _runbook("tolerable-failure-threshold"))]
     return []
@@ -239,11 +242,11 @@ def check_num_retained(config: dict[str, str], version: Version | None) -> list[
     try:
         retained = int(raw) if raw is not None else DEFAULT_NUM_RETAINED
     except ValueError:
-        return [ConfigFinding("num-retained", "error", key, raw, "not a number", f"set {key} to an integer >= 2")]
+        return [ConfigFinding.of("num-retained", "error", key, raw, "not a number", f"set {key} to an integer >= 2")]
     if retained >= 2:
         return []
     what = f"{retained}" if found else f"not set (default {DEFAULT_NUM_RETAINED})"
-    return [ConfigFinding(
+    return [ConfigFinding.of(
         "num-retained", "warning", key, raw,
         f"{what}: only one checkpoint is kept, so when it is damaged (a missing MANIFEST, a bad SST) there is "
         "no older checkpoint to fall back to (repair fallback finds none).",
@@ -257,7 +260,7 @@ def check_local_recovery(config: dict[str, str], version: Version | None) -> lis
     if not found or found[1].lower() != "true":
         return []
     dirs = _lookup(config, "local_backup_dirs", version)
-    findings = [ConfigFinding(
+    findings = [ConfigFinding.of(
         "local-recovery", "info", found[0], found[1],
         "task-local recovery keeps a second copy of each TaskManager's state on its local disk and restores "
         "from it first; after a machine crash that copy can be torn ('checksum mismatch' in a localState dir). "
@@ -269,7 +272,7 @@ def check_local_recovery(config: dict[str, str], version: Version | None) -> lis
     if dirs:
         for directory in _dirs(dirs[1]):
             if NETWORK_FS.search(directory):
-                findings.append(ConfigFinding(
+                findings.append(ConfigFinding.of(
                     "local-recovery-network-fs", "warning", dirs[0], dirs[1],
                     f"{directory} looks like a network filesystem: local recovery is only useful (and only "
                     "safe against hard-link limits) on a local disk",
@@ -285,7 +288,7 @@ def check_inline_threshold(config: dict[str, str], version: Version | None) -> l
     key, value = found
     size = _size(value)
     if size is None:
-        return [ConfigFinding("inline-threshold", "error", key, value, "not a memory size (e.g. 20kb)",
+        return [ConfigFinding.of("inline-threshold", "error", key, value, "not a memory size (e.g. 20kb)",
                         f"set {key} to a size such as 20kb")]
     if size > 1024 * 1024:
         severity, why = "warning", "above 1 MiB"
@@ -293,7 +296,7 @@ def check_inline_threshold(config: dict[str, str], version: Version | None) -> l
         severity, why = "warning", "far above the 20 kb default"
     else:
         return []
-    return [ConfigFinding(
+    return [ConfigFinding.of(
         "inline-threshold", severity, key, value,
         f"{why}: every state file below it is stored inside _metadata, for every subtask; _metadata grows to "
         "parallelism x threshold per operator, the JobManager holds it in memory and writes it on every "
@@ -311,7 +314,7 @@ def check_key_names(config: dict[str, str], version: Version | None) -> list[Con
         for name in used:
             if version is not None and option.since(name) > version:
                 old = option.name_for(version)
-                findings.append(ConfigFinding(
+                findings.append(ConfigFinding.of(
                     "unknown-key", "error", name, config[name],
                     f"Flink {_v(version)} does not read {name} (introduced in {_v(option.since(name))}): the "
                     "setting is silently ignored.",
@@ -320,7 +323,7 @@ def check_key_names(config: dict[str, str], version: Version | None) -> list[Con
             elif name != option.name_for(version):
                 current = option.name_for(version)
                 severity = "warning" if version is not None else "info"
-                findings.append(ConfigFinding(
+                findings.append(ConfigFinding.of(
                     "deprecated-key", severity, name, config[name],
                     f"renamed to {current} in Flink {_v(option.since(current))}; the old name is still read as a "
                     "deprecated key, but mixing names makes it easy to set an option twice.",
@@ -328,7 +331,7 @@ def check_key_names(config: dict[str, str], version: Version | None) -> list[Con
                     None,
                 ))
         if len(used) > 1:
-            findings.append(ConfigFinding(
+            findings.append(ConfigFinding.of(
                 "key-set-twice", "warning", ", ".join(used), " | ".join(config[n] for n in used),
                 f"one option under {len(used)} names; Flink reads only one of them (the newest name it knows).",
                 f"keep only {option.name_for(version)}", None,
@@ -350,7 +353,7 @@ def check_misspelled_keys(config: dict[str, str], version: Version | None) -> li
             continue
         close = difflib.get_close_matches(key, known, n=1, cutoff=0.9)
         if close:
-            findings.append(ConfigFinding(
+            findings.append(ConfigFinding.of(
                 "misspelled-key", "warning", key, config[key],
                 f"Flink has no option {key}: it ignores it silently, so the setting never takes effect.",
                 f"did you mean {close[0]}?", None,

@@ -422,7 +422,7 @@ def _damaged(result: RebuildDbResult, name: str, reason: str, error: RepairError
     droppable = reason in ("missing", "truncated", "corrupt", "unreadable")
     if drop_missing and droppable:
         meta = old.file(file_number(name))
-        item = LostItem(name, reason, message, getattr(error, "offset", None))
+        item = LostItem(name, reason, message, error.offset)
         if meta is not None:
             cf, fmeta = meta
             item.column_family, item.level = cf, fmeta.level

@@ -296,7 +296,7 @@ def _manifest_records(
             for record in edit.new_files:
                 records[record.number] = (families.get(edit.column_family, f"column family {edit.column_family}"), record)
     except RepairError as error:
-        problems.append(Problem("unreadable", error.message, getattr(error, "offset", 0) or 0))
+        problems.append(Problem.from_error("unreadable", error, message=error.message, offset=error.offset or 0))
     if problems and not records:
         first = problems[0]
         return name, {}, f"{name} is damaged (at offset {first.offset}: {first.message}): the file's column family and key range are unknown"

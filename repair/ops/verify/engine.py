@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from repair.errors import RepairError
-from repair.findings import Severity
+from repair.findings import Problem, Severity
 from repair.formats.flink.handles import (
     ChangelogBackendHandle,
     ChangelogStreamHandle,
@@ -81,24 +81,23 @@ class Reference:
         return None if self.operator is None else operator_label(self.operator)
 
 
-@dataclass
-class CheckpointFinding:
-    """A problem in a checkpoint: what (a :class:`~repair.findings.Problem`'s fields) and where (which
-    snapshot, operator, subtask and file reference the bytes)."""
+@dataclass(frozen=True)
+class CheckpointFinding(Problem):
+    """A problem in a checkpoint: what (a :class:`~repair.findings.Problem`) and where (which snapshot,
+    operator, subtask and file reference the bytes). Its JSON document has every field, null included."""
 
-    severity: Severity
-    kind: str
-    message: str
-    reference: Reference
-    path: str | None = None
-    offset: int | None = None
-    expected: Any = None
-    found: Any = None
+    reference: Reference = field(kw_only=True)
+    path: str | None = field(default=None, kw_only=True)
     #: The RocksDB column family (= Flink state) of an SST, when its MANIFEST says so.
-    column_family: str | None = None
+    column_family: str | None = field(default=None, kw_only=True)
 
-    def __post_init__(self) -> None:
-        self.severity = Severity(self.severity)
+    ALWAYS_COMPARED = True
+
+    @classmethod
+    def of(cls, problem: Problem, reference: Reference, **where: Any) -> "CheckpointFinding":
+        """``problem`` (of a file, or of ``_metadata``) where ``reference`` says: ``path``, ``column_family``."""
+        return cls(kind=problem.kind, message=problem.message, offset=problem.offset, expected=problem.expected,
+                   found=problem.found, severity=problem.severity, details=problem.details, reference=reference, **where)
 
     def describe(self, root: str | None = None) -> str:
         """One line an on-call engineer can act on; ``path`` is shown relative to ``root``."""
@@ -112,37 +111,16 @@ class CheckpointFinding:
             path = path[len(root.rstrip("/")) + 1 :]
         return f" ({path})"
 
-    def to_json(self) -> dict:
+    def context(self) -> tuple[tuple[str, Any], ...]:
         ref = self.reference
-        return {
-            "severity": self.severity,
-            "kind": self.kind,
-            "checkpoint": ref.checkpoint,
-            "snapshot": ref.snapshot,
-            "operator": ref.operator,
-            "subtask": ref.subtask,
-            "local_name": ref.local_name,
-            "path": self.path,
-            "offset": self.offset,
-            "expected": _plain(self.expected),
-            "found": _plain(self.found),
-            "message": self.describe(),
-            "column_family": self.column_family,
-            "key_group_range": list(ref.key_groups) if ref.key_groups else None,
-        }
+        return (("checkpoint", ref.checkpoint), ("snapshot", ref.snapshot), ("operator", ref.operator), ("subtask", ref.subtask),
+                ("local_name", ref.local_name), ("path", self.path), ("column_family", self.column_family),
+                ("key_group_range", list(ref.key_groups) if ref.key_groups else None))
 
     def group_key(self) -> tuple:
         """Findings of one physical problem share this key (one per referencing checkpoint)."""
         ref = self.reference
         return (self.kind, self.path, self.offset, self.message, ref.operator, ref.subtask, ref.local_name)
-
-
-def _plain(value: Any) -> Any:
-    if value is None or isinstance(value, (bool, int, float, str)):
-        return value
-    if isinstance(value, (bytes, bytearray)):
-        return value.hex()
-    return str(value)
 
 
 @dataclass
@@ -375,11 +353,8 @@ def _plan_path(path: str | Layout, storage: st.Storage, plan: _Plan) -> Layout:
             plan.snapshots.append(SnapshotSummary(name, ref.number, kind, ref.directory, ok=False, number=ref.number,
                                                   written_at=info.mtime if info else None))
             plan.findings.append(
-                CheckpointFinding(
-                    "error", "metadata_undecodable", error.message, Reference(name, ref.number, local_name=METADATA),
-                    path=ref.metadata_uri, offset=getattr(error, "offset", None),
-                    expected=getattr(error, "expected", None), found=getattr(error, "found", None),
-                )
+                CheckpointFinding.from_error("metadata_undecodable", error, message=error.message,
+                                             reference=Reference(name, ref.number, local_name=METADATA), path=ref.metadata_uri)
             )
             continue
         plan.loaded[ref.name] = snapshot
@@ -400,11 +375,11 @@ def _damaged_path(resolved, reference: Reference) -> CheckpointFinding:
     """A handle whose recorded path disagrees with where the snapshot's other files were written (see
     :mod:`repair.io.layout`): Flink opens the recorded path and fails with ``FileNotFoundException``."""
     return CheckpointFinding(
-        "error", DAMAGED_PATH,
+        DAMAGED_PATH,
         f"_metadata records this file at {resolved.recorded}, where it is not; it is at {resolved.uri}, where the "
         "checkpoint's other files were written: a damaged path (Flink opens the recorded path and fails); "
         "`repair relocate` writes a _metadata recording where each file is",
-        reference, path=resolved.uri, expected=resolved.uri, found=resolved.recorded,
+        reference=reference, path=resolved.uri, expected=resolved.uri, found=resolved.recorded,
     )
 
 
@@ -427,7 +402,7 @@ def _plan_snapshot(snapshot: LoadedSnapshot, plan: _Plan) -> None:
         try:
             resolved = resolver.resolve(handle)
         except RepairError as error:
-            plan.findings.append(CheckpointFinding("error", "unresolvable_path", error.message, reference))
+            plan.findings.append(CheckpointFinding.from_error("unresolvable_path", error, message=error.message, reference=reference))
             return None
         if resolved is None:
             return None
@@ -485,10 +460,8 @@ def _check_trailer(snapshot: LoadedSnapshot, plan: _Plan) -> None:
     problem = snapshot.metadata.trailer_problem()
     if problem is None:
         return
-    plan.findings.append(CheckpointFinding(
-        problem.severity, problem.kind, problem.message,
-        Reference(snapshot.ref.name, snapshot.metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
-        offset=problem.offset, expected=problem.expected, found=problem.found,
+    plan.findings.append(CheckpointFinding.of(
+        problem, Reference(snapshot.ref.name, snapshot.metadata.checkpoint_id, local_name=METADATA), path=snapshot.ref.metadata_uri,
     ))
 
 
@@ -500,10 +473,10 @@ def _check_checkpoint_id(snapshot: LoadedSnapshot, plan: _Plan) -> None:
     if number is None or recorded == number:
         return
     plan.findings.append(CheckpointFinding(
-        "error", "checkpoint_id_mismatch",
+        "checkpoint_id_mismatch",
         f"_metadata of {snapshot.ref.name} records checkpoint {recorded}: it is another checkpoint's _metadata, and Flink "
         f"would restore checkpoint {recorded}'s state from it",
-        Reference(snapshot.ref.name, recorded, local_name=METADATA), path=snapshot.ref.metadata_uri,
+        reference=Reference(snapshot.ref.name, recorded, local_name=METADATA), path=snapshot.ref.metadata_uri,
         expected=f"checkpoint id {number}", found=f"checkpoint id {recorded}",
     ))
 
@@ -517,10 +490,10 @@ def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference]
                 # and restores the materialized state alone: real Flink 2.1 restores other state from such a
                 # handle (damage matrix: flink-2.1-heap-changelog/changelog-handle/missing).
                 plan.findings.append(CheckpointFinding(
-                    "error", "bad_changelog",
+                    "bad_changelog",
                     f"a changelog handle records {handle.state_size} bytes of changes but points at no change set: "
                     "Flink would restore the materialized state without the changes logged since",
-                    ref(role="changelog"), offset=handle.offset, expected="one change set or more", found="none"))
+                    reference=ref(role="changelog"), offset=handle.offset, expected="one change set or more", found="none"))
             for piece in handle.handles:
                 reference = ref(role="changelog")
                 task = add(piece.handle, reference, "changelog")
@@ -533,7 +506,8 @@ def _plan_changelog(keyed: ChangelogBackendHandle, ref: Callable[..., Reference]
                 try:
                     decode_change(StateChange(change.key_group, change.data, 0))
                 except RepairError as error:
-                    plan.findings.append(CheckpointFinding("error", "bad_changelog", f"a change kept in _metadata: {error}", ref(role="changelog")))
+                    plan.findings.append(CheckpointFinding.from_error("bad_changelog", error, message=f"a change kept in _metadata: {error}",
+                                                                     reference=ref(role="changelog")))
 
 
 def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | None) -> None:
@@ -554,13 +528,13 @@ def _replay_changelogs(plan: _Plan, storage: st.Storage, snapshot_name: str | No
     for (snapshot, keyed, reference), check in zip(todo, checks):
         if check.error is not None:
             error = check.error
-            plan.findings.append(CheckpointFinding("error", "bad_changelog", f"replaying the changelog: {error}", reference,
-                                         path=error.source, offset=getattr(error, "offset", None),
-                                         expected=getattr(error, "expected", None), found=getattr(error, "found", None)))
+            plan.findings.append(CheckpointFinding.from_error("bad_changelog", error, message=f"replaying the changelog: {error}",
+                                                              reference=reference, path=error.source))
         if check.unchecked:
             names = ", ".join(repr(name) for name in check.unchecked)
             first = next(iter(check.unchecked.values()))
-            plan.findings.append(CheckpointFinding("warning", "not_fully_checked", f"changes of states not decoded: {names}; {first}", reference))
+            plan.findings.append(CheckpointFinding("not_fully_checked", f"changes of states not decoded: {names}; {first}",
+                                                   severity=Severity.WARNING, reference=reference))
 
 
 def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[CheckpointFinding]:
@@ -581,17 +555,17 @@ def _check_change_sets(plan: _Plan, results: dict[tuple, FileResult]) -> list[Ch
             for change in changes:
                 decode_change(change)
         except RepairError as error:
-            findings.append(CheckpointFinding(
-                "error", "bad_changelog", f"the change set at offset {position} that _metadata points at does not decode: {error}",
-                reference, path=result.task.uri, offset=getattr(error, "offset", position),
-                expected=getattr(error, "expected", None), found=getattr(error, "found", None)))
+            finding = CheckpointFinding.from_error(
+                "bad_changelog", error, message=f"the change set at offset {position} that _metadata points at does not decode: {error}",
+                reference=reference, path=result.task.uri)
+            findings.append(finding if finding.offset is not None else replace(finding, offset=position))
             continue
         if result.change_sets_framed and position not in result.change_sets:
             findings.append(CheckpointFinding(
-                "error", "bad_changelog",
+                "bad_changelog",
                 f"_metadata points at offset {position} of this changelog file, where no change set starts: "
                 "Flink would read other bytes as changes",
-                reference, path=result.task.uri, offset=position,
+                reference=reference, path=result.task.uri, offset=position,
                 expected="one of the change set offsets " + ", ".join(map(str, result.change_sets[:8])) + (" ..." if len(result.change_sets) > 8 else ""),
                 found=position,
             ))
@@ -671,10 +645,7 @@ def _assemble(
         for problem in result.problems:
             for reference in plan.references[key]:
                 cf = column_families.get((reference.snapshot, reference.operator, reference.subtask, reference.local_name))
-                findings.append(
-                    CheckpointFinding(problem.severity, problem.kind, problem.message, reference, path=task.uri,
-                            offset=problem.offset, expected=problem.expected, found=problem.found, column_family=cf)
-                )
+                findings.append(CheckpointFinding.of(problem, reference, path=task.uri, column_family=cf))
     for instance in plan.instances:
         if checked is None or instance.reference.snapshot in checked:
             findings.extend(_cross_check(instance, results))
@@ -733,7 +704,7 @@ def _cross_check(instance: _Instance, results: dict[tuple, FileResult]) -> list[
         reference = Reference(
             base.snapshot, base.checkpoint, base.operator, base.subtask, base.parallelism, local_name, "instance", base.key_groups
         )
-        findings.append(CheckpointFinding(severity, kind, message, reference, path=task.uri if task else None, **extra))
+        findings.append(CheckpointFinding(kind, message, severity=severity, reference=reference, path=task.uri if task else None, **extra))
 
     manifests = sorted(n for n in instance.others if n.startswith("MANIFEST-"))
     current_task = instance.others.get("CURRENT")

@@ -235,8 +235,8 @@ def _check_options(source, result: FileResult) -> None:
     try:
         parse_options(data)
     except RepairError as error:
-        result.problems.append(Problem("bad_options", f"OPTIONS does not parse: {error}; {OPTIONS_UNUSED}",
-                                       getattr(error, "offset", None), severity="warning"))
+        result.problems.append(Problem.from_error("bad_options", error, message=f"OPTIONS does not parse: {error}; {OPTIONS_UNUSED}",
+                                                  severity=Severity.WARNING))
 
 
 def _check_backend_meta(source, result: FileResult) -> None:
@@ -246,7 +246,7 @@ def _check_backend_meta(source, result: FileResult) -> None:
     try:
         decode_keyed_backend_meta(data)
     except RepairError as error:
-        result.problems.append(Problem("bad_backend_meta", str(error), getattr(error, "offset", None)))
+        result.problems.append(Problem.from_error("bad_backend_meta", error))
 
 
 def _mark_kryo_generation(meta, task: FileTask) -> None:
@@ -280,8 +280,7 @@ def _check_key_groups(source, result: FileResult) -> None:
             except UnsupportedSerializerError as error:
                 unchecked.append((stream.name, error))
     except RepairError as error:
-        result.problems.append(Problem("bad_key_groups", str(error), getattr(error, "offset", None),
-                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        result.problems.append(Problem.from_error("bad_key_groups", error))
     if unchecked:
         names = ", ".join(repr(name) for name, _ in unchecked)
         first = unchecked[0][1]
@@ -309,8 +308,7 @@ def _check_raw_keyed(source, result: FileResult) -> None:
     except UnsupportedSerializerError as error:
         result.problems.append(Problem("not_fully_checked", f"timers not checked: {error}", error.offset, severity="warning"))
     except RepairError as error:
-        result.problems.append(Problem("bad_raw_timers", str(error), getattr(error, "offset", None),
-                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        result.problems.append(Problem.from_error("bad_raw_timers", error))
     result.bytes_checked += source.size
 
 
@@ -334,8 +332,7 @@ def _check_changelog(source, result: FileResult) -> None:
     try:
         stream = changelog_stream(data)
     except RepairError as error:  # no change set of it can be read
-        result.problems.append(Problem("bad_changelog", str(error) + where, getattr(error, "offset", None),
-                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        result.problems.append(Problem.from_error("bad_changelog", error, message=str(error) + where))
         return
     result.change_stream = stream
     if len(stream) != result.task.size:
@@ -350,8 +347,8 @@ def _check_changelog(source, result: FileResult) -> None:
             for change in changes:
                 decode_change(change)
     except RepairError as error:
-        result.problems.append(Problem("bad_changelog", f"{error}{where}; {CHANGE_SETS_READ}", getattr(error, "offset", None),
-                                       getattr(error, "expected", None), getattr(error, "found", None), severity="warning"))
+        result.problems.append(Problem.from_error("bad_changelog", error, message=f"{error}{where}; {CHANGE_SETS_READ}",
+                                                  severity=Severity.WARNING))
         result.change_sets_framed = False
     result.change_sets = tuple(starts)
     result.blocks_checked += len(starts)
@@ -384,8 +381,7 @@ def _check_operator_state(source, result: FileResult) -> None:
                     unchecked.append(f"state {state.name!r}: {row['error']}")
                     break
     except RepairError as error:
-        result.problems.append(Problem("bad_operator_state", str(error), getattr(error, "offset", None),
-                                       getattr(error, "expected", None), getattr(error, "found", None)))
+        result.problems.append(Problem.from_error("bad_operator_state", error))
         return
     if unchecked:
         result.problems.append(Problem("not_fully_checked", "operator state not fully checked: " + "; ".join(unchecked),

@@ -719,6 +719,16 @@ def _unwrap(snapshot: SerializerSnapshot | None) -> tuple[SerializerSnapshot | N
     return snapshot, ttl
 
 
+#: The composites read column-wise: by :func:`_vector`'s branch for each (from their nested serializers'
+#: readers), or, for the TTL wrappers, their user value's reader after :func:`_unwrap` (the timestamp a
+#: column of its own).
+registry.register(registry.COLUMN_READER, {
+    **dict.fromkeys((registry.ENUM, registry.NULLABLE, registry.LIST, registry.ARRAY_LIST, registry.SET, registry.MAP,
+                     registry.POJO, registry.TUPLE, registry.ROW), _vector),
+    **dict.fromkeys((registry.TTL, registry.TTL_V2, registry.TTL_AWARE), _unwrap),
+})
+
+
 def field_reader(snapshot: SerializerSnapshot | None, arrow: pa.DataType | None) -> _Field:
     """The column-wise reader of values of ``snapshot`` for a column of Arrow type ``arrow`` (None: JSON
     text); raises :class:`ColumnarMiss` when there is none."""

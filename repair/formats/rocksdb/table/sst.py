@@ -286,10 +286,8 @@ class BlockProblem(Problem):
     block_kind: str | None = None
     size: int | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        document = super().to_json()
-        document.update((name, value) for name, value in (("block_kind", self.block_kind), ("size", self.size)) if value is not None)
-        return document
+    def context(self) -> tuple[tuple[str, Any], ...]:
+        return tuple((name, value) for name, value in (("block_kind", self.block_kind), ("size", self.size)) if value is not None)
 
 
 @dataclass
@@ -366,19 +364,10 @@ def problem_from_error(error: FormatError, block_kind: str | None = None, handle
     else:
         kind = "bad_block"
     prefix = f"{block_kind} block: " if block_kind and block_kind != "footer" and not error.message.startswith(block_kind) else ""
-    return BlockProblem(
-        kind=kind,
-        message=prefix + error.message,
-        block_kind=block_kind,
-        offset=error.offset if handle is None else handle.offset,
-        size=None if handle is None else handle.size,
-        expected=_jsonable(error.expected),
-        found=_jsonable(error.found),
+    return BlockProblem.from_error(
+        kind, error, message=prefix + error.message, block_kind=block_kind,
+        offset=error.offset if handle is None else handle.offset, size=None if handle is None else handle.size,
     )
-
-
-def _jsonable(value: Any) -> Any:
-    return value if isinstance(value, (int, str, type(None))) else str(value)
 
 
 # -- the table ---------------------------------------------------------------------------------
