@@ -24,6 +24,7 @@ from tests.conftest import (
     AVRO_FIXTURE_NAMES,
     FIXTURE_NAMES,
     FIXTURES,
+    GROWTH_FIXTURE_NAMES,
     KRYO_FIXTURE_NAMES,
     SCALA_FIXTURE_NAMES,
     SQL_FIXTURE_NAMES,
@@ -33,7 +34,8 @@ from tests.conftest import (
 
 
 def test_every_matrix_entry_is_committed():
-    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
+    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES
+                  + GROWTH_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
 
 
 def test_matrix_covers_the_required_variants():

@@ -737,7 +737,39 @@ def render_size(result) -> None:
     if left:
         console.print(f"... and {left} smaller group(s) (--top N, --json)")
     console.print(f"read {human_bytes(result.bytes_read)} to count them (SST footers and properties, _metadata)")
+    if document["deep"] is not None:
+        _render_deep(console, document["deep"], result.top or SIZE_TOP)
     _print_file_findings(console, result.findings)
+
+
+def _render_deep(console, deep: dict, top: int) -> None:
+    """``size --deep``: per state its live entries, what a compaction would reclaim, expired TTL rows, skew
+    and largest key; then the value sizes of the largest state as a histogram."""
+    console.print(f"[bold]keyed state of checkpoint {deep['checkpoint_id']}, read entry by entry[/]", markup=True)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("state", "live", "live bytes", "reclaimable", "expired", "fullest key group", "largest key"):
+        table.add_column(column, justify="left" if column in ("state", "largest key") else "right", overflow="fold")
+    for state in deep["states"][:top]:
+        ttl = state["ttl"]
+        if ttl["expired_rows"] is not None:
+            expired = f"{ttl['expired_rows']:,} of {ttl['rows']:,} ({human_bytes(ttl['expired_bytes'])})"
+        else:
+            expired = f"{ttl['rows']:,} with TTL (--ttl)" if ttl["rows"] else ""
+        reclaimable = "" if state["reclaimable_entries"] is None else \
+            f"{state['reclaimable_entries']:,} ({human_bytes(state['reclaimable_bytes'] or 0)})"
+        skew = state["skew"]
+        fullest = f"{skew['max_entries']:,} (mean {skew['mean_entries']:g})" if skew["key_groups"] else ""
+        largest = state["largest_keys"][0] if state["largest_keys"] else None
+        table.add_row(_size_label({"operator": state["operator"], "state": state["state"]}), f"{state['live_entries']:,}",
+                      human_bytes(state["key_bytes"] + state["value_bytes"]), reclaimable, expired, fullest,
+                      "" if largest is None else f"{escape(largest['key'] or '')} ({human_bytes(largest['bytes'])})")
+    console.print(table)
+    largest_state = next((s for s in deep["states"] if s["value_sizes"]), None)
+    if largest_state is not None:
+        most = max(b["entries"] for b in largest_state["value_sizes"])
+        console.print(f"value sizes of {escape(largest_state['state'])}:")
+        for bucket in largest_state["value_sizes"]:
+            console.print(f"  {bucket['from']:>8,}-{bucket['to']:<8,} {_bar(bucket['entries'], most)} {bucket['entries']:,}")
 
 
 def _print_file_findings(console, findings) -> None:

@@ -52,6 +52,7 @@ from repair.io import storage as st
 from repair.io.layout import ResolvedFile, SnapshotRef, discover
 from repair.io.resolved import IN_FLIGHT, close, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.size_deep import DeepSize, deep_size, parse_time_ms, parse_ttls
 from repair.results import CommandResult
 
 #: What ``--by`` groups by: the :class:`Piece` fields that make a group's key.
@@ -217,6 +218,8 @@ class SizeResult(FilesVerdict):
     #: Bytes read from storage (``_metadata`` files and SST tails): the cost of the accounting.
     bytes_read: int
     findings: list[Problem] = field(default_factory=list)
+    #: ``--deep``: what the keyed state of the newest (or the chosen) checkpoint holds, read entry by entry.
+    deep: DeepSize | None = None
 
     def document(self) -> dict:
         return {
@@ -225,6 +228,7 @@ class SizeResult(FilesVerdict):
             "by": self.by,
             "bytes_read": self.bytes_read,
             "checkpoints": [c.to_json(self.by, self.top) for c in self.checkpoints],
+            "deep": None if self.deep is None else self.deep.to_json(),
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -500,9 +504,15 @@ def _range(key_groups) -> tuple[int, int]:
 
 
 def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: int | None = None,
-         storage: st.Storage | None = None, on_progress: Callable[[int, int], None] | None = None) -> SizeResult:
+         storage: st.Storage | None = None, on_progress: Callable[[int, int], None] | None = None,
+         deep: bool = False, now: str | None = None, ttl: list[str] | None = None) -> SizeResult:
     """The bytes of the snapshot at ``path`` (for a job root: of each retained checkpoint, or ``checkpoint``)
-    per operator, state, subtask, key-group range or file (``by``)."""
+    per operator, state, subtask, key-group range or file (``by``). ``deep``: also read the keyed state
+    of the newest of them (:mod:`repair.ops.size_deep`), TTL expiry judged at ``now`` (epoch ms or ISO
+    8601; default the current time) with ``ttl`` (``STATE=DURATION`` or ``DURATION``, as ``--ttl``)."""
+    if (now is not None or ttl) and not deep:
+        raise UsageError("--now and --ttl go with --deep")
+    now_ms, ttls = parse_time_ms(now), parse_ttls(ttl)
     if by not in GROUPINGS:
         raise UsageError(f"--by {by!r}: expected one of {', '.join(GROUPINGS)}")
     if top is not None and top < 1:
@@ -515,7 +525,12 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
         if not refs:
             raise UsageError(f"no chk-{checkpoint} here (retained: {', '.join(str(r.number) for r in layout.snapshots)})")
     measured = measure([(ref, layout.root) for ref in refs], storage, on_progress)
-    return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings)
+    deep_result = None
+    if deep:
+        snapshot = load_snapshot(refs[-1], layout.root, storage)
+        deep_result = deep_size(snapshot, storage, measured.checkpoints[-1].pieces, now=now_ms, ttls=ttls, top=top)
+    return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings,
+                      deep_result)
 
 
 @dataclass
