@@ -739,7 +739,40 @@ def render_size(result) -> None:
     console.print(f"read {human_bytes(result.bytes_read)} to count them (SST footers and properties, _metadata)")
     if document["deep"] is not None:
         _render_deep(console, document["deep"], result.top or SIZE_TOP)
+    if document["history"] is not None:
+        _render_history(console, document["history"], result.top is not None)
     _print_file_findings(console, result.findings)
+
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def _sparkline(values: list[int]) -> str:
+    """``values`` as one mark each, from the smallest (▁) to the largest (█)."""
+    low, high = min(values), max(values)
+    return "".join(_SPARKS[0 if high == low else round((v - low) * (len(_SPARKS) - 1) / (high - low))] for v in values)
+
+
+def _render_history(console, history: dict, all_shown: bool) -> None:
+    """``size --history``: the root's bytes over the retained checkpoints, then the states that grew most."""
+    ids = history["checkpoint_ids"]
+    console.print(f"[bold]growth over checkpoints {ids[0]}-{ids[-1]} ({len(ids)} retained): "
+                  f"{escape(_signed_bytes(history['growth_bytes']))}[/]  {_sparkline(history['bytes'])}", markup=True)
+    states = history["states"]
+    shown = states if all_shown else states[:SIZE_TOP]
+    largest = max((abs(s["growth_bytes"]) for s in shown), default=0) or 1
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("state", "first", "last", "growth", "", "over time", "entries"):
+        table.add_column(column, justify="left" if column in ("state", "", "over time") else "right", overflow="fold")
+    for state in shown:
+        growth = state["growth_bytes"]
+        table.add_row(_size_label({"operator": state["operator"], "state": state["state"]}), human_bytes(state["bytes"][0]),
+                      human_bytes(state["bytes"][-1]), _signed_bytes(growth), _bar(growth, largest, "█" if growth > 0 else "░"),
+                      _sparkline(state["bytes"]), f"{state['growth_entries']:+,}" if state["growth_entries"] else "")
+    console.print(table)
+    left = len(states) - len(shown) + history["states_left_off"]
+    if left:
+        console.print(f"... and {left} state(s) that changed less (--top N, --json)")
 
 
 def _render_deep(console, deep: dict, top: int) -> None:

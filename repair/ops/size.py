@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
-from typing import Callable
+from typing import Callable, Protocol
 
 from repair.errors import FormatError, StorageError, UsageError
 from repair.findings import Problem, Severity
@@ -192,6 +192,10 @@ class CheckpointSize:
         }
 
 
+class _Documented(Protocol):
+    def to_json(self, top: int | None) -> dict: ...
+
+
 class FilesVerdict(CommandResult):
     """The verdict of ``size`` and ``diff`` from their ``findings`` about files: ``ok`` without any
     (missing or damaged: exit 1), ``unknown`` when a file stayed unreadable (exit 2)."""
@@ -220,6 +224,9 @@ class SizeResult(FilesVerdict):
     findings: list[Problem] = field(default_factory=list)
     #: ``--deep``: what the keyed state of the newest (or the chosen) checkpoint holds, read entry by entry.
     deep: DeepSize | None = None
+    #: ``--history``: the growth over the retained checkpoints, per state (a
+    #: :class:`repair.ops.size_history.History`, which :func:`repair.ops.size_history.size_history` sets).
+    history: _Documented | None = None
 
     def document(self) -> dict:
         return {
@@ -229,6 +236,7 @@ class SizeResult(FilesVerdict):
             "bytes_read": self.bytes_read,
             "checkpoints": [c.to_json(self.by, self.top) for c in self.checkpoints],
             "deep": None if self.deep is None else self.deep.to_json(),
+            "history": None if self.history is None else self.history.to_json(self.top),
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -509,7 +517,8 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
     """The bytes of the snapshot at ``path`` (for a job root: of each retained checkpoint, or ``checkpoint``)
     per operator, state, subtask, key-group range or file (``by``). ``deep``: also read the keyed state
     of the newest of them (:mod:`repair.ops.size_deep`), TTL expiry judged at ``now`` (epoch ms or ISO
-    8601; default the current time) with ``ttl`` (``STATE=DURATION`` or ``DURATION``, as ``--ttl``)."""
+    8601; default the current time) with ``ttl`` (``STATE=DURATION`` or ``DURATION``, as ``--ttl``).
+    The growth over the checkpoints (``--history``): :func:`repair.ops.size_history.size_history`."""
     if (now is not None or ttl) and not deep:
         raise UsageError("--now and --ttl go with --deep")
     now_ms, ttls = parse_time_ms(now), parse_ttls(ttl)
