@@ -224,6 +224,7 @@ def size(
     now: Optional[str] = typer.Option(None, "--now", metavar="TIME", help="With --deep: judge TTL expiry at TIME (epoch ms or ISO 8601; default: now)."),
     ttl: Optional[list[str]] = typer.Option(None, "--ttl", metavar="[STATE=]DURATION", help="With --deep: the TTL of STATE (or of every TTL state), e.g. recent=1s, 7d; Flink does not store it in the checkpoint. Repeatable."),
     history: bool = typer.Option(False, "--history", help="The growth over the retained checkpoints of a job root, per state and step."),
+    html: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained page (no server, no network) of the state sizes and the growth over the retained checkpoints to FILE (a new file, not inside PATH)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """Where a checkpoint's bytes are: per state, operator, subtask, key-group range or file, from SST properties only (--deep: from the data too). Exit 1 when a file is missing or damaged."""
@@ -232,8 +233,11 @@ def size(
     from repair.ops.size_history import size_history
 
     with progress_bar("reading", counting="checkpoints") as on_progress:
-        result = (size_history if history else run_size)(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress,
-                                                         deep=deep, now=now, ttl=ttl)
+        if history or html is not None:
+            result = size_history(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress, deep=deep, now=now,
+                                  ttl=ttl, html=html, show_history=history)
+        else:
+            result = run_size(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress, deep=deep, now=now, ttl=ttl)
     _show(result, json_output, _renderer("render_size"))
 
 

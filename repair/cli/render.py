@@ -741,6 +741,8 @@ def render_size(result) -> None:
         _render_deep(console, document["deep"], result.top or SIZE_TOP)
     if document["history"] is not None:
         _render_history(console, document["history"], result.top is not None)
+    if document["html"] is not None:
+        console.print(f"wrote the page {escape(document['html'])}", markup=True, soft_wrap=True)
     _print_file_findings(console, result.findings)
 
 

@@ -227,6 +227,8 @@ class SizeResult(FilesVerdict):
     #: ``--history``: the growth over the retained checkpoints, per state (a
     #: :class:`repair.ops.size_history.History`, which :func:`repair.ops.size_history.size_history` sets).
     history: _Documented | None = None
+    #: ``--html FILE``: where the page was written (absolute), else None.
+    html: str | None = None
 
     def document(self) -> dict:
         return {
@@ -237,6 +239,7 @@ class SizeResult(FilesVerdict):
             "checkpoints": [c.to_json(self.by, self.top) for c in self.checkpoints],
             "deep": None if self.deep is None else self.deep.to_json(),
             "history": None if self.history is None else self.history.to_json(self.top),
+            "html": self.html,
             "findings": [f.to_json() for f in self.findings],
         }
 

@@ -11,11 +11,14 @@ states add up to its bytes, the states' growth adds up to the root's growth over
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from repair.errors import UsageError
+from repair.io import storage as st
+from repair.io.outputs import new_output
 from repair.ops.diff import Comparison, compare
 from repair.ops.size import CheckpointSize, SizeResult, group_pieces, size
+from repair.ops.size_html import page
 
 
 @dataclass
@@ -94,11 +97,23 @@ def history(checkpoints: list[CheckpointSize]) -> History:
     return History(checkpoints, steps, states)
 
 
-def size_history(path: str, *, checkpoint: int | None = None, **options) -> SizeResult:
-    """``repair size PATH --history``: :func:`repair.ops.size.size` (``options``) with the growth over
-    every retained checkpoint of ``path`` (one for a checkpoint or savepoint)."""
+def size_history(path: str, *, checkpoint: int | None = None, html: str | None = None, show_history: bool = True,
+                 storage: st.Storage | None = None, **options) -> SizeResult:
+    """``repair size PATH --history`` and ``--html FILE``: :func:`repair.ops.size.size` (``options``) with
+    the growth over every retained checkpoint of ``path`` (one for a checkpoint or savepoint) in
+    ``history`` (unless not ``show_history``) and, with ``html``, a page of it written there (a new file,
+    not inside ``path``: checked before anything is read)."""
     if checkpoint is not None:
-        raise UsageError("--history is the growth over every retained checkpoint: it does not go with --checkpoint")
-    result = size(path, **options)
-    result.history = history(result.checkpoints)
+        raise UsageError("--history and --html show every retained checkpoint: they do not go with --checkpoint")
+    storage = storage or st.default_storage()
+    if html is not None:
+        new_output(html, [path], storage)
+    result = size(path, storage=storage, **options)
+    growth = history(result.checkpoints)
+    if show_history:
+        result.history = growth
+    if html is not None:
+        every_group = replace(result, top=None).to_json()  # the page sums what its bars leave out
+        storage.write_atomic(html, page(every_group, growth.to_json()).encode("utf-8"))
+        result.html = st.absolute(html)
     return result
