@@ -50,7 +50,7 @@ from repair.formats.flink.handles import (
 from repair.formats.rocksdb.table.sst import read_table_properties
 from repair.io import storage as st
 from repair.io.layout import ResolvedFile, SnapshotRef, discover
-from repair.io.resolved import IN_FLIGHT, close, open_resolved
+from repair.io.resolved import IN_FLIGHT, close, is_remote, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.size_deep import DeepSize, deep_size, parse_time_ms, parse_ttls
 from repair.results import CommandResult
@@ -63,6 +63,14 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
     "key-group": ("operator", "key_group_start", "key_group_end"),
     "file": ("file",),
 }
+
+#: On an object store, an SST's last bytes read in one request: its footer, metaindex and properties
+#: block are there (RocksDB writes them last), so one GET serves the three reads of its properties.
+PROPERTIES_TAIL = 64 << 10
+
+#: On an object store, a directory holding this many of the files whose existence is checked is listed
+#: once instead of asking for each file.
+LIST_AT_LEAST = 16
 
 UNKNOWN = "(unknown)"
 METADATA = "(_metadata)"
@@ -370,8 +378,10 @@ class _Accounting:
             key = _file_key(resolved, piece.kind)
             if key not in self._found:
                 wanted[key] = (resolved, piece.kind == "sst")
+        listed = self._listed_directories([resolved for resolved, is_sst in wanted.values() if not is_sst])
         with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-            found = pool.map(lambda item: self._read_sst(item[0]) if item[1] else self._check_exists(item[0]), wanted.values())
+            found = pool.map(lambda item: self._read_sst(item[0]) if item[1] else self._check_exists(item[0], listed=listed),
+                             wanted.values())
             for key, facts in zip(wanted, found):
                 self._found[key] = facts
                 if facts.problem is not None:
@@ -384,11 +394,32 @@ class _Accounting:
                 piece.entries, piece.deletions, piece.range_deletions = facts.entries, facts.deletions, facts.range_deletions
                 piece.raw_key_bytes, piece.raw_value_bytes = facts.raw_key_bytes, facts.raw_value_bytes
 
-    def _check_exists(self, resolved: ResolvedFile, error: StorageError | None = None) -> _FileFacts:
-        """A file that is not an SST: only whether it is there (its pieces' states come from _metadata).
-        With ``error`` (opening it failed): missing, or else unreadable."""
+    def _listed_directories(self, files: list[ResolvedFile]) -> dict[str, set[str]]:
+        """The names in each remote directory holding at least :data:`LIST_AT_LEAST` of ``files``: one
+        listing answers for all of them (a request per file otherwise). A listing that fails answers for
+        none (each file is then asked for on its own)."""
+        by_directory: dict[str, int] = {}
+        for resolved in files:
+            if is_remote(resolved):
+                directory = st.parent(resolved.uri)
+                by_directory[directory] = by_directory.get(directory, 0) + 1
+        listed = {}
+        for directory, count in by_directory.items():
+            if count >= LIST_AT_LEAST:
+                try:
+                    listed[directory] = {st.basename(entry.path) for entry in self.storage.list_dir(directory)}
+                except (StorageError, OSError):
+                    continue
+        return listed
+
+    def _check_exists(self, resolved: ResolvedFile, error: StorageError | None = None, *,
+                      listed: dict[str, set[str]] | None = None) -> _FileFacts:
+        """A file that is not an SST: only whether it is there (its pieces' states come from _metadata), from
+        its directory's listing in ``listed`` if there, else asked for. With ``error`` (opening it failed):
+        missing, or else unreadable."""
+        names = None if listed is None or resolved.uri is None else listed.get(st.parent(resolved.uri))
         try:
-            present = self.storage.stat(resolved.uri) is not None
+            present = st.basename(resolved.uri) in names if names is not None else self.storage.stat(resolved.uri) is not None
         except StorageError as stat_error:
             return self._unreadable(resolved.uri, stat_error)
         if not present:
@@ -409,7 +440,7 @@ class _Accounting:
     def _read_sst(self, resolved: ResolvedFile) -> _FileFacts:
         where = resolved.uri or "inline SST"
         try:
-            source = open_resolved(self.storage, resolved)
+            source = open_resolved(self.storage, resolved, tail=PROPERTIES_TAIL)
         except StorageError as error:
             return self._unreadable(where, error) if error.transient else self._check_exists(resolved, error)
         try:
