@@ -10,6 +10,7 @@ computes from the job's input what each holds. Counts of stored entries come fro
 from __future__ import annotations
 
 import json
+import os
 from collections import Counter
 
 import pytest
@@ -121,3 +122,19 @@ def test_cli_deep_and_its_usage_errors(capsys):
     assert main(["size", root, "--ttl", "1s"]) == 2
     assert main(["size", root, "--deep", "--ttl", "recent=soon"]) == 2
     assert main(["size", root, "--deep", "--now", "yesterday"]) == 2
+
+
+def test_a_subtask_with_a_missing_file_is_not_read_the_others_are(tmp_path):
+    fixture = damage.copy_fixture(GROWTH[-1], tmp_path)
+    root = damage.checkpoint_root(fixture)
+    newest = size(str(root)).checkpoints[-1]
+    lost = next(p for p in newest.pieces if p.kind == "sst" and p.state == "leak")
+    os.remove(lost.file)
+    result = size(str(root), deep=True)
+    assert result.exit_code == 1 and [f.kind for f in result.findings] == ["missing_file"]
+    deep = result.to_json()["deep"]
+    assert deep["skipped"] == [{"operator": lost.operator, "subtask": lost.subtask, "reason": "a file of it is missing"}]
+    states = {s["state"]: s for s in deep["states"]}
+    expected = json.loads((fixture / "expected.json").read_text())["entries"]
+    assert states["left-records"]["live_entries"] == expected["left-records"]  # another operator: read whole
+    assert 0 < states["leak"]["live_entries"] < expected["leak"]  # the other subtask's only

@@ -799,6 +799,9 @@ def _render_deep(console, deep: dict, top: int) -> None:
                       human_bytes(state["key_bytes"] + state["value_bytes"]), reclaimable, expired, fullest,
                       "" if largest is None else f"{escape(largest['key'] or '')} ({human_bytes(largest['bytes'])})")
     console.print(table)
+    for skipped in deep["skipped"]:
+        console.print(f"[yellow]not read[/]: {escape(operator_label(skipped['operator']))} subtask {skipped['subtask']}: "
+                      f"{escape(skipped['reason'])}", markup=True, soft_wrap=True)
     largest_state = next((s for s in deep["states"] if s["value_sizes"]), None)
     if largest_state is not None:
         most = max(b["entries"] for b in largest_state["value_sizes"])

@@ -20,7 +20,8 @@ Python LSM merge, full snapshots, changelogs) and says per operator and state:
 * the **largest keys and values** (the decoded key shown) and a **histogram of value sizes** (powers of two).
 
 Entries outside the subtask's key-group range (left by a rescale) are not state and are skipped, as
-export skips them. Returns a :class:`DeepSize`, part of :class:`~repair.ops.size.SizeResult`.
+export skips them. A subtask with a file the default mode found missing, damaged or unreadable is not
+read (``skipped``); corrupt data found while reading is an error. Returns a :class:`DeepSize`, part of :class:`~repair.ops.size.SizeResult`.
 """
 
 from __future__ import annotations
@@ -184,9 +185,14 @@ class DeepSize:
     checkpoint_id: int
     now: int
     states: list[StateDepth]
+    #: Subtasks not read because a file of theirs is missing, damaged or unreadable (the default mode's
+    #: findings say which): ``(operator, subtask, the files' status)``.
+    skipped: list[tuple[str | None, int, str]] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"checkpoint_id": self.checkpoint_id, "now": self.now, "states": [s.to_json() for s in self.states]}
+        return {"checkpoint_id": self.checkpoint_id, "now": self.now, "states": [s.to_json() for s in self.states],
+                "skipped": [{"operator": operator, "subtask": subtask, "reason": reason}
+                            for operator, subtask, reason in self.skipped]}
 
 
 class _Reader:
@@ -266,12 +272,20 @@ def deep_size(snapshot: LoadedSnapshot, storage: st.Storage, pieces: list, *, no
     """Read the keyed state of ``snapshot`` (its :class:`~repair.ops.size.Piece` rows ``pieces`` give the
     SSTs' raw bytes per state); ``ttls`` by state name (None: every TTL state)."""
     reader = _Reader(now, ttls, top or LARGEST)
+    unsound = {}  # (operator id, subtask) -> the status of a file of it that is not ok
+    for piece in pieces:
+        if piece.status != "ok":
+            unsound.setdefault((piece.operator_id, piece.subtask), piece.status)
+    skipped = []
     for op in snapshot.metadata.operators:
         operator = op.operator_uid or op.operator_name or op.operator_id
         for sub in op.subtasks:
             handle = sub.managed_keyed_state
             source = None if sub.finished or handle is None else source_for("managed_keyed_state", handle)
             if source is None:
+                continue
+            if (op.operator_id, sub.index) in unsound:
+                skipped.append((operator, sub.index, f"a file of it is {unsound[(op.operator_id, sub.index)]}"))
                 continue
             for stream in source.streams(snapshot, storage, op, sub, None, engine="python"):
                 _read_stream(reader, reader.state(operator, stream.name, stream.kind), sub.index, stream)
@@ -280,7 +294,7 @@ def deep_size(snapshot: LoadedSnapshot, storage: st.Storage, pieces: list, *, no
         if ssts and all(p.raw_key_bytes is not None for p in ssts):
             depth.stored_raw_bytes = sum(p.raw_key_bytes + p.raw_value_bytes for p in ssts)
     states = sorted(reader.states.values(), key=lambda s: (-(s.key_bytes + s.value_bytes), str(s.operator), s.state))
-    return DeepSize(snapshot.metadata.checkpoint_id, now, states)
+    return DeepSize(snapshot.metadata.checkpoint_id, now, states, skipped)
 
 
 def _read_stream(reader: _Reader, depth: StateDepth, subtask: int, stream) -> None:
