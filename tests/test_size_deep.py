@@ -138,3 +138,11 @@ def test_a_subtask_with_a_missing_file_is_not_read_the_others_are(tmp_path):
     expected = json.loads((fixture / "expected.json").read_text())["entries"]
     assert states["left-records"]["live_entries"] == expected["left-records"]  # another operator: read whole
     assert 0 < states["leak"]["live_entries"] < expected["leak"]  # the other subtask's only
+
+
+def test_the_library_gives_the_states_as_an_arrow_table():
+    root, info, expected, _ = _growth(GROWTH[0])
+    deep = size(str(root), deep=True, now=str(info["generated_between_ms"][1] + 1000), ttl=["recent=1s"]).deep
+    table = {row["state"]: row for row in deep.to_arrow().to_pylist()}
+    assert {name: table[name]["live_entries"] for name in expected["entries"]} == expected["entries"]
+    assert table["recent"]["ttl_expired_rows"] == expected["entries"]["recent"] and table["leak"]["ttl_expired_rows"] is None

@@ -53,3 +53,13 @@ def test_usage(capsys):
     assert main(["size", str(root), "--history", "-c", "3"]) == 2
     one = size_history(str(root / "chk-3")).to_json()["history"]
     assert (one["checkpoint_ids"], one["steps"], one["growth_bytes"]) == ([3], [], 0)
+
+
+def test_the_library_gives_the_series_as_an_arrow_table():
+    root = damage.checkpoint_root(FIXTURES / GROWTH_FIXTURE_NAMES[0])
+    result = size_history(str(root))
+    rows = result.history.to_arrow().to_pylist()
+    for checkpoint in result.checkpoints:
+        assert sum(r["bytes"] for r in rows if r["checkpoint_id"] == checkpoint.checkpoint_id) == checkpoint.bytes
+    leak = next(s for s in result.to_json()["history"]["states"] if s["state"] == "leak")
+    assert [r["entries"] for r in rows if r["state"] == "leak"] == leak["entries"]

@@ -189,6 +189,21 @@ class DeepSize:
     #: findings say which): ``(operator, subtask, the files' status)``.
     skipped: list[tuple[str | None, int, str]] = field(default_factory=list)
 
+    def to_arrow(self):
+        """One row per state as a ``pyarrow.Table``: its counts and bytes, the TTL figures and the skew
+        (flattened: ``ttl_expired_rows``, ``skew_max_entries`` ...); the lists stay in :meth:`to_json`."""
+        import pyarrow as pa
+
+        rows = []
+        for state in self.states:
+            row = state.to_json()
+            flat = {k: v for k, v in row.items() if not isinstance(v, (dict, list))}
+            for group in ("lsm", "ttl", "skew"):
+                for name, value in (row[group] or {}).items():
+                    flat[f"{group}_{name}"] = value
+            rows.append(flat)
+        return pa.Table.from_pylist(rows)
+
     def to_json(self) -> dict:
         return {"checkpoint_id": self.checkpoint_id, "now": self.now, "states": [s.to_json() for s in self.states],
                 "skipped": [{"operator": operator, "subtask": subtask, "reason": reason}

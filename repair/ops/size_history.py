@@ -71,6 +71,17 @@ class History:
     def growth_bytes(self) -> int:
         return self.checkpoints[-1].bytes - self.checkpoints[0].bytes
 
+    def to_arrow(self):
+        """Each state's bytes and entries in each checkpoint as a ``pyarrow.Table`` (one row per state and
+        checkpoint: ``checkpoint_id``, ``operator``, ``state``, ``bytes``, ``entries``), for a plot over time."""
+        import pyarrow as pa
+
+        ids = [c.checkpoint_id for c in self.checkpoints]
+        rows = [{"checkpoint_id": checkpoint, "operator": s.operator, "state": s.state, "bytes": size, "entries": entries}
+                for s in self.states for checkpoint, size, entries in zip(ids, s.bytes, s.entries)]
+        return pa.Table.from_pylist(rows, schema=pa.schema([("checkpoint_id", pa.int64()), ("operator", pa.string()),
+                                                             ("state", pa.string()), ("bytes", pa.int64()), ("entries", pa.int64())]))
+
     def to_json(self, top: int | None = None) -> dict:
         return {
             "checkpoint_ids": [c.checkpoint_id for c in self.checkpoints],
