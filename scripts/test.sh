@@ -5,6 +5,7 @@
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 ensure_venv dev
 ensure_rocksdb_tools  # sst_dump and ldb: quick tests compare with them too
+ensure_chromium  # headless Chromium: a quick test opens size --html's page in it
 cd "$REPO"
 # Every release a fixture was written with (about 1.4 GB of downloads, 2.2 GB in ~/.cache): the real-Flink
 # tests and the Java oracle tests (tests/java_oracle.py, all marked slow) run against each cached

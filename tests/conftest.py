@@ -39,7 +39,7 @@ def pytest_runtest_makereport(item, call):
 
 def _job(fixture_json: Path) -> str:
     spec = json.loads(fixture_json.read_text())["spec"]
-    for job in ("sql", "kryo", "scala", "avro", "pojo"):
+    for job in ("sql", "kryo", "scala", "avro", "pojo", "growth"):
         if spec.get(job):
             return job
     return "datastream"
@@ -57,6 +57,8 @@ SCALA_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.jso
 AVRO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "avro")
 #: The fixtures of the POJO job (fixtures/extra_jobs, state in pojo_state_model.py).
 POJO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "pojo")
+#: The fixtures of the growth job (fixtures/extra_jobs, state in growth_state_model.py): checkpoints that grow.
+GROWTH_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "growth")
 
 
 def tree_digest(path: Path) -> dict[str, str]:

@@ -24,6 +24,7 @@ from tests.conftest import (
     AVRO_FIXTURE_NAMES,
     FIXTURE_NAMES,
     FIXTURES,
+    GROWTH_FIXTURE_NAMES,
     KRYO_FIXTURE_NAMES,
     POJO_FIXTURE_NAMES,
     SCALA_FIXTURE_NAMES,
@@ -35,7 +36,7 @@ from tests.conftest import (
 
 def test_every_matrix_entry_is_committed():
     assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES
-                  + POJO_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
+                  + POJO_FIXTURE_NAMES + GROWTH_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
 
 
 def test_matrix_covers_the_required_variants():

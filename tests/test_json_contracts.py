@@ -115,6 +115,12 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         return [_run(capsys, "orphans", str(root))]
     if command == "size PATH --json":
         return [_run(capsys, "size", str(_damaged(tmp_path, "missing_sst", "flink-2.1-p3-external-xxh3-zstd")), "--top", "2")]
+    if command == "size PATH --deep --json":
+        root = damage.checkpoint_root(FIXTURES / "flink-2.1-growth")
+        return [_run(capsys, "size", str(root), "--deep", "--ttl", "recent=1s", "--top", "1")]
+    if command == "size ROOT --history --json":
+        root = damage.checkpoint_root(FIXTURES / "flink-2.1-growth")
+        return [_run(capsys, "size", str(root), "--history", "--top", "2")]
     if command == "diff OLD NEW --json":
         root = damage.checkpoint_root(FIXTURES / "flink-2.1-p3-external-xxh3-zstd")
         return [_run(capsys, "diff", str(root / "chk-4"), str(root / "chk-5"), "--top", "1")]

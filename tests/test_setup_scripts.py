@@ -25,6 +25,8 @@ def offline_setup(tmp_path) -> dict[str, str]:
     home, and pip without an index."""
     if shutil.which("sst_dump") is None or shutil.which("ldb") is None:
         pytest.skip("missing tool: sst_dump and ldb (apt-get install rocksdb-tools); test.sh would install them as root")
+    if shutil.which("chromium") is None and shutil.which("chromium-browser") is None:
+        pytest.skip("missing tool: chromium (apt-get install chromium); test.sh would install it as root")
     venv = tmp_path / "venv"
     (venv / "bin").mkdir(parents=True)
     python = venv / "bin" / "python"

@@ -113,8 +113,8 @@ class CountingStorage(Storage):
 
     read = 0
 
-    def open_input(self, uri: str, *, scan: bool = False):
-        return _Counted(super().open_input(uri, scan=scan), self)
+    def open_input(self, uri: str, **options):
+        return _Counted(super().open_input(uri, **options), self)
 
 
 class _Counted:
@@ -255,10 +255,10 @@ def test_a_file_that_stays_unreadable_is_unknown_not_damage():
     target, _ = damage._pick(root, newest, damage.is_sst, "SST")
 
     class Throttled(Storage):
-        def open_input(self, uri: str, *, scan: bool = False):
+        def open_input(self, uri: str, **options):
             if uri.endswith(target.name):
                 raise StorageError("503 Slow Down (retries ran out)", source=uri, transient=True)
-            return super().open_input(uri, scan=scan)
+            return super().open_input(uri, **options)
 
     result = size(str(root), checkpoint=newest, storage=Throttled())
     assert [(f.kind, f.severity.value) for f in result.findings] == [("unreadable", "unknown")]

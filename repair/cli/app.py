@@ -220,14 +220,24 @@ def size(
     by: Literal["state", "operator", "subtask", "key-group", "file"] = typer.Option("state", "--by", help="Group the bytes by state (column family), operator, subtask, key-group range or file."),
     top: Optional[int] = typer.Option(None, "--top", metavar="N", min=1, help="Only the N largest groups (default: all in --json, 15 on a terminal)."),
     checkpoint: Optional[int] = typer.Option(None, "--checkpoint", "-c", metavar="N", help="In a job root: only chk-N."),
+    deep: bool = typer.Option(False, "--deep", help="Also read the keyed state of the newest (or -c) checkpoint: expired TTL entries, what a compaction would reclaim, key-group skew, largest keys and values, value sizes."),
+    now: Optional[str] = typer.Option(None, "--now", metavar="TIME", help="With --deep: judge TTL expiry at TIME (epoch ms or ISO 8601; default: now)."),
+    ttl: Optional[list[str]] = typer.Option(None, "--ttl", metavar="[STATE=]DURATION", help="With --deep: the TTL of STATE (or of every TTL state), e.g. recent=1s, 7d; Flink does not store it in the checkpoint. Repeatable."),
+    history: bool = typer.Option(False, "--history", help="The growth over the retained checkpoints of a job root, per state and step."),
+    html: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained page (no server, no network) of the state sizes and the growth over the retained checkpoints to FILE (a new file, not inside PATH)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
-    """Where a checkpoint's bytes are: per state, operator, subtask, key-group range or file, from SST properties only. Exit 1 when a file is missing or damaged."""
+    """Where a checkpoint's bytes are: per state, operator, subtask, key-group range or file, from SST properties only (--deep: from the data too). Exit 1 when a file is missing or damaged."""
     from repair.cli.output import progress_bar
     from repair.ops.size import size as run_size
+    from repair.ops.size_history import size_history
 
     with progress_bar("reading", counting="checkpoints") as on_progress:
-        result = run_size(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress)
+        if history or html is not None:
+            result = size_history(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress, deep=deep, now=now,
+                                  ttl=ttl, html=html, show_history=history)
+        else:
+            result = run_size(path, by=by, top=top, checkpoint=checkpoint, on_progress=on_progress, deep=deep, now=now, ttl=ttl)
     _show(result, json_output, _renderer("render_size"))
 
 

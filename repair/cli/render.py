@@ -752,7 +752,77 @@ def render_size(result) -> None:
     if left:
         console.print(f"... and {left} smaller group(s) (--top N, --json)")
     console.print(f"read {human_bytes(result.bytes_read)} to count them (SST footers and properties, _metadata)")
+    if document["deep"] is not None:
+        _render_deep(console, document["deep"], result.top or SIZE_TOP)
+    if document["history"] is not None:
+        _render_history(console, document["history"], result.top is not None)
+    if document["html"] is not None:
+        console.print(f"wrote the page {escape(document['html'])}", markup=True, soft_wrap=True)
     _print_file_findings(console, result.findings)
+
+
+_SPARKS = "▁▂▃▄▅▆▇█"
+
+
+def _sparkline(values: list[int]) -> str:
+    """``values`` as one mark each, from the smallest (▁) to the largest (█)."""
+    low, high = min(values), max(values)
+    return "".join(_SPARKS[0 if high == low else round((v - low) * (len(_SPARKS) - 1) / (high - low))] for v in values)
+
+
+def _render_history(console, history: dict, all_shown: bool) -> None:
+    """``size --history``: the root's bytes over the retained checkpoints, then the states that grew most."""
+    ids = history["checkpoint_ids"]
+    console.print(f"[bold]growth over checkpoints {ids[0]}-{ids[-1]} ({len(ids)} retained): "
+                  f"{escape(_signed_bytes(history['growth_bytes']))}[/]  {_sparkline(history['bytes'])}", markup=True)
+    states = history["states"]
+    shown = states if all_shown else states[:SIZE_TOP]
+    largest = max((abs(s["growth_bytes"]) for s in shown), default=0) or 1
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("state", "first", "last", "growth", "", "over time", "entries"):
+        table.add_column(column, justify="left" if column in ("state", "", "over time") else "right", overflow="fold")
+    for state in shown:
+        growth = state["growth_bytes"]
+        table.add_row(_size_label({"operator": state["operator"], "state": state["state"]}), human_bytes(state["bytes"][0]),
+                      human_bytes(state["bytes"][-1]), _signed_bytes(growth), _bar(growth, largest, "█" if growth > 0 else "░"),
+                      _sparkline(state["bytes"]), f"{state['growth_entries']:+,}" if state["growth_entries"] else "")
+    console.print(table)
+    left = len(states) - len(shown) + history["states_left_off"]
+    if left:
+        console.print(f"... and {left} state(s) that changed less (--top N, --json)")
+
+
+def _render_deep(console, deep: dict, top: int) -> None:
+    """``size --deep``: per state its live entries, what a compaction would reclaim, expired TTL rows, skew
+    and largest key; then the value sizes of the largest state as a histogram."""
+    console.print(f"[bold]keyed state of checkpoint {deep['checkpoint_id']}, read entry by entry[/]", markup=True)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("state", "live", "live bytes", "reclaimable", "expired", "fullest key group", "largest key"):
+        table.add_column(column, justify="left" if column in ("state", "largest key") else "right", overflow="fold")
+    for state in deep["states"][:top]:
+        ttl = state["ttl"]
+        if ttl["expired_rows"] is not None:
+            expired = f"{ttl['expired_rows']:,} of {ttl['rows']:,} ({human_bytes(ttl['expired_bytes'])})"
+        else:
+            expired = f"{ttl['rows']:,} with TTL (--ttl)" if ttl["rows"] else ""
+        reclaimable = "" if state["reclaimable_entries"] is None else \
+            f"{state['reclaimable_entries']:,} ({human_bytes(state['reclaimable_bytes'] or 0)})"
+        skew = state["skew"]
+        fullest = f"{skew['max_entries']:,} (mean {skew['mean_entries']:g})" if skew["key_groups"] else ""
+        largest = state["largest_keys"][0] if state["largest_keys"] else None
+        table.add_row(_size_label({"operator": state["operator"], "state": state["state"]}), f"{state['live_entries']:,}",
+                      human_bytes(state["key_bytes"] + state["value_bytes"]), reclaimable, expired, fullest,
+                      "" if largest is None else f"{escape(largest['key'] or '')} ({human_bytes(largest['bytes'])})")
+    console.print(table)
+    for skipped in deep["skipped"]:
+        console.print(f"[yellow]not read[/]: {escape(operator_label(skipped['operator']))} subtask {skipped['subtask']}: "
+                      f"{escape(skipped['reason'])}", markup=True, soft_wrap=True)
+    largest_state = next((s for s in deep["states"] if s["value_sizes"]), None)
+    if largest_state is not None:
+        most = max(b["entries"] for b in largest_state["value_sizes"])
+        console.print(f"value sizes of {escape(largest_state['state'])}:")
+        for bucket in largest_state["value_sizes"]:
+            console.print(f"  {bucket['from']:>8,}-{bucket['to']:<8,} {_bar(bucket['entries'], most)} {bucket['entries']:,}")
 
 
 def _print_file_findings(console, findings) -> None:

@@ -61,11 +61,12 @@ def read_resolved(
     return data
 
 
-def open_resolved(storage: st.Storage, resolved: ResolvedFile) -> RandomAccess:
-    """Random access to a resolved handle's bytes (in memory if inline); close it when done."""
+def open_resolved(storage: st.Storage, resolved: ResolvedFile, *, tail: int = 0) -> RandomAccess:
+    """Random access to a resolved handle's bytes (in memory if inline); close it when done. ``tail``: the
+    caller reads only near the end of a whole file (see :meth:`~repair.io.storage.Storage.open_input`)."""
     if resolved.inline is not None:
         return BytesSource(resolved.inline)
-    file = storage.open_input(resolved.uri)
+    file = storage.open_input(resolved.uri, tail=tail if resolved.start == 0 else 0)
     if resolved.start == 0 and file.size == resolved.size:
         return file
     return _Window(file, resolved.start, resolved.size)

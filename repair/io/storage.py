@@ -470,13 +470,15 @@ class Storage:
         return location, self.filesystem(location)
 
     # -- reading ---------------------------------------------------------------------------------
-    def open_input(self, uri: str, *, scan: bool = False) -> InputFile:
+    def open_input(self, uri: str, *, scan: bool = False, tail: int = 0) -> InputFile:
         """Opens ``uri`` for random-access reads; :class:`StorageError` if missing or unreadable.
 
         ``scan``: the caller will read the whole file (verification). On a remote store a file of up to
         :data:`SCAN_WHOLE_MAX` bytes is then read in one request at the first read, a larger one's last
         :data:`SCAN_TAIL` bytes at the first read that lands in them, within :data:`READ_BUFFERS`
-        (see :class:`InputFile`). Local files are read as asked, either way.
+        (see :class:`InputFile`). ``tail``: the caller reads only near the end (an SST's footer,
+        metaindex and properties): on a remote store the last ``tail`` bytes are read in one request at
+        the first read that lands in them. Local files are read as asked, either way.
         """
         location, fs = self._resolve(uri)
         retry = self._retry_for(location)
@@ -486,7 +488,7 @@ class Storage:
         if location.kind == "local":
             return InputFile(uri, file, size, LOCAL_READ_SIZE, retry)
         whole = scan and size <= SCAN_WHOLE_MAX
-        return InputFile(uri, file, size, None, retry, buffer_whole=whole, buffer_tail=SCAN_TAIL if scan and not whole else 0)
+        return InputFile(uri, file, size, None, retry, buffer_whole=whole, buffer_tail=SCAN_TAIL if scan and not whole else tail)
 
     def stat(self, uri: str) -> FileInfo | None:
         """What ``uri`` is, or ``None`` when nothing is there."""

@@ -147,6 +147,31 @@ def _one_snapshot(path: str, storage: st.Storage, which: str):
     return layout.snapshots[0], layout.root
 
 
+@dataclass
+class Comparison:
+    """Two counted checkpoints compared: their files added, removed and shared, and each state's growth."""
+
+    added: FileSet
+    removed: FileSet
+    shared: FileSet
+    #: Largest growth (or shrinking) first.
+    states: list[StateGrowth]
+
+
+def compare(before: CheckpointSize, after: CheckpointSize) -> Comparison:
+    """What changed from ``before`` to ``after`` (two checkpoints counted by :func:`repair.ops.size.measure`)."""
+    old_files, new_files = _files(before), _files(after)
+    added = set(new_files) - set(old_files)
+    removed = set(old_files) - set(new_files)
+    shared = set(new_files) & set(old_files)
+    return Comparison(
+        added=FileSet(len(added), sum(new_files[f] for f in added)),
+        removed=FileSet(len(removed), sum(old_files[f] for f in removed)),
+        shared=FileSet(len(shared), sum(new_files[f] for f in shared)),
+        states=_states(before, after, added, removed),
+    )
+
+
 def diff(old: str, new: str, *, top: int | None = None, storage: st.Storage | None = None) -> DiffResult:
     """What grew from the snapshot at ``old`` to the one at ``new`` (two checkpoints of one job)."""
     if top is not None and top < 1:
@@ -154,18 +179,15 @@ def diff(old: str, new: str, *, top: int | None = None, storage: st.Storage | No
     storage = storage or st.default_storage()
     measured = measure([_one_snapshot(old, storage, "OLD"), _one_snapshot(new, storage, "NEW")], storage)
     before, after = measured.checkpoints
-    old_files, new_files = _files(before), _files(after)
-    added = set(new_files) - set(old_files)
-    removed = set(old_files) - set(new_files)
-    shared = set(new_files) & set(old_files)
+    compared = compare(before, after)
     return DiffResult(
         source=st.absolute(new),
         old=before,
         new=after,
-        added=FileSet(len(added), sum(new_files[f] for f in added)),
-        removed=FileSet(len(removed), sum(old_files[f] for f in removed)),
-        shared=FileSet(len(shared), sum(new_files[f] for f in shared)),
-        states=_states(before, after, added, removed),
+        added=compared.added,
+        removed=compared.removed,
+        shared=compared.shared,
+        states=compared.states,
         bytes_read=measured.bytes_read,
         findings=measured.findings,
         old_source=st.absolute(old),

@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
-from typing import Callable
+from typing import Callable, Protocol
 
 from repair.errors import FormatError, StorageError, UsageError
 from repair.findings import Problem, Severity
@@ -50,8 +50,9 @@ from repair.formats.flink.handles import (
 from repair.formats.rocksdb.table.sst import read_table_properties
 from repair.io import storage as st
 from repair.io.layout import ResolvedFile, SnapshotRef, discover
-from repair.io.resolved import IN_FLIGHT, close, open_resolved
+from repair.io.resolved import IN_FLIGHT, close, is_remote, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
+from repair.ops.size_deep import DeepSize, deep_size, parse_time_ms, parse_ttls
 from repair.results import CommandResult
 
 #: What ``--by`` groups by: the :class:`Piece` fields that make a group's key.
@@ -62,6 +63,14 @@ GROUPINGS: dict[str, tuple[str, ...]] = {
     "key-group": ("operator", "key_group_start", "key_group_end"),
     "file": ("file",),
 }
+
+#: On an object store, an SST's last bytes read in one request: its footer, metaindex and properties
+#: block are there (RocksDB writes them last), so one GET serves the three reads of its properties.
+PROPERTIES_TAIL = 64 << 10
+
+#: On an object store, a directory holding this many of the files whose existence is checked is listed
+#: once instead of asking for each file.
+LIST_AT_LEAST = 16
 
 UNKNOWN = "(unknown)"
 METADATA = "(_metadata)"
@@ -191,6 +200,10 @@ class CheckpointSize:
         }
 
 
+class _Documented(Protocol):
+    def to_json(self, top: int | None) -> dict: ...
+
+
 class FilesVerdict(CommandResult):
     """The verdict of ``size`` and ``diff`` from their ``findings`` about files: ``ok`` without any
     (missing or damaged: exit 1), ``unknown`` when a file stayed unreadable (exit 2)."""
@@ -217,6 +230,13 @@ class SizeResult(FilesVerdict):
     #: Bytes read from storage (``_metadata`` files and SST tails): the cost of the accounting.
     bytes_read: int
     findings: list[Problem] = field(default_factory=list)
+    #: ``--deep``: what the keyed state of the newest (or the chosen) checkpoint holds, read entry by entry.
+    deep: DeepSize | None = None
+    #: ``--history``: the growth over the retained checkpoints, per state (a
+    #: :class:`repair.ops.size_history.History`, which :func:`repair.ops.size_history.size_history` sets).
+    history: _Documented | None = None
+    #: ``--html FILE``: where the page was written (absolute), else None.
+    html: str | None = None
 
     def document(self) -> dict:
         return {
@@ -225,6 +245,9 @@ class SizeResult(FilesVerdict):
             "by": self.by,
             "bytes_read": self.bytes_read,
             "checkpoints": [c.to_json(self.by, self.top) for c in self.checkpoints],
+            "deep": None if self.deep is None else self.deep.to_json(),
+            "history": None if self.history is None else self.history.to_json(self.top),
+            "html": self.html,
             "findings": [f.to_json() for f in self.findings],
         }
 
@@ -355,8 +378,10 @@ class _Accounting:
             key = _file_key(resolved, piece.kind)
             if key not in self._found:
                 wanted[key] = (resolved, piece.kind == "sst")
+        listed = self._listed_directories([resolved for resolved, is_sst in wanted.values() if not is_sst])
         with ThreadPoolExecutor(max_workers=IN_FLIGHT) as pool:
-            found = pool.map(lambda item: self._read_sst(item[0]) if item[1] else self._check_exists(item[0]), wanted.values())
+            found = pool.map(lambda item: self._read_sst(item[0]) if item[1] else self._check_exists(item[0], listed=listed),
+                             wanted.values())
             for key, facts in zip(wanted, found):
                 self._found[key] = facts
                 if facts.problem is not None:
@@ -369,11 +394,32 @@ class _Accounting:
                 piece.entries, piece.deletions, piece.range_deletions = facts.entries, facts.deletions, facts.range_deletions
                 piece.raw_key_bytes, piece.raw_value_bytes = facts.raw_key_bytes, facts.raw_value_bytes
 
-    def _check_exists(self, resolved: ResolvedFile, error: StorageError | None = None) -> _FileFacts:
-        """A file that is not an SST: only whether it is there (its pieces' states come from _metadata).
-        With ``error`` (opening it failed): missing, or else unreadable."""
+    def _listed_directories(self, files: list[ResolvedFile]) -> dict[str, set[str]]:
+        """The names in each remote directory holding at least :data:`LIST_AT_LEAST` of ``files``: one
+        listing answers for all of them (a request per file otherwise). A listing that fails answers for
+        none (each file is then asked for on its own)."""
+        by_directory: dict[str, int] = {}
+        for resolved in files:
+            if is_remote(resolved):
+                directory = st.parent(resolved.uri)
+                by_directory[directory] = by_directory.get(directory, 0) + 1
+        listed = {}
+        for directory, count in by_directory.items():
+            if count >= LIST_AT_LEAST:
+                try:
+                    listed[directory] = {st.basename(entry.path) for entry in self.storage.list_dir(directory)}
+                except (StorageError, OSError):
+                    continue
+        return listed
+
+    def _check_exists(self, resolved: ResolvedFile, error: StorageError | None = None, *,
+                      listed: dict[str, set[str]] | None = None) -> _FileFacts:
+        """A file that is not an SST: only whether it is there (its pieces' states come from _metadata), from
+        its directory's listing in ``listed`` if there, else asked for. With ``error`` (opening it failed):
+        missing, or else unreadable."""
+        names = None if listed is None or resolved.uri is None else listed.get(st.parent(resolved.uri))
         try:
-            present = self.storage.stat(resolved.uri) is not None
+            present = st.basename(resolved.uri) in names if names is not None else self.storage.stat(resolved.uri) is not None
         except StorageError as stat_error:
             return self._unreadable(resolved.uri, stat_error)
         if not present:
@@ -394,7 +440,7 @@ class _Accounting:
     def _read_sst(self, resolved: ResolvedFile) -> _FileFacts:
         where = resolved.uri or "inline SST"
         try:
-            source = open_resolved(self.storage, resolved)
+            source = open_resolved(self.storage, resolved, tail=PROPERTIES_TAIL)
         except StorageError as error:
             return self._unreadable(where, error) if error.transient else self._check_exists(resolved, error)
         try:
@@ -500,9 +546,16 @@ def _range(key_groups) -> tuple[int, int]:
 
 
 def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: int | None = None,
-         storage: st.Storage | None = None, on_progress: Callable[[int, int], None] | None = None) -> SizeResult:
+         storage: st.Storage | None = None, on_progress: Callable[[int, int], None] | None = None,
+         deep: bool = False, now: str | None = None, ttl: list[str] | None = None) -> SizeResult:
     """The bytes of the snapshot at ``path`` (for a job root: of each retained checkpoint, or ``checkpoint``)
-    per operator, state, subtask, key-group range or file (``by``)."""
+    per operator, state, subtask, key-group range or file (``by``). ``deep``: also read the keyed state
+    of the newest of them (:mod:`repair.ops.size_deep`), TTL expiry judged at ``now`` (epoch ms or ISO
+    8601; default the current time) with ``ttl`` (``STATE=DURATION`` or ``DURATION``, as ``--ttl``).
+    The growth over the checkpoints (``--history``): :func:`repair.ops.size_history.size_history`."""
+    if (now is not None or ttl) and not deep:
+        raise UsageError("--now and --ttl go with --deep")
+    now_ms, ttls = parse_time_ms(now), parse_ttls(ttl)
     if by not in GROUPINGS:
         raise UsageError(f"--by {by!r}: expected one of {', '.join(GROUPINGS)}")
     if top is not None and top < 1:
@@ -515,7 +568,12 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
         if not refs:
             raise UsageError(f"no chk-{checkpoint} here (retained: {', '.join(str(r.number) for r in layout.snapshots)})")
     measured = measure([(ref, layout.root) for ref in refs], storage, on_progress)
-    return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings)
+    deep_result = None
+    if deep:
+        snapshot = load_snapshot(refs[-1], layout.root, storage)
+        deep_result = deep_size(snapshot, storage, measured.checkpoints[-1].pieces, now=now_ms, ttls=ttls, top=top)
+    return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings,
+                      deep_result)
 
 
 @dataclass

@@ -82,8 +82,8 @@ class StateSource:
         return self._plan(snapshot, storage, op, getattr(sub, self.slot))
 
     def streams(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState,
-                states: Collection[str], *, engine: str = "auto") -> Iterator[StateStream]:
-        """The rows of the states named ``states``, one stream after the other; ``engine`` resolves
+                states: Collection[str] | None, *, engine: str = "auto") -> Iterator[StateStream]:
+        """The rows of the states named ``states`` (None: every state), one stream after the other; ``engine`` resolves
         LSM trees (:data:`~repair.readers.rocksdb.ENGINES`; sources without one ignore it)."""
         return self._streams(snapshot, storage, op, getattr(sub, self.slot), states, engine)
 

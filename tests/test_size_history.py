@@ -1,0 +1,65 @@
+"""``repair size ROOT --history``: the growth over the retained checkpoints, held against ``repair diff``
+(each step) and the growth fixtures' input (real Flink 1.20 and 2.1: a leaking state, a join keeping
+its rows, a TTL state overwritten with every record, a steady state)."""
+
+from __future__ import annotations
+
+import pytest
+
+from repair.cli.app import main
+from repair.ops.diff import diff
+from repair.ops.size_history import size_history
+from tests import damage
+from tests.conftest import FIXTURES, GROWTH_FIXTURE_NAMES, fixture_info
+
+KEYED = ("leak", "recent", "steady", "left-records", "right-records")
+
+
+@pytest.mark.parametrize("name", [*GROWTH_FIXTURE_NAMES, "flink-1.20-default", "flink-1.20-heap"])
+def test_each_step_is_diffs_and_the_states_add_up(name, read_only_guard):
+    root = damage.checkpoint_root(FIXTURES / name)
+    history = size_history(str(read_only_guard(root))).to_json()["history"]
+    ids = history["checkpoint_ids"]
+    assert ids == fixture_info(FIXTURES / name)["retained_checkpoints"]
+    assert sum(s["growth_bytes"] for s in history["states"]) == history["growth_bytes"] == history["bytes"][-1] - history["bytes"][0]
+    for i, s in enumerate(history["states"][0]["bytes"]):
+        assert sum(state["bytes"][i] for state in history["states"]) == history["bytes"][i]
+    for step in history["steps"][:2]:
+        pair = diff(str(root / f"chk-{step['old_checkpoint_id']}"), str(root / f"chk-{step['new_checkpoint_id']}")).to_json()
+        assert step["growth_bytes"] == pair["growth_bytes"]
+        assert step["files"] == pair["files"]
+        changed = [s for s in pair["states"] if s["growth_bytes"]]
+        assert step["largest_growth"] == (None if not changed else {k: changed[0][k] for k in ("operator", "state", "growth_bytes")})
+
+
+@pytest.mark.parametrize("name", GROWTH_FIXTURE_NAMES)
+def test_the_growth_goes_to_the_leaking_state_and_the_join_none_to_the_steady_one(name):
+    root = damage.checkpoint_root(FIXTURES / name)
+    info = fixture_info(FIXTURES / name)
+    states = {s["state"]: s for s in size_history(str(root)).to_json()["history"]["states"] if s["state"] in KEYED}
+    # leak is never overwritten: its stored entries are the records each checkpoint holds (the job's input)
+    assert states["leak"]["entries"] == [info["records_per_checkpoint"][str(c)] for c in info["retained_checkpoints"]]
+    assert states["steady"]["growth_bytes"] == 0 and states["steady"]["growth_entries"] == 0
+    leaking = states["leak"]["growth_bytes"] + states["left-records"]["growth_bytes"] + states["right-records"]["growth_bytes"]
+    keyed = sum(states[s]["growth_bytes"] for s in KEYED)
+    assert leaking > 0.6 * keyed > 0
+    assert states["leak"]["growth_bytes"] > 0 and states["left-records"]["growth_bytes"] > 0
+
+
+def test_usage(capsys):
+    root = damage.checkpoint_root(FIXTURES / GROWTH_FIXTURE_NAMES[0])
+    assert main(["size", str(root), "--history"]) == 0
+    assert "growth over checkpoints" in capsys.readouterr().out
+    assert main(["size", str(root), "--history", "-c", "3"]) == 2
+    one = size_history(str(root / "chk-3")).to_json()["history"]
+    assert (one["checkpoint_ids"], one["steps"], one["growth_bytes"]) == ([3], [], 0)
+
+
+def test_the_library_gives_the_series_as_an_arrow_table():
+    root = damage.checkpoint_root(FIXTURES / GROWTH_FIXTURE_NAMES[0])
+    result = size_history(str(root))
+    rows = result.history.to_arrow().to_pylist()
+    for checkpoint in result.checkpoints:
+        assert sum(r["bytes"] for r in rows if r["checkpoint_id"] == checkpoint.checkpoint_id) == checkpoint.bytes
+    leak = next(s for s in result.to_json()["history"]["states"] if s["state"] == "leak")
+    assert [r["entries"] for r in rows if r["state"] == "leak"] == leak["entries"]
