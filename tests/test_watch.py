@@ -321,3 +321,42 @@ def test_fallback_with_a_directory_holding_no_watch_state_is_a_usage_error(tmp_p
     (tmp_path / "empty").mkdir()
     assert main(["fallback", str(root), "--state-dir", str(tmp_path / "empty"), "--json"]) == 2
     assert "holds no repair watch state" in json.loads(capsys.readouterr().out)["error"]["message"]
+
+
+# -- on an object store (moto behind the fault proxy the remote-read tests use) -------------------
+
+
+def test_on_s3_transient_faults_raise_no_alarm_and_damage_is_flagged(tmp_path):
+    import logging
+
+    from tests import s3_server
+    from tests.fault_proxy import FaultProxy, Faults
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    try:
+        server = s3_server.start_s3_server()
+    except ImportError as error:
+        pytest.skip(f"missing tool: moto[server] is not installed: {error}")
+    try:
+        local = live_root(tmp_path, [1, 2, 3, 4])
+        bucket = server.new_bucket(s3_server.tree(local, "job"))
+        root = f"s3://{bucket}/job"
+        state = str(tmp_path / "state")
+        with FaultProxy(server.endpoint, Faults(error_rate=0.2, reset_rate=0.1, seed=7)) as proxy:
+            result = watch(root, state_dir=state, storage=s3_server.storage_for(proxy.endpoint), workers=1)
+            injected = sum(proxy.injected.values())
+        assert verdicts(result) == {f"chk-{n}": "good" for n in [1, 2, 3, 4]} and injected > 0  # retried: no alarm
+
+        client = server.client()
+        client.put_object(Bucket=bucket, Key="job/chk-5/_metadata", Body=(SOURCE / "chk-5" / "_metadata").read_bytes())
+        unreadable = new_sst(5)
+        with FaultProxy(server.endpoint, Faults(always_fail=(unreadable,))) as proxy:  # a fault that stays
+            result = watch(root, state_dir=state, storage=s3_server.storage_for(proxy.endpoint, retry_budget=0.5), workers=1)
+        assert verdicts(result) == {"chk-5": "unknown"} and result.ok and result.exit_code == 2  # not bad, judged again later
+
+        client.delete_object(Bucket=bucket, Key=f"job/shared/{unreadable}")
+        result = watch(root, state_dir=state, storage=s3_server.storage_for(server.endpoint), workers=1, relist_after=0)
+        assert verdicts(result) == {"chk-5": "bad"} and "missing_file" in result.checkpoints[0]["problems"]
+        assert result.last_good["name"] == "chk-4"
+    finally:
+        server.stop()

@@ -216,10 +216,10 @@ def _verdict(report: VerifyResult, name: str) -> str:
 
 
 def watch(path: str, *, state_dir: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
-          on_bad: str | None = None) -> WatchResult:
+          on_bad: str | None = None, relist_after: float = 2.0) -> WatchResult:
     """One pass of ``repair watch`` over the job root ``path`` (``--once``): every checkpoint completed and
     not judged before (in ``state_dir``) verified and judged. See :class:`Watcher` for more passes."""
-    watcher = Watcher(path, state_dir=state_dir, storage=storage, workers=workers, on_bad=on_bad)
+    watcher = Watcher(path, state_dir=state_dir, storage=storage, workers=workers, on_bad=on_bad, relist_after=relist_after)
     try:
         return watcher.run_pass()
     finally:
