@@ -327,16 +327,10 @@ def test_fallback_with_a_directory_holding_no_watch_state_is_a_usage_error(tmp_p
 
 
 def test_on_s3_transient_faults_raise_no_alarm_and_damage_is_flagged(tmp_path):
-    import logging
-
     from tests import s3_server
     from tests.fault_proxy import FaultProxy, Faults
 
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    try:
-        server = s3_server.start_s3_server()
-    except ImportError as error:
-        pytest.skip(f"missing tool: moto[server] is not installed: {error}")
+    server = s3_server.start_s3_server_or_skip()
     try:
         local = live_root(tmp_path, [1, 2, 3, 4])
         bucket = server.new_bucket(s3_server.tree(local, "job"))
