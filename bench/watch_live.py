@@ -115,7 +115,8 @@ def main() -> None:
 
     def run() -> None:
         try:
-            run_fixture_job(ensure_flink("1.20.3"), "generate", settings, {"--records": str(records), "--log": str(work / "run.json")},
+            run_fixture_job(ensure_flink("1.20.3"), "generate", settings, {"--records": str(records), "--log": str(work / "run.json"),
+                                                                          "--timeout-s": str(args.run_s + 300)},
                             timeout_s=args.run_s + 600)
         except BaseException as error:  # noqa: BLE001 - reported below
             failure.append(error)
