@@ -144,6 +144,8 @@ def test_the_state_dir_is_never_inside_the_root(tmp_path):
     with pytest.raises(UsageError, match="inside the input"):
         Watcher(str(root), state_dir=str(root / "watch-state"))
     assert not (root / "watch-state").exists()
+    with pytest.raises(UsageError, match="local directory"):
+        Watcher(str(root), state_dir="s3://bucket/watch-state")
 
 
 # -- damage in a new checkpoint ------------------------------------------------------------------

@@ -29,6 +29,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from repair.errors import UsageError
 from repair.io import storage as st
 from repair.io.layout import DIRECTORY, JOB_ROOT, Layout, SnapshotRef, classify
 from repair.io.outputs import new_output
@@ -118,6 +119,8 @@ class Watcher:
         layout = classify(path, self.storage, accept={JOB_ROOT})  # a typo'd root is an error, not an endless wait
         self._inputs = layout.inputs
         if state_dir is not None:
+            if st.parse_location(state_dir).kind != "local":
+                raise UsageError(f"the state directory is a local directory (SQLite), not {state_dir}", source=state_dir)
             self.check_output(state_dir)
         self.root = layout.path
         self.source = st.absolute(self.root)
