@@ -35,6 +35,7 @@ _EXPORTS = {
     "orphans": "repair.ops.orphans",
     "size": "repair.ops.size",
     "diff": "repair.ops.diff",
+    "watch": "repair.ops.watch",
     "relocate": "repair.ops.relocate",
     "rebuild_manifest": "repair.ops.rebuild",
     "rebuild_db": "repair.ops.rebuild.db",
@@ -54,6 +55,7 @@ _EXPORTS = {
     "OrphansResult": "repair.ops.orphans",
     "SizeResult": "repair.ops.size",
     "DiffResult": "repair.ops.diff",
+    "WatchResult": "repair.ops.watch",
     "RelocateResult": "repair.ops.relocate",
     "RebuildResult": "repair.ops.rebuild.checkpoint",
     "RebuildDbResult": "repair.ops.rebuild.db",
@@ -111,4 +113,5 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.size import SizeResult, size
     from repair.ops.triage import TriageResult, triage
     from repair.ops.verify.engine import VerifyResult, verify
+    from repair.ops.watch import WatchResult, watch
     from repair.ops.write_savepoint import WriteSavepointResult, rescale, write_savepoint

@@ -36,6 +36,7 @@ def _every_command(path: str, out: str) -> list[dict[str, Any]]:
         repair.edit(path, out, storage=storage),
         repair.diagnose(path),
         repair.doctor(path),
+        repair.watch(path, state_dir=out, storage=storage),
     ]
     return [result.to_json() for result in results]
 
@@ -55,8 +56,9 @@ def _result_types(path: str, out: str) -> None:
     edited: repair.EditResult = repair.edit(path, out)
     diagnosed: repair.DiagnoseResult = repair.diagnose(path)
     doctored: repair.DoctorResult = repair.doctor(path)
+    watched: repair.WatchResult = repair.watch(path, state_dir=out)
     healthy: list[bool] = [triage.ok, verified.ok, orphans.ok, relocated.ok, rebuilt.ok, rebuilt_db.ok,
-                           exported.ok, written.ok, rescaled.ok, edited.ok, doctored.ok]
+                           exported.ok, written.ok, rescaled.ok, edited.ok, doctored.ok, watched.ok]
     del inspected, fallback, diagnosed, healthy
 
 

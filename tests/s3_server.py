@@ -126,3 +126,16 @@ def storage_for(endpoint: str, retry_budget: float = 30.0):
 def tree(root, prefix: str) -> dict[str, bytes]:
     """Every file below the local directory ``root`` as ``{prefix/relative path: bytes}``, for :meth:`S3Server.new_bucket`."""
     return {f"{prefix}/{p.relative_to(root)}": p.read_bytes() for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def start_s3_server_or_skip() -> S3Server:
+    """:func:`start_s3_server`, werkzeug's request log quiet; the test is skipped when moto[server] is not installed."""
+    import logging
+
+    import pytest
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)
+    try:
+        return start_s3_server()
+    except ImportError as error:
+        pytest.skip(f"missing tool: moto[server] is not installed: {error}")

@@ -159,6 +159,12 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         return [_run(capsys, "edit", str(ROOT_120 / "chk-5"), "--out", str(tmp_path / "edited"), "--rename-uid", "per-type=gone")]
     if command == "rescale CHECKPOINT --out SAVEPOINT --json":
         return [_run(capsys, "rescale", str(ROOT_120), "--out", str(tmp_path / "rescaled"), "--max-parallelism", "256")]
+    if command == "watch ROOT --once --json":
+        from tests.test_watch import IDS, _flip_new_sst, live_root
+
+        root = live_root(tmp_path, IDS)
+        _flip_new_sst(root)
+        return [_run(capsys, "watch", str(root), "--once", "--state-dir", str(tmp_path / "state"), "--on-bad", "true", "--workers", "1")]
     raise AssertionError(f"docs/json-contracts.md documents {command!r}, which this test does not run: add it")
 
 
@@ -205,7 +211,8 @@ def test_the_schema_catches_a_broken_document():
 
 
 WRITING = {"relocate", "rebuild-manifest", "export", "write-savepoint", "edit", "rescale"}
-JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest", "diagnose", "doctor"}
+JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest", "diagnose", "doctor",
+           "watch"}
 
 
 @pytest.mark.parametrize("command", list(documented()))

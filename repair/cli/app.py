@@ -169,6 +169,7 @@ def fallback(
     check_all: bool = typer.Option(False, "--all", metavar="", help="Verify every retained checkpoint, not only down to the newest valid one."),
     master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process verification."),
+    state_dir: Optional[str] = typer.Option(None, "--state-dir", metavar="DIR", help="A repair watch's state directory: the SSTs it verified, unchanged since, are not read again."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:
     """Find the newest retained checkpoint that is entirely valid and say how to restore it. Exit 1 when none is."""
@@ -177,7 +178,8 @@ def fallback(
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
-        result = run_fallback(path, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress)
+        result = run_fallback(path, lineage=lineage, check_all=check_all, master=master, workers=workers, on_progress=on_progress,
+                              state_dir=state_dir)
     _show(result, json_output, _renderer("render_fallback"))
 
 
@@ -188,6 +190,7 @@ def triage(
     lineage: Optional[int] = typer.Option(None, "--lineage", metavar="N", help="When the root holds checkpoints of several jobs or deployments: the ways back of this lineage only."),
     master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process verification."),
+    state_dir: Optional[str] = typer.Option(None, "--state-dir", metavar="DIR", help="A repair watch's state directory: the SSTs it verified, unchanged since, are not read again."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """Verify every retained checkpoint and rank every way back (restore, rebuild, rebuild dropping lost files) with its age, loss and exact commands. Exit 0 when a way back loses nothing, 1 otherwise."""
@@ -196,7 +199,8 @@ def triage(
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
-        result = run_triage(path, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress)
+        result = run_triage(path, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress,
+                            state_dir=state_dir)
     _show(result, json_output, _renderer("render_triage"))
 
 
@@ -253,6 +257,50 @@ def diff(
 
     result = run_diff(old, new, top=top)
     _show(result, json_output, _renderer("render_diff"))
+
+
+@app.command()
+def watch(
+    path: str = typer.Argument(..., metavar="ROOT", help="Job checkpoint root to watch: the directory Flink writes chk-*/ and shared/ into (local path or URI)."),
+    interval: float = typer.Option(30.0, "--interval", metavar="SECONDS", min=0.1, help="Seconds between two passes over the root."),
+    state_dir: Optional[str] = typer.Option(None, "--state-dir", metavar="DIR", help="Local directory keeping verdicts, verified files, last-good.json and history.json across restarts (never inside ROOT); without it, state lasts for this run."),
+    metrics_port: Optional[int] = typer.Option(None, "--metrics-port", metavar="N", min=0, max=65535, help="Serve Prometheus metrics over HTTP on this port."),
+    textfile: Optional[str] = typer.Option(None, "--textfile", metavar="FILE", help="Write Prometheus metrics to FILE (node-exporter's textfile collector) after each pass, atomically."),
+    on_bad: Optional[str] = typer.Option(None, "--on-bad", metavar="CMD", help="Run CMD (split into words like a shell, run without one) for each bad checkpoint, its verdict as JSON on stdin."),
+    once: bool = typer.Option(False, "--once", metavar="", help="One pass, then exit: 0 when no new checkpoint is bad, 1 when one is, 2 when one could not be read."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes verifying (default: one per core when there is enough data)."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="With --once: print the documented JSON document instead of text."),
+) -> None:
+    """Verify each checkpoint as it completes (only the files it added): verdicts as JSON lines on stderr, Prometheus metrics, --on-bad alerts. Runs until stopped."""
+    import time
+
+    from repair.cli.output import print_log_line
+    from repair.ops.watch import Watcher
+    from repair.ops.watch.alert import on_bad_argv
+    from repair.ops.watch.metrics import WatchMetrics
+
+    if on_bad is not None:
+        try:
+            on_bad_argv(on_bad)
+        except ValueError as error:
+            raise UsageError(f"--on-bad: {error}") from None
+    metrics = WatchMetrics()
+    watcher = Watcher(path, state_dir=state_dir, workers=workers, on_bad=on_bad, on_verdict=print_log_line, metrics=metrics)
+    if textfile is not None:
+        watcher.check_output(textfile)
+    if metrics_port is not None:
+        port = metrics.serve(metrics_port)
+        typer.echo(f"metrics on http://0.0.0.0:{port}/metrics", err=True)
+    try:
+        while True:
+            result = watcher.run_pass()
+            if textfile is not None:
+                metrics.write_textfile(textfile, watcher.storage)
+            if once:
+                _show(result, json_output, _renderer("render_watch"))
+            time.sleep(interval)
+    finally:
+        watcher.close()
 
 
 @app.command()

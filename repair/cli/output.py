@@ -142,3 +142,9 @@ def _json_default(value: Any) -> Any:
     if hasattr(value, "to_json"):
         return value.to_json()
     raise TypeError(f"not JSON serializable: {type(value).__name__}")
+
+
+def print_log_line(document: Any) -> None:
+    """One structured log line (a compact JSON object) on stderr: ``repair watch``'s verdict per checkpoint."""
+    sys.stderr.write(json.dumps(document, separators=(",", ":"), default=_json_default) + "\n")
+    sys.stderr.flush()

@@ -868,3 +868,22 @@ def render_diff(result) -> None:
     if left:
         console.print(f"... and {left} state(s) that changed less (--top N, --json)")
     _print_file_findings(console, result.findings)
+
+
+def render_watch(result) -> None:
+    """One line per checkpoint judged in the pass (its problems under a bad one), then the last good one."""
+    console = stdout()
+    document = result.to_json()
+    if not document["checkpoints"]:
+        console.print("no new checkpoint completed since the last pass")
+    styles = {"good": "green", "bad": "bold red", "unknown": "yellow"}
+    for checkpoint in document["checkpoints"]:
+        problems = ", ".join(f"{kind} x{count}" for kind, count in checkpoint["problems"].items())
+        style = styles.get(checkpoint["verdict"], "dim")
+        console.print(Text.assemble((f"{checkpoint['name']}: {checkpoint['verdict']}", style), f"  {problems}" if problems else ""))
+    for finding in result.findings:
+        console.print(f"  [red]{escape(finding.kind)}[/]: {escape(finding.describe(result.source))}", markup=True, soft_wrap=True)
+    read = document["read"]
+    console.print(f"read {read['files']} files ({human_bytes(read['bytes'])}); {read['files_reused']} SSTs verified before, not read again")
+    last_good = document["last_good"]
+    console.print(f"last good: {last_good['name']} (completed {last_good['completed_at']})" if last_good else "last good: none yet")

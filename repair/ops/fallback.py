@@ -198,17 +198,31 @@ def fallback(
     workers: int | None = None,
     master: str | None = None,
     on_progress=None,
+    state_dir: str | None = None,
 ) -> FallbackResult:
-    """Verify every retained checkpoint under the job root ``path`` and pick the newest valid one (see module doc)."""
+    """Verify every retained checkpoint under the job root ``path`` and pick the newest valid one (see module doc).
+
+    ``state_dir``: a ``repair watch``'s state directory; the SSTs it verified and unchanged since are not
+    read again (what changed since, and the newer checkpoints' own files, are)."""
     root = path
+    checked = watched_files(state_dir, storage)
     if check_all:
-        report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress)
+        report = verify(root, storage=storage, workers=workers, master=master, on_progress=on_progress, checked_files=checked)
     else:
         report = verify_newest_first(
             root, storage=storage, workers=workers, master=master, on_progress=on_progress,
-            enough=lambda partial: _every_lineage_has_a_valid_checkpoint(partial, lineage),
+            enough=lambda partial: _every_lineage_has_a_valid_checkpoint(partial, lineage), checked_files=checked,
         )
     return judge(report, root, lineage=lineage)
+
+
+def watched_files(state_dir: str | None, storage: st.Storage | None):
+    """The files a ``repair watch`` verified (its ``state_dir``), for verify to skip when unchanged; or None."""
+    if state_dir is None:
+        return None
+    from repair.ops.watch.state import files_verified_by_watch
+
+    return files_verified_by_watch(state_dir, storage)
 
 
 def judge(report, root: str, *, lineage: int | None = None) -> FallbackResult:

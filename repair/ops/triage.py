@@ -46,7 +46,7 @@ from repair.ops.advice import (
     repair_command,
     restore_commands,
 )
-from repair.ops.fallback import Lineage, judge
+from repair.ops.fallback import Lineage, judge, watched_files
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
 from repair.ops.rebuild.salvage import SalvagedFile
@@ -185,11 +185,13 @@ class TriageResult(CommandResult):
 def triage(
     path: str, *, savepoints: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
     master: str | None = None, on_progress=None, now: float | None = None, lineage: int | None = None,
+    state_dir: str | None = None,
 ) -> TriageResult:
     """Verify every retained checkpoint of the job root ``path`` (and the savepoints under ``savepoints``); rank the ways back.
 
     With checkpoints of several jobs or deployments in ``root``, every lineage's ways are listed but none
-    is called best (and the result is not ``ok``) until ``lineage`` chooses one.
+    is called best (and the result is not ``ok``) until ``lineage`` chooses one. ``state_dir``: as for
+    :func:`repair.ops.fallback.fallback` (a ``repair watch``'s verified SSTs not read again).
     """
     storage = storage or st.default_storage()
     now = time.time() if now is None else now
@@ -199,7 +201,8 @@ def triage(
     if layout.kind != JOB_ROOT:
         raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {layout.kind}", source=root)
     saved_layout = _savepoints_layout(savepoints, storage) if savepoints else None
-    report = verify(layout, storage=storage, workers=workers, master=master, on_progress=on_progress)
+    report = verify(layout, storage=storage, workers=workers, master=master, on_progress=on_progress,
+                    checked_files=watched_files(state_dir, storage))
     verdicts = judge(report, root)
     if lineage is not None and lineage not in {l.index for l in verdicts.lineages}:
         raise UsageError(f"no lineage {lineage}; this root has lineages {', '.join(str(l.index) for l in verdicts.lineages)}")

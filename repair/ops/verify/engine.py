@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable
+from typing import Any, Callable, Protocol
 
 from repair.errors import RepairError
 from repair.findings import Problem, Severity
@@ -231,6 +231,16 @@ class VerifyResult(CommandResult):
         }
 
 
+class CheckedFiles(Protocol):
+    """Results of files checked by an earlier run (``repair watch``'s cache): a file whose bytes are known
+    unchanged is not read again. ``lookup`` gives the earlier result of ``task`` or None; ``remember``
+    is told every result this run read (it keeps only those it can tell unchanged later)."""
+
+    def lookup(self, task: FileTask) -> FileResult | None: ...
+
+    def remember(self, result: FileResult) -> None: ...
+
+
 # -- planning ------------------------------------------------------------------------------------
 
 
@@ -258,6 +268,8 @@ class _Plan:
     #: Every snapshot whose ``_metadata`` decoded, by name (handed on in :attr:`VerifyResult.loaded`).
     loaded: dict[str, LoadedSnapshot] = field(default_factory=dict)
     decompress: bool = True
+    #: Files an earlier run checked (:class:`CheckedFiles`), or None.
+    checked_files: CheckedFiles | None = None
 
     def add(self, task: FileTask, reference: Reference) -> FileTask:
         if not self.decompress and task.kind == "sst":
@@ -276,6 +288,7 @@ def verify(
     master: str | None = None,
     on_progress: Callable[[int, int], None] | None = None,
     decompress: bool = True,
+    checked_files: CheckedFiles | None = None,
 ) -> VerifyResult:
     """Verify everything under ``path``; see the module docstring. Raises only for unusable input.
 
@@ -284,9 +297,12 @@ def verify(
 
     ``decompress=False`` checks SST block checksums without decompressing blocks (as
     ``sst_dump --verify_checksum`` does): faster, but it does not prove that every block decompresses.
+
+    ``checked_files``: results of an earlier run for files unchanged since (:class:`CheckedFiles`); those
+    files are not read again (their problems are reported as found then).
     """
     storage = storage or st.default_storage()
-    plan = _Plan(decompress=decompress)
+    plan = _Plan(decompress=decompress, checked_files=checked_files)
     layout = _plan_path(path, storage, plan)
     results = _execute(plan, storage, workers, master, on_progress)
     _replay_changelogs(plan, storage, None)
@@ -302,16 +318,17 @@ def verify_newest_first(
     on_progress: Callable[[int, int], None] | None = None,
     enough: Callable[[VerifyResult], bool] | None = None,
     decompress: bool = True,
+    checked_files: CheckedFiles | None = None,
 ) -> VerifyResult:
     """Verify the retained checkpoints of a job root newest first, until ``enough(report)`` is true.
 
     The default ``enough`` stops at the first valid checkpoint. Each file is still read at most once;
     checkpoints after the stop are not checked (``SnapshotSummary.checked`` is False), except that
     problems already found in files they share are reported for them too. Anything that is not a job
-    root is verified whole.
+    root is verified whole. ``checked_files`` as for :func:`verify`.
     """
     storage = storage or st.default_storage()
-    plan = _Plan(decompress=decompress)
+    plan = _Plan(decompress=decompress, checked_files=checked_files)
     layout = _plan_path(path, storage, plan)
     if layout.kind != JOB_ROOT:
         results = _execute(plan, storage, workers, master, on_progress)
@@ -608,8 +625,16 @@ def _plan_single_file(path: str, size: int, plan: _Plan) -> None:
 def _execute(
     plan: _Plan, storage: st.Storage, workers: int | None, master: str | None, on_progress, keys: list[tuple] | None = None
 ) -> dict[tuple, FileResult]:
-    """Check the tasks of ``plan`` (only those of ``keys`` when given); results by task key."""
+    """Check the tasks of ``plan`` (only those of ``keys`` when given); results by task key. A file the
+    plan's ``checked_files`` knows unchanged is not read: its earlier result is taken."""
     tasks = list(plan.tasks.values()) if keys is None else [plan.tasks[k] for k in keys]
+    known: dict[tuple, FileResult] = {}
+    if plan.checked_files is not None:
+        for task in tasks:
+            earlier = plan.checked_files.lookup(task)
+            if earlier is not None:
+                known[task.key] = earlier
+        tasks = [task for task in tasks if task.key not in known]
     inline = [t for t in tasks if t.inline is not None]
     external = sorted((t for t in tasks if t.inline is None), key=lambda t: -t.size)  # big files first
     total = sum(t.size for t in tasks)
@@ -628,7 +653,10 @@ def _execute(
     remote = any(st.parse_location(t.uri).kind != "local" for t in external)
     results += run_tasks(check, external, workers=workers, master=master, on_done=progressed, threads=IN_FLIGHT if remote else 1,
                          cost=lambda task: task.size)
-    return {result.task.key: result for result in results}
+    if plan.checked_files is not None:
+        for result in results:
+            plan.checked_files.remember(result)
+    return {**known, **{result.task.key: result for result in results}}
 
 
 # -- assembly ------------------------------------------------------------------------------------
