@@ -39,7 +39,7 @@ def pytest_runtest_makereport(item, call):
 
 def _job(fixture_json: Path) -> str:
     spec = json.loads(fixture_json.read_text())["spec"]
-    for job in ("sql", "kryo", "scala", "avro"):
+    for job in ("sql", "kryo", "scala", "avro", "upgrade"):
         if spec.get(job):
             return job
     return "datastream"
@@ -55,6 +55,8 @@ KRYO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json
 SCALA_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "scala")
 #: The fixtures of the Avro job (fixtures/extra_jobs/avro, state in avro_state_model.py).
 AVRO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "avro")
+#: The fixtures of the upgrade job (fixtures/extra_jobs, state in upgrade_state_model.py): Flink 1.x state for 2.x.
+UPGRADE_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "upgrade")
 
 
 def tree_digest(path: Path) -> dict[str, str]:

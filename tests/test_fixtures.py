@@ -27,13 +27,15 @@ from tests.conftest import (
     KRYO_FIXTURE_NAMES,
     SCALA_FIXTURE_NAMES,
     SQL_FIXTURE_NAMES,
+    UPGRADE_FIXTURE_NAMES,
     fixture_info,
     tree_digest,
 )
 
 
 def test_every_matrix_entry_is_committed():
-    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
+    assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES
+                  + UPGRADE_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
 
 
 def test_matrix_covers_the_required_variants():
