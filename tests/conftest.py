@@ -126,6 +126,11 @@ def fixture_info(path: Path) -> dict:
     return json.loads((path / "fixture.json").read_text())
 
 
+def canonical_savepoint(name: str) -> Path:
+    """The canonical savepoint of the committed fixture ``name``."""
+    return FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
+
+
 def checkpoint_parallelism(info: dict, checkpoint_id: int | None) -> int:
     """The parallelism a fixture's checkpoint (None: a savepoint) was taken at: a rescaled fixture's job
     directory also holds the first run's checkpoint, at the parallelism it was rescaled from."""

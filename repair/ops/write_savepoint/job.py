@@ -98,7 +98,7 @@ from repair.readers.operator_state import iter_operator_handle
 from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
 from repair.results import CommandResult
 
-__all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
+__all__ = ["WriteSavepointResult", "rescale", "upgrade_savepoint", "write_savepoint"]
 
 EXPORT_FILE = "_export.json"
 METADATA_FILE = "_metadata"
@@ -194,6 +194,14 @@ class WriteSavepointResult(CommandResult):
 # -- the operation -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Upgrade:
+    """Written for Flink 2.x from a Flink 1.x source (:func:`upgrade_savepoint`): ``_metadata`` in
+    ``metadata_version``, Kryo 2.24 values rewritten as Kryo 5 writes them where Kryo 5 reads them otherwise."""
+
+    metadata_version: int
+
+
 @renamed(export_dir="path")
 def write_savepoint(
     path: str,
@@ -206,6 +214,7 @@ def write_savepoint(
     workers: int | None = None,
     master: str | None = None,
     storage: st.Storage | None = None,
+    _upgrade: _Upgrade | None = None,
 ) -> WriteSavepointResult:
     """Write the export in ``path`` as a canonical savepoint in ``out`` (a new directory).
 
@@ -215,7 +224,7 @@ def write_savepoint(
     keyed state's name) are left out, meta data included. The keyed state is written by tasks
     (:mod:`repair.ops.write_savepoint.keyed_tasks`) run on Spark with ``master``, else in ``workers``
     processes (default: a pool of one per core when there are more than two tasks); the savepoint is
-    the same wherever they run.
+    the same wherever they run. ``_upgrade``: :func:`upgrade_savepoint`'s (written for Flink 2.x).
     """
     storage = storage or st.default_storage()
     for name, value in (("max_parallelism", max_parallelism), ("parallelism", parallelism)):
@@ -228,7 +237,8 @@ def write_savepoint(
     if metadata.version not in METADATA_VERSIONS:
         raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
                          f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
-    result = WriteSavepointResult(st.absolute(path), st.absolute(snapshot.ref.metadata_uri), out, metadata.version, metadata.checkpoint_id)
+    version = _upgrade.metadata_version if _upgrade is not None else metadata.version
+    result = WriteSavepointResult(st.absolute(path), st.absolute(snapshot.ref.metadata_uri), out, version, metadata.checkpoint_id)
     exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
     drops: dict[str, set[str]] = defaultdict(set)
     for value in drop_states:
@@ -240,12 +250,13 @@ def write_savepoint(
             raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
         drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
-        writer = _Writer(storage, path, snapshot, publisher, result, drops, workers=workers, master=master)
+        writer = _Writer(storage, path, snapshot, publisher, result, drops, workers=workers, master=master,
+                         upgrade_kryo=_upgrade is not None)
         writer.skipped = [entry for entry in manifest.get("skipped", []) if isinstance(entry, dict)]
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
-        savepoint = CheckpointMetadata(metadata.version, metadata.checkpoint_id, list(metadata.master_states), operators,
-                                       trailer=savepoint_trailer(metadata.version), dialect=metadata.dialect)
+        savepoint = CheckpointMetadata(version, metadata.checkpoint_id, list(metadata.master_states), operators,
+                                       trailer=savepoint_trailer(version), dialect=metadata.dialect)
         publisher.write(METADATA_FILE, encode_metadata(savepoint))
     return result
 
@@ -290,8 +301,11 @@ class _Writer:
     """Writes the operators of one savepoint into ``publisher``."""
 
     def __init__(self, storage: st.Storage, export_dir: str, snapshot: LoadedSnapshot, publisher: st.DirectoryPublisher,
-                 result: WriteSavepointResult, drops: dict[str, set[str]], *, workers: int | None = None, master: str | None = None):
+                 result: WriteSavepointResult, drops: dict[str, set[str]], *, workers: int | None = None, master: str | None = None,
+                 upgrade_kryo: bool = False):
         self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
+        #: Kryo 2.24 values (Flink 1.x) written as Kryo 5 (Flink 2.x) writes them (:func:`upgrade_savepoint`).
+        self.upgrade_kryo = upgrade_kryo
         #: Where the keyed state's tasks run (:func:`~repair.ops.runner.run_tasks`; workers None: a pool when it pays).
         self.workers, self.master = workers, master
         self._shared: str | None = None
@@ -401,9 +415,9 @@ class _Writer:
         parts = self._keyed_parts(op, exported, meta, written)
         staging = self._staging()
         shuffle = f"{SHUFFLE_DIR}-{op.operator_id}"
-        generation = generation_of_metadata_version(self.snapshot.metadata.version)
+        generation = generation_of_metadata_version(self.result.metadata_version)
         spill_tasks = [SpillTask(self.storage, staging, part, meta[0], state_id, op.max_parallelism, new_max, new_parallelism,
-                                 f"{shuffle}/{state_id}-{number}", generation)
+                                 f"{shuffle}/{state_id}-{number}", generation, self.upgrade_kryo)
                        for state_id, number, part in parts]
         try:
             spilled = self._run(spill_part, spill_tasks)
@@ -619,6 +633,35 @@ def rescale(
         export(path, exported, master=master, workers=workers, storage=storage)
         result = write_savepoint(exported, out, max_parallelism=max_parallelism, parallelism=parallelism,
                                  source=path, workers=workers, master=master, storage=storage)
+    result.export = None
+    return result
+
+
+def upgrade_savepoint(
+    path: str,
+    out: str,
+    *,
+    metadata_version: int,
+    drop_states: Iterable[str] = (),
+    master: str | None = None,
+    workers: int | None = None,
+    storage: st.Storage | None = None,
+) -> WriteSavepointResult:
+    """``path`` (a Flink 1.x snapshot) as a canonical savepoint for Flink 2.x in ``out``, as :func:`rescale`
+    writes one (an intermediate export, written back): ``_metadata`` in ``metadata_version``, every Kryo
+    2.24 key, map key, value and list element that Kryo 5 reads otherwise written as Kryo 5 writes it
+    (:func:`repair.formats.flink.kryo_upgrade.kryo5_bytes`). :func:`repair.ops.upgrade.upgrade` checks
+    first what cannot be converted."""
+    from repair.ops.export.job import export
+
+    storage = storage or st.default_storage()
+    layout = discover(path, storage)
+    new_output(out, layout.inputs, storage)
+    with _intermediate_directory(None, storage) as intermediate:
+        exported = st.join(intermediate, "export")
+        export(path, exported, master=master, workers=workers, storage=storage)
+        result = write_savepoint(exported, out, source=path, drop_states=drop_states, workers=workers, master=master,
+                                 storage=storage, _upgrade=_Upgrade(metadata_version))
     result.export = None
     return result
 

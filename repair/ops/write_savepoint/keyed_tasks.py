@@ -20,9 +20,11 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from repair.errors import RepairError
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta, set_meta_kryo_generation
 from repair.formats.flink.full_snapshot.canonical_writer import iter_key_group_stream
 from repair.formats.flink.handles import KeyGroupRange
+from repair.formats.flink.kryo_upgrade import kryo_columns
 from repair.io import storage as st
 from repair.io.resolved import scratch_directory
 from repair.ops.write_savepoint.rows import SPILL_BUFFER, RowPieces, Spill, iter_records, part_rows, read_pieces, subtask_entries
@@ -52,6 +54,9 @@ class SpillTask:
     prefix: str
     #: The Kryo generation of the source's Flink (its Kryo values are read and written in it), or None.
     kryo_generation: int | None = None
+    #: Flink 1.x rows written for Flink 2.x (``kryo_generation`` 5): Kryo 2.24 values Kryo 5 reads otherwise
+    #: are written as Kryo 5 writes them first.
+    upgrade_kryo: bool = False
 
 
 @dataclass
@@ -68,12 +73,19 @@ def spill_part(task: SpillTask) -> SpilledPart:
     if task.kryo_generation is not None:
         set_meta_kryo_generation(meta, task.kryo_generation)
     pieces = RowPieces(meta.states[task.state_id], meta.key_serializer, task.old_max, task.new_max)
+    upgraded = kryo_columns(meta.states[task.state_id], meta.key_serializer) if task.upgrade_kryo else []
     rows = 0
     files: dict[int, str] = {}
     with scratch_directory("write-savepoint-spill") as scratch:
         with Spill(scratch, task.new_max, task.parallelism) as spill:
             for where, row in part_rows(task.storage, task.part):
                 rows += 1
+                for column in upgraded:
+                    if row[column.raw] is not None:
+                        try:
+                            row[column.raw] = column.kryo5(row[column.raw])
+                        except RepairError as error:
+                            raise error.in_source(where) from None
                 spill.add(task.state_id, pieces.piece(row, where))
         for index, count in enumerate(spill.counts):
             if count:

@@ -1,0 +1,97 @@
+"""``repair upgrade``: Flink 1.x state for Flink 2.x. ``--check`` is held to what real Flink 2.0, 2.1 and 2.3
+did with the 1.20 fixture's savepoint (``fixtures/upgrade_outcomes.json``); the savepoint written reads
+back the source's values (here, with our readers) and restores in real Flink 2.x with them (slow)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import repair
+from fixtures.upgrade_outcomes import OUTCOMES
+from repair.cli.app import main
+from repair.formats.flink.metadata import decode_metadata
+from tests.conftest import canonical_savepoint
+
+SOURCE = canonical_savepoint("flink-1.20-upgrade")
+RECORDED = json.loads(OUTCOMES.read_text())
+#: The POJO with List/Map/Set fields: refused (not converted yet), so left out of the savepoints written here.
+POJO = "upgrade/profile"
+
+
+@pytest.mark.parametrize("release", sorted(RECORDED["releases"]))
+def test_check_predicts_what_real_flink_did_per_state(release):
+    result = repair.upgrade(str(SOURCE), release, check=True)
+    predicted = {s.state: s.outcome for s in result.states}
+    recorded = {state: outcome["outcome"] for state, outcome in RECORDED["releases"][release]["states"].items()}
+    assert {state: predicted[state] for state in recorded} == recorded
+    assert {"same values", "different values", "fails"} <= set(recorded.values())  # the record covers all three
+    assert result.written is None and result.exit_code == 1  # some state does not restore the same
+
+
+def test_a_state_that_cannot_be_converted_is_refused_and_nothing_is_written(tmp_path, capsys):
+    out = tmp_path / "for-2.1"
+    assert main(["upgrade", str(SOURCE), "--to", "2.1", "--out", str(out)]) == 1
+    printed = capsys.readouterr().out
+    assert "refused 1 state(s): nothing written" in printed and "--drop-state" in printed and "java.util.List" in printed
+    assert not out.exists()
+
+
+def _rows(path: str, state: str) -> list[tuple]:
+    table: pa.Table = repair.read_state(path, "upgrade", state)
+    columns = [c for c in ("key", "user_key", "value") if c in table.column_names]
+    return sorted(tuple(json.dumps(row[c], sort_keys=True) for c in columns) for row in table.select(columns).to_pylist())
+
+
+@pytest.mark.parametrize(("release", "version"), [("2.0", 5), ("2.1", 6)])
+def test_the_upgraded_savepoint_holds_the_source_values_as_kryo_5_writes_them(tmp_path, release, version):
+    out = tmp_path / f"for-{release}"
+    result = repair.upgrade(str(SOURCE), release, str(out), drop_states=[POJO], workers=1)
+    assert result.ok and result.exit_code == 0 and result.written is not None
+    assert decode_metadata((out / "_metadata").read_bytes()).version == version
+    rewritten = {s.state for s in result.states if s.action == "rewritten"}
+    assert {"ratio", "ratio32", "small", "initial", "phase", "ratios", "ratio-by-tag", "amounts-by-op", "count-by-ratio"} == rewritten
+    for state in rewritten | {"count", "last-tag", "count-by-tag"}:
+        # the source read as Kryo 2.24 (Flink 1.x _metadata), the savepoint as Kryo 5 (Flink 2.x): the same values
+        assert _rows(str(out), state) == _rows(str(SOURCE), state), state
+    raw_in = repair.read_state(str(SOURCE), "upgrade", "ratio").column("value_raw").to_pylist()
+    raw_out = repair.read_state(str(out), "upgrade", "ratio").column("value_raw").to_pylist()
+    assert set(raw_in).isdisjoint(raw_out)  # every Double's bytes rewritten (Kryo 5: little-endian)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--to", "1.20"], "one of Flink 2.0, 2.1, 2.2, 2.3"),
+    (["--to", "2.1", "--out", str(SOURCE / "inside")], "is inside the input"),
+])
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys, args, message):
+    assert main(["upgrade", str(SOURCE), *args, *([] if "--out" in args else ["--out", str(tmp_path / "out")])]) == 2
+    error = capsys.readouterr().err.strip()
+    assert message in error and "\n" not in error
+    assert not (SOURCE / "inside").exists() and not (tmp_path / "out").exists()
+
+
+def test_a_flink_2_source_is_refused(tmp_path, capsys):
+    assert main(["upgrade", str(canonical_savepoint("flink-2.1-kryo")), "--to", "2.3", "--check"]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "written by Flink 2.x (_metadata version 6)" in error and "\n" not in error
+
+
+@pytest.mark.slow
+def test_real_flink_2_restores_the_upgraded_savepoint_with_the_source_state(tmp_path):
+    """The judge: each release restores the savepoint written for it (the upgrade job's restore mode
+    reads every state of every key) and reads back the 1.20 state (the state model Flink 1.20 restores,
+    ``upgrade_outcomes.py`` checks) for every state but the one left out. Three JVM runs."""
+    from fixtures import state_model, upgrade_state_model
+    from fixtures.upgrade_outcomes import RELEASES, SAME, outcomes, restored
+
+    records = state_model.read_records(SOURCE.parent.parent / "records.tsv")
+    expected = upgrade_state_model.expected_state(records)
+    for release, version in RELEASES.items():
+        out = tmp_path / f"for-{release}"
+        repair.upgrade(str(SOURCE), release, str(out), drop_states=[POJO], workers=1)
+        found = outcomes(expected, restored(version, Path(out), records))
+        assert {state: o["outcome"] for state, o in found.items() if state != "profile"} == \
+            {state: SAME for state in upgrade_state_model.STATES if state != "profile"}, release
