@@ -14,6 +14,8 @@ Per state, from its serializer snapshots and its bytes (:mod:`repair.formats.fli
 * ``unknown``: Kryo values of a class whose layout is the job's (a FieldSerializer class, a registered
   serializer), Kryo nested inside another serializer: not predicted; ``upgrade`` refuses them.
 
+Keyed and operator state alike (a ``ListState<Object>`` of operator state is Kryo too).
+
 Each prediction is held to what real Flink 2.0, 2.1 and 2.3 did with the fixture ``flink-1.20-upgrade``
 (``fixtures/upgrade_outcomes.json``). The write is :func:`repair.ops.write_savepoint.rescale`'s route
 (an intermediate export written back by write-savepoint's tasks, in-process, in a pool or on Spark, with
@@ -192,9 +194,6 @@ def _operator_states(snapshot: LoadedSnapshot, storage: st.Storage, op: Operator
                 continue
             for stream in SOURCES[source.name].streams(snapshot, storage, op, sub, wanted):
                 _judge_rows(found[stream.name], columns[stream.name], stream.rows)
-    for judged in found.values():
-        if judged.outcome == DIFFERENT and op.subtasks and judged.kind in ("operator-list", "union-list", "broadcast"):
-            judged.action, judged.reason = REFUSED, judged.reason + "; Kryo values in operator state are not rewritten yet"
     return list(found.values())
 
 

@@ -18,14 +18,15 @@ serializer in 2.x: the new ``PojoSerializer`` is incompatible with the restored 
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
 
-from repair.errors import FormatError
+from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
 from repair.formats.flink.arrow import unwrap_ttl
 from repair.formats.flink.backend_meta import StateMetaInfo
-from repair.formats.flink.kryo_encoder import write_node
+from repair.formats.flink.kryo_encoder import KryoEncodeError, write_node
 from repair.formats.flink.serializers import KRYO_SNAPSHOT, POJO_SNAPSHOT, SerializerSnapshot
 
 #: The Kryo generations of Flink 1.x and 2.x (:func:`repair.formats.flink.kryo.generation_of_metadata_version`).
@@ -64,7 +65,29 @@ def kryo5_bytes(data: bytes, snapshot: SerializerSnapshot, *, start: int = 0, wh
         raise FormatError("Kryo 2.24 value", reader.offset, f"{len(data) - start} bytes of one value", f"{len(data) - end} bytes left")
     if _reads_as(data, start, end, kryo.plain(node), type_class, known):
         return data
-    return data[:start] + write_node(node, KRYO_5) + data[end:]
+    try:
+        written = write_node(_as_kryo5(node, set()), KRYO_5)
+    except (KryoEncodeError, ValueError, TypeError, IndexError, KeyError, struct.error) as error:
+        raise UnsupportedSerializerError(KRYO_SNAPSHOT, start, detail=f"cannot write this Kryo 2.24 value as Kryo 5 ({error})") from None
+    return data[:start] + written + data[end:]
+
+
+def _as_kryo5(node: kryo.Node, seen: set[int]) -> kryo.Node:
+    """``node``'s graph with what Kryo 2.24 leaves out filled in as Flink 1.x restores it: a
+    ``java.util.regex.Pattern`` (chill's serializer writes no flags: Flink 1.x restores flags 0)."""
+    if id(node) in seen:
+        return node
+    seen.add(id(node))
+    if node.cls == kryo.PATTERN and isinstance(node.value, tuple) and len(node.value) == 1:
+        node.value = (node.value[0], 0)
+    children = node.value if isinstance(node.value, list) else []
+    for child in children:
+        for item in (child if isinstance(child, tuple) else (child,)):
+            if isinstance(item, kryo.Node):
+                _as_kryo5(item, seen)
+    if node.same is not None:
+        _as_kryo5(node.same, seen)
+    return node
 
 
 def _reads_as(data: bytes, start: int, end: int, value: object, type_class: str | None, known: kryo.Registrations) -> bool:

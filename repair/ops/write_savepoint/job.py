@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from repair.errors import FormatError, RepairError, StorageError, UsageError
-from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
+from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta, set_meta_kryo_generation
 from repair.formats.flink.changelog.dstl import MetadataChange
 from repair.formats.flink.full_snapshot.canonical_writer import (
     keyed_meta,
@@ -77,6 +77,7 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
 from repair.formats.flink.kryo import generation_of_metadata_version
+from repair.formats.flink.kryo_upgrade import KryoColumn, kryo_columns
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
 from repair.formats.flink.operator_selection import find_operator
 from repair.formats.flink.operator_state import replace_states
@@ -90,7 +91,7 @@ from repair.ops.renamed import renamed
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.write_savepoint.keyed_tasks import SpillTask, StreamTask, spill_part, write_subtask_stream
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
-from repair.ops.write_savepoint.rows import RowPieces, part_rows
+from repair.ops.write_savepoint.rows import RowPieces, kryo5_row, part_rows
 from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.kryo_generation import mark_kryo_generation
@@ -380,13 +381,22 @@ class _Writer:
                 streams = list(iter_operator_handle(self.snapshot, self.storage, handle, states={state["state"]}))
                 source_rows = [operator_row(row) for stream in streams for row in stream.rows]
                 element = streams[0].meta.serializer("VALUE_SERIALIZER") if streams else None
+                upgraded = self._kryo5_columns([stream.meta for stream in streams[:1]])
                 part = parts[f"part-{index:05d}.parquet"]
-                rows = [(operator_row(with_encoded_value(row, element, where)), where) for where, row in part_rows(self.storage, part)]
+                rows = [(operator_row(with_encoded_value(kryo5_row(row, upgraded, where), element, where)), where)
+                        for where, row in part_rows(self.storage, part)]
                 if sorted(source_rows) == sorted(row for row, _ in rows):
                     continue
                 changed[index][state["state"]] = (broadcast_entries(rows) if state["kind"] == "broadcast"
                                                   else list_elements(rows))
         return changed
+
+    def _kryo5_columns(self, states: list) -> list[KryoColumn]:
+        """Upgrading: the Kryo columns of an operator state's rows (its snapshots then read as Kryo 5)."""
+        if not self.upgrade_kryo or not states:
+            return []
+        set_meta_kryo_generation(states, generation_of_metadata_version(self.result.metadata_version))
+        return kryo_columns(states[0], None)
 
     def _write_keyed(self, op: OperatorState, keyed: list[SubtaskState], exported: dict, written: WrittenOperator,
                      subtasks: dict[int, SubtaskState]) -> None:

@@ -20,14 +20,22 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from repair.errors import RepairError
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta, set_meta_kryo_generation
 from repair.formats.flink.full_snapshot.canonical_writer import iter_key_group_stream
 from repair.formats.flink.handles import KeyGroupRange
 from repair.formats.flink.kryo_upgrade import kryo_columns
 from repair.io import storage as st
 from repair.io.resolved import scratch_directory
-from repair.ops.write_savepoint.rows import SPILL_BUFFER, RowPieces, Spill, iter_records, part_rows, read_pieces, subtask_entries
+from repair.ops.write_savepoint.rows import (
+    SPILL_BUFFER,
+    RowPieces,
+    Spill,
+    iter_records,
+    kryo5_row,
+    part_rows,
+    read_pieces,
+    subtask_entries,
+)
 
 __all__ = ["SpillTask", "SpilledPart", "StreamTask", "WrittenStream", "spill_part", "write_subtask_stream"]
 
@@ -80,12 +88,7 @@ def spill_part(task: SpillTask) -> SpilledPart:
         with Spill(scratch, task.new_max, task.parallelism) as spill:
             for where, row in part_rows(task.storage, task.part):
                 rows += 1
-                for column in upgraded:
-                    if row[column.raw] is not None:
-                        try:
-                            row[column.raw] = column.kryo5(row[column.raw])
-                        except RepairError as error:
-                            raise error.in_source(where) from None
+                row = kryo5_row(row, upgraded, where)
                 spill.add(task.state_id, pieces.piece(row, where))
         for index, count in enumerate(spill.counts):
             if count:
