@@ -9,8 +9,10 @@ Per state, from its serializer snapshots and its bytes (:mod:`repair.formats.fli
   (a ``Double``, ``Float``, ``Short``, ``Character``, an enum, a collection): Flink 2.x restores them
   without an error and reads other values. ``upgrade`` rewrites them as Kryo 5 writes them;
 * ``fails``: a POJO with a field declared ``List``, ``Map`` or ``Set`` (Kryo in 1.x, Flink's own
-  serializers in 2.x): the restore fails with ``StateMigrationException``. ``upgrade`` refuses it (not
-  converted yet), naming the field and class and the way out (``--drop-state``);
+  serializers in 2.x): the restore fails with ``StateMigrationException``. ``upgrade`` rewrites those
+  fields with Flink 2.x's serializers and snapshots (:mod:`repair.formats.flink.pojo_upgrade`: the
+  element types from the values), or refuses the state where they cannot be told, naming the field, the
+  classes seen and the way out (``--drop-state``);
 * ``unknown``: Kryo values of a class whose layout is the job's (a FieldSerializer class, a registered
   serializer), Kryo nested inside another serializer: not predicted; ``upgrade`` refuses them.
 
@@ -30,9 +32,12 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from repair.errors import FormatError, RepairError, UnsupportedSerializerError, UsageError
-from repair.formats.flink.kryo_upgrade import kryo_columns, kryo_snapshots, pojo_collection_fields
+from repair.formats.flink.backend_meta import StateMetaInfo
+from repair.formats.flink.kryo_upgrade import KryoColumn, kryo_columns, kryo_snapshots, pojo_collection_fields
 from repair.formats.flink.metadata import OperatorState
 from repair.formats.flink.operator_selection import find_operator
+from repair.formats.flink.pojo_upgrade import CollectionField, FieldTypes, state_pojo
+from repair.formats.flink.serializers import SerializerSnapshot
 from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.outputs import new_output
@@ -49,6 +54,8 @@ RELEASES = {"2.0": 5, "2.1": 6, "2.2": 6, "2.3": 6}
 SAME, DIFFERENT, FAILS, UNKNOWN = "same values", "different values", "fails", "unknown"
 #: What ``upgrade`` does with the state.
 KEPT, REWRITTEN, REFUSED = "kept", "rewritten", "refused"
+#: How a refusal ends: the way out, for operator and state.
+_WAY_OUT = "drop the state with --drop-state {0}/{1}, or move it with a State Processor API job"
 #: Handle slots read (keyed and operator state; raw state is opaque bytes).
 SLOTS = ("managed_keyed_state", "managed_operator_state")
 
@@ -152,12 +159,15 @@ def upgrade(
     result = UpgradeResult(st.absolute(path), st.absolute(ref.metadata_uri), to, check, metadata.version, RELEASES[to],
                            metadata.checkpoint_id, out, dropped=dropped)
     skipped = _drops(metadata.operators, dropped)
-    result.states = [s for op in metadata.operators for s in _operator_states(snapshot, storage, op)
-                     if check or (s.operator_id, s.state) not in skipped]
+    pojo_fields: dict[tuple[str, str], tuple[CollectionField, ...]] = {}
+    for op in metadata.operators:
+        states, pojos = _operator_states(snapshot, storage, op)
+        result.states += [s for s in states if check or (s.operator_id, s.state) not in skipped]
+        pojo_fields.update((key, fields) for key, fields in pojos.items() if key not in skipped)
     if check or out is None or result.refused:
         return result
-    result.written = upgrade_savepoint(path, out, metadata_version=RELEASES[to], drop_states=dropped, workers=workers,
-                                       master=master, storage=storage)
+    result.written = upgrade_savepoint(path, out, metadata_version=RELEASES[to], pojo_fields=pojo_fields, drop_states=dropped,
+                                       workers=workers, master=master, storage=storage)
     return result
 
 
@@ -172,9 +182,12 @@ def _drops(operators: list[OperatorState], dropped: list[str]) -> set[tuple[str,
     return found
 
 
-def _operator_states(snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState) -> list[StateUpgrade]:
-    """Every keyed and operator state of ``op``, judged from its snapshots and the rows of every subtask."""
+def _operator_states(snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState
+                     ) -> tuple[list[StateUpgrade], dict[tuple[str, str], tuple[CollectionField, ...]]]:
+    """Every keyed and operator state of ``op``, judged from its snapshots and the rows of every subtask,
+    and the POJO states with collection fields to rewrite, with their fields' element types."""
     found: dict[str, StateUpgrade] = {}
+    pojos: dict[str, FieldTypes] = {}
     for sub in op.subtasks:
         for slot in SLOTS:
             handle = getattr(sub, slot)
@@ -182,54 +195,75 @@ def _operator_states(snapshot: LoadedSnapshot, storage: st.Storage, op: Operator
             if source is None or source.declines(snapshot, storage, handle):
                 continue
             plan = source.plan(snapshot, storage, op, sub)
-            columns = {}
+            columns: dict[str, list[KryoColumn]] = {}
             for meta, _ in plan.states:
                 judged = found.get(meta.name)
                 if judged is None:
                     judged = found[meta.name] = _judge_snapshots(op, meta, plan.key_serializer)
-                if judged.outcome in (SAME, DIFFERENT) and judged.action != REFUSED:
+                    pojo = state_pojo(meta)
+                    if judged.action == REWRITTEN and pojo is not None:
+                        pojos[meta.name] = FieldTypes(pojo)
+                if judged.action != REFUSED:
                     columns[meta.name] = kryo_columns(meta, plan.key_serializer)
-            wanted = {name for name, kryo in columns.items() if kryo}
+            wanted = {name for name, kryo in columns.items() if kryo or name in pojos}
             if not wanted:
                 continue
             for stream in SOURCES[source.name].streams(snapshot, storage, op, sub, wanted):
-                _judge_rows(found[stream.name], columns[stream.name], stream.rows)
-    return list(found.values())
+                _judge_rows(found[stream.name], columns[stream.name], stream.rows, pojos.get(stream.name))
+    rewritten = {}
+    for name, types in pojos.items():
+        fields, why = types.result()
+        judged = found[name]
+        if why is not None:
+            judged.action, judged.reason = REFUSED, f"{judged.reason}; but {why}: {_WAY_OUT.format(op.label, name)}"
+        elif judged.action == REWRITTEN:
+            rewritten[(op.operator_id, name)] = fields
+    return list(found.values()), rewritten
 
 
-def _judge_snapshots(op: OperatorState, meta, key_serializer) -> StateUpgrade:
+def _judge_snapshots(op: OperatorState, meta: StateMetaInfo, key_serializer: SerializerSnapshot | None) -> StateUpgrade:
     """The verdict the serializer snapshots alone give (the rows may turn ``same values`` into ``different values``)."""
     label = op.label
     judged = StateUpgrade(label, op.operator_id, meta.name, meta.kind, SAME, KEPT, "no Kryo value, nothing Flink 2.x reads otherwise")
     value = meta.serializer("VALUE_SERIALIZER")
-    snapshots = [value, *(value.nested if value is not None else [])]
+    snapshots = [value, *value.nested] if value is not None else []
     for snapshot in snapshots:
         fields = pojo_collection_fields(snapshot)
-        if fields:
-            judged.outcome, judged.action = FAILS, REFUSED
-            judged.field, judged.field_class = fields[0]
-            named = ", ".join(f"{name} ({declared})" for name, declared in fields)
-            judged.reason = (f"POJO {snapshot.attributes.get('pojo_class') or ''} fields {named}: Kryo in Flink 1.x, Flink's own "
-                             f"serializers in 2.x, so the restore fails (StateMigrationException); not converted yet: drop "
-                             f"the state with --drop-state {label}/{meta.name}, or move it with a State Processor API job")
-            return judged
+        if not fields:
+            continue
+        judged.outcome = FAILS
+        judged.field, judged.field_class = fields[0]
+        named = ", ".join(f"{name} ({declared})" for name, declared in fields)
+        judged.reason = (f"POJO {snapshot.attributes.get('pojo_class') or ''} fields {named}: Kryo in Flink 1.x, Flink's own "
+                         f"serializers in 2.x, so the restore fails (StateMigrationException)")
+        collections = {id(f.snapshot) for f in snapshot.pojo_fields or [] if f.name in dict(fields)}
+        if snapshot is not state_pojo(meta) or any(id(k) not in collections for k in kryo_snapshots(snapshot)):
+            judged.action = REFUSED
+            judged.reason += ("; only a POJO that is the state's value, list element or map value, without TTL and "
+                              f"without other Kryo fields, is converted: {_WAY_OUT.format(label, meta.name)}")
+        else:
+            judged.action = REWRITTEN
+            judged.reason += "; rewritten with Flink 2.x's list, map and set serializers"
+        return judged
     tops = {id(column.snapshot) for column in kryo_columns(meta, key_serializer)}
     trees = [s for s in (meta.serializer("VALUE_SERIALIZER"), meta.serializer("KEY_SERIALIZER")) if s is not None]
     if any(id(kryo) not in tops for tree in trees for kryo in kryo_snapshots(tree)):
         judged.outcome, judged.action = UNKNOWN, REFUSED
-        judged.reason = (f"a Kryo value nested in {trees[0].describe()}: not read apart yet; drop the state with "
-                         f"--drop-state {label}/{meta.name}, or move it with a State Processor API job")
+        judged.reason = f"a Kryo value nested in {trees[0].describe()}: not read apart yet; {_WAY_OUT.format(label, meta.name)}"
         return judged
     if tops:
         judged.reason = "Kryo values Kryo 5 reads as they are (Long, String, ...)"
     return judged
 
 
-def _judge_rows(judged: StateUpgrade, columns, rows) -> None:
+def _judge_rows(judged: StateUpgrade, columns: list[KryoColumn], rows: Iterable[dict], pojo: FieldTypes | None) -> None:
     """Read every row's Kryo columns: a value whose Kryo 5 bytes differ makes ``different values``;
-    bytes that cannot be converted make ``unknown`` (refused)."""
+    bytes that cannot be converted make ``unknown`` (refused). A POJO's values tell its collection
+    fields' element types."""
     for row in rows:
         judged.rows += 1
+        if pojo is not None and row.get("value_raw") is not None:
+            pojo.add(row["value_raw"])
         differs = False
         for column in columns:
             data = row.get(column.raw)
@@ -239,8 +273,8 @@ def _judge_rows(judged: StateUpgrade, columns, rows) -> None:
                 converted = column.kryo5(data)
             except UnsupportedSerializerError as error:
                 judged.outcome, judged.action = UNKNOWN, REFUSED
-                judged.reason = (f"{column.raw}: {error.detail or error}: the job's own layout, not converted; drop the state "
-                                 f"with --drop-state {judged.operator}/{judged.state}, or move it with a State Processor API job")
+                judged.reason = (f"{column.raw}: {error.detail or error}: the job's own layout, not converted; "
+                                 f"{_WAY_OUT.format(judged.operator, judged.state)}")
                 return
             except FormatError as error:
                 raise RepairError(f"state {judged.state!r} of {judged.operator}: {column.raw} is no Kryo 2.24 value ({error})") from None
@@ -250,6 +284,8 @@ def _judge_rows(judged: StateUpgrade, columns, rows) -> None:
                     judged.columns.append(column.raw)
         if differs:
             judged.rows_differing += 1
+            if judged.outcome == FAILS:  # a POJO's: its Kryo key or map key is rewritten too
+                continue
             judged.outcome, judged.action = DIFFERENT, REWRITTEN
             judged.reason = ("Kryo values Kryo 5 reads otherwise (Float, Double, Short, Character, enums, collections): "
                              "Flink 2.x restores them without an error and reads other values")

@@ -81,6 +81,7 @@ from repair.formats.flink.kryo_upgrade import KryoColumn, kryo_columns
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
 from repair.formats.flink.operator_selection import find_operator
 from repair.formats.flink.operator_state import replace_states
+from repair.formats.flink.pojo_upgrade import CollectionField, PojoColumn, flink2_meta, state_pojo
 from repair.formats.flink.savepoint_properties import savepoint_trailer
 from repair.io import storage as st
 from repair.io.layout import discover
@@ -201,6 +202,8 @@ class _Upgrade:
     ``metadata_version``, Kryo 2.24 values rewritten as Kryo 5 writes them where Kryo 5 reads them otherwise."""
 
     metadata_version: int
+    #: POJO states with collection fields, by ``(operator id, state)``: their fields' element types.
+    pojo_fields: dict[tuple[str, str], tuple[CollectionField, ...]] = field(default_factory=dict)
 
 
 @renamed(export_dir="path")
@@ -251,8 +254,7 @@ def write_savepoint(
             raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
         drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
-        writer = _Writer(storage, path, snapshot, publisher, result, drops, workers=workers, master=master,
-                         upgrade_kryo=_upgrade is not None)
+        writer = _Writer(storage, path, snapshot, publisher, result, drops, workers=workers, master=master, upgrade=_upgrade)
         writer.skipped = [entry for entry in manifest.get("skipped", []) if isinstance(entry, dict)]
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
@@ -303,10 +305,12 @@ class _Writer:
 
     def __init__(self, storage: st.Storage, export_dir: str, snapshot: LoadedSnapshot, publisher: st.DirectoryPublisher,
                  result: WriteSavepointResult, drops: dict[str, set[str]], *, workers: int | None = None, master: str | None = None,
-                 upgrade_kryo: bool = False):
+                 upgrade: _Upgrade | None = None):
         self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
-        #: Kryo 2.24 values (Flink 1.x) written as Kryo 5 (Flink 2.x) writes them (:func:`upgrade_savepoint`).
-        self.upgrade_kryo = upgrade_kryo
+        #: Written for Flink 2.x (:func:`upgrade_savepoint`): Kryo 2.24 values as Kryo 5 writes them, POJO
+        #: collection fields with Flink 2.x's serializers.
+        self.upgrade = upgrade
+        self.upgrade_kryo = upgrade is not None
         #: Where the keyed state's tasks run (:func:`~repair.ops.runner.run_tasks`; workers None: a pool when it pays).
         self.workers, self.master = workers, master
         self._shared: str | None = None
@@ -421,13 +425,16 @@ class _Writer:
             trimmed = meta_without_states(meta[0], dropped)
             meta = (trimmed, decode_keyed_backend_meta(trimmed))
             written.dropped = sorted(dropped)
+        pojo_columns: dict[int, PojoColumn] = {}
+        if self.upgrade is not None:
+            meta, pojo_columns = _flink2_pojos(meta, self.upgrade.pojo_fields, op.operator_id)
         head = uncompressed_meta(meta[0])
         parts = self._keyed_parts(op, exported, meta, written)
         staging = self._staging()
         shuffle = f"{SHUFFLE_DIR}-{op.operator_id}"
         generation = generation_of_metadata_version(self.result.metadata_version)
         spill_tasks = [SpillTask(self.storage, staging, part, meta[0], state_id, op.max_parallelism, new_max, new_parallelism,
-                                 f"{shuffle}/{state_id}-{number}", generation, self.upgrade_kryo)
+                                 f"{shuffle}/{state_id}-{number}", generation, self.upgrade_kryo, pojo_columns.get(state_id))
                        for state_id, number, part in parts]
         try:
             spilled = self._run(spill_part, spill_tasks)
@@ -596,6 +603,21 @@ class _Writer:
         return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
 
 
+def _flink2_pojos(meta: tuple[bytes, KeyedBackendMeta], fields: dict[tuple[str, str], tuple[CollectionField, ...]],
+                  operator_id: str) -> tuple[tuple[bytes, KeyedBackendMeta], dict[int, PojoColumn]]:
+    """The keyed meta data with the POJO collection fields of ``fields`` given Flink 2.x's serializer
+    snapshots, and per state id the column rewriting its values (read with the 1.x snapshot)."""
+    data, decoded = meta
+    columns: dict[int, PojoColumn] = {}
+    for state_id, state in reversed(list(enumerate(decoded.states))):  # from the end: earlier offsets stay valid
+        chosen = fields.get((operator_id, state.name))
+        pojo = state_pojo(state)
+        if chosen and pojo is not None:
+            columns[state_id] = PojoColumn(pojo, chosen)
+            data = flink2_meta(data, pojo, chosen)
+    return (data, decode_keyed_backend_meta(data)) if columns else meta, columns
+
+
 def _key_serializer_bytes(label: str, changes: Iterable[MetadataChange]) -> bytes:
     """The key serializer snapshot's bytes a changelog records without materialized meta data: nested in
     a timer state's ``TimerSerializerSnapshot`` (key, then namespace serializer)."""
@@ -652,6 +674,7 @@ def upgrade_savepoint(
     out: str,
     *,
     metadata_version: int,
+    pojo_fields: dict[tuple[str, str], tuple[CollectionField, ...]] | None = None,
     drop_states: Iterable[str] = (),
     master: str | None = None,
     workers: int | None = None,
@@ -660,8 +683,10 @@ def upgrade_savepoint(
     """``path`` (a Flink 1.x snapshot) as a canonical savepoint for Flink 2.x in ``out``, as :func:`rescale`
     writes one (an intermediate export, written back): ``_metadata`` in ``metadata_version``, every Kryo
     2.24 key, map key, value and list element that Kryo 5 reads otherwise written as Kryo 5 writes it
-    (:func:`repair.formats.flink.kryo_upgrade.kryo5_bytes`). :func:`repair.ops.upgrade.upgrade` checks
-    first what cannot be converted."""
+    (:func:`repair.formats.flink.kryo_upgrade.kryo5_bytes`), and the POJO collection fields of
+    ``pojo_fields`` (``(operator id, state)``: the fields and their element types) with Flink 2.x's
+    serializers and snapshots (:mod:`repair.formats.flink.pojo_upgrade`). :func:`repair.ops.upgrade.upgrade`
+    checks first what cannot be converted."""
     from repair.ops.export.job import export
 
     storage = storage or st.default_storage()
@@ -671,7 +696,7 @@ def upgrade_savepoint(
         exported = st.join(intermediate, "export")
         export(path, exported, master=master, workers=workers, storage=storage)
         result = write_savepoint(exported, out, source=path, drop_states=drop_states, workers=workers, master=master,
-                                 storage=storage, _upgrade=_Upgrade(metadata_version))
+                                 storage=storage, _upgrade=_Upgrade(metadata_version, dict(pojo_fields or {})))
     result.export = None
     return result
 
