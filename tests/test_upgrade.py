@@ -30,6 +30,53 @@ def test_check_predicts_what_real_flink_did_per_state(release):
     assert result.written is None and result.exit_code == 1  # some state does not restore the same
 
 
+def _profile(savepoint: Path) -> tuple[bytes, object, dict[bytes, bytes]]:
+    """The keyed meta data of the upgrade operator's first subtask in ``savepoint``, its ``profile`` POJO
+    snapshot and the POJO values by key."""
+    from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+    from repair.io import storage as st
+    from repair.io.layout import discover
+    from repair.io.snapshot import load_snapshot
+    from repair.ops.export.sources import source_for
+    from repair.readers.full_snapshot import read_key_groups_meta_bytes
+
+    storage = st.default_storage()
+    layout = discover(str(savepoint), storage)
+    snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
+    op = next(op for op in snapshot.metadata.operators if op.subtasks and op.subtasks[0].managed_keyed_state is not None)
+    sub = op.subtasks[0]
+    data = read_key_groups_meta_bytes(snapshot, storage, sub.managed_keyed_state)
+    meta = decode_keyed_backend_meta(data)
+    streams = source_for("managed_keyed_state", sub.managed_keyed_state).streams(snapshot, storage, op, sub, {"profile"})
+    values = {row["key_raw"]: row["value_raw"] for stream in streams for row in stream.rows}
+    return data[: meta.end_offset], meta.state("profile").serializer("VALUE_SERIALIZER"), values
+
+
+def test_pojo_collection_fields_are_written_as_flink_2_1_writes_them():
+    """The 1.20 fixture's POJO with List/Map/Set fields, upgraded, against the same job's state written by
+    Flink 2.1 itself (flink-2.1-upgrade): the keyed meta data byte for byte, every value the same."""
+    from repair.formats.flink.pojo_upgrade import FieldTypes, PojoColumn, flink2_meta
+    from repair.formats.flink.values import decoder_for
+
+    old_meta, old_pojo, old_values = _profile(SOURCE)
+    new_meta, new_pojo, new_values = _profile(canonical_savepoint("flink-2.1-upgrade"))
+    types = FieldTypes(old_pojo)
+    for value in old_values.values():
+        types.add(value)
+    fields, why = types.result()
+    assert why is None and [(f.name, f.declared) for f in fields] == [
+        ("amounts", "java.util.Map"), ("ops", "java.util.Set"), ("tags", "java.util.List")]
+    assert old_meta != new_meta and flink2_meta(old_meta, old_pojo, fields) == new_meta
+    column, decode = PojoColumn(old_pojo, fields), decoder_for(new_pojo)
+
+    def plain(data: bytes) -> dict:
+        value = decode.decode_all(data)
+        return {**value, "amounts": sorted(value["amounts"]), "ops": sorted(value["ops"])}  # a HashMap's, HashSet's order is its own
+
+    assert old_values.keys() == new_values.keys()
+    assert all(plain(column.kryo5(old_values[key])) == plain(new_values[key]) for key in old_values)
+
+
 @pytest.mark.parametrize(("release", "version"), [("2.0", 5), ("2.1", 6)])
 def test_the_upgraded_savepoint_holds_the_source_values_as_kryo_5_writes_them(tmp_path, release, version):
     out = tmp_path / f"for-{release}"
