@@ -310,7 +310,6 @@ class _Writer:
         #: Written for Flink 2.x (:func:`upgrade_savepoint`): Kryo 2.24 values as Kryo 5 writes them, POJO
         #: collection fields with Flink 2.x's serializers.
         self.upgrade = upgrade
-        self.upgrade_kryo = upgrade is not None
         #: Where the keyed state's tasks run (:func:`~repair.ops.runner.run_tasks`; workers None: a pool when it pays).
         self.workers, self.master = workers, master
         self._shared: str | None = None
@@ -397,7 +396,7 @@ class _Writer:
 
     def _kryo5_columns(self, states: list) -> list[KryoColumn]:
         """Upgrading: the Kryo columns of an operator state's rows (its snapshots then read as Kryo 5)."""
-        if not self.upgrade_kryo or not states:
+        if self.upgrade is None or not states:
             return []
         set_meta_kryo_generation(states, generation_of_metadata_version(self.result.metadata_version))
         return kryo_columns(states[0], None)
@@ -434,7 +433,7 @@ class _Writer:
         shuffle = f"{SHUFFLE_DIR}-{op.operator_id}"
         generation = generation_of_metadata_version(self.result.metadata_version)
         spill_tasks = [SpillTask(self.storage, staging, part, meta[0], state_id, op.max_parallelism, new_max, new_parallelism,
-                                 f"{shuffle}/{state_id}-{number}", generation, self.upgrade_kryo, pojo_columns.get(state_id))
+                                 f"{shuffle}/{state_id}-{number}", generation, self.upgrade is not None, pojo_columns.get(state_id))
                        for state_id, number, part in parts]
         try:
             spilled = self._run(spill_part, spill_tasks)
