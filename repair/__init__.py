@@ -45,6 +45,7 @@ _EXPORTS = {
     "write_savepoint": "repair.ops.write_savepoint",
     "rescale": "repair.ops.write_savepoint",
     "edit": "repair.ops.edit",
+    "upgrade": "repair.ops.upgrade",
     "diagnose": "repair.ops.diagnose.incidents",
     "doctor": "repair.ops.doctor.lint",
     # their results
@@ -62,6 +63,7 @@ _EXPORTS = {
     "ExportResult": "repair.ops.export.job",
     "WriteSavepointResult": "repair.ops.write_savepoint",
     "EditResult": "repair.ops.edit",
+    "UpgradeResult": "repair.ops.upgrade",
     "DiagnoseResult": "repair.ops.diagnose.incidents",
     "DoctorResult": "repair.ops.doctor.lint",
     # findings, errors, storage
@@ -112,6 +114,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.ops.relocate import RelocateResult, relocate
     from repair.ops.size import SizeResult, size
     from repair.ops.triage import TriageResult, triage
+    from repair.ops.upgrade import UpgradeResult, upgrade
     from repair.ops.verify.engine import VerifyResult, verify
     from repair.ops.watch import WatchResult, watch
     from repair.ops.write_savepoint import WriteSavepointResult, rescale, write_savepoint

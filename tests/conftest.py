@@ -39,7 +39,7 @@ def pytest_runtest_makereport(item, call):
 
 def _job(fixture_json: Path) -> str:
     spec = json.loads(fixture_json.read_text())["spec"]
-    for job in ("sql", "kryo", "scala", "avro", "pojo", "growth"):
+    for job in ("sql", "kryo", "scala", "avro", "pojo", "growth", "upgrade"):
         if spec.get(job):
             return job
     return "datastream"
@@ -59,6 +59,8 @@ AVRO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json
 POJO_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "pojo")
 #: The fixtures of the growth job (fixtures/extra_jobs, state in growth_state_model.py): checkpoints that grow.
 GROWTH_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "growth")
+#: The fixtures of the upgrade job (fixtures/extra_jobs, state in upgrade_state_model.py): Flink 1.x state for 2.x.
+UPGRADE_FIXTURE_NAMES = sorted(p.parent.name for p in FIXTURES.glob("*/fixture.json") if _job(p) == "upgrade")
 
 
 def tree_digest(path: Path) -> dict[str, str]:
@@ -126,6 +128,11 @@ def namespaced(entry: dict, state: str, namespace, raw: bytes | None = None) -> 
 
 def fixture_info(path: Path) -> dict:
     return json.loads((path / "fixture.json").read_text())
+
+
+def canonical_savepoint(name: str) -> Path:
+    """The canonical savepoint of the committed fixture ``name``."""
+    return FIXTURES / name / fixture_info(FIXTURES / name)["savepoints"]["CANONICAL"]
 
 
 def checkpoint_parallelism(info: dict, checkpoint_id: int | None) -> int:

@@ -29,6 +29,7 @@ from tests.conftest import (
     POJO_FIXTURE_NAMES,
     SCALA_FIXTURE_NAMES,
     SQL_FIXTURE_NAMES,
+    UPGRADE_FIXTURE_NAMES,
     fixture_info,
     tree_digest,
 )
@@ -36,7 +37,8 @@ from tests.conftest import (
 
 def test_every_matrix_entry_is_committed():
     assert sorted(FIXTURE_NAMES + SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES
-                  + POJO_FIXTURE_NAMES + GROWTH_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
+                  + POJO_FIXTURE_NAMES + GROWTH_FIXTURE_NAMES
+                  + UPGRADE_FIXTURE_NAMES) == sorted(spec.name for spec in MATRIX)
 
 
 def test_matrix_covers_the_required_variants():

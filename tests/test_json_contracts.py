@@ -14,7 +14,7 @@ import pytest
 
 from repair.cli.app import main
 from tests import damage
-from tests.conftest import FIXTURES, REPO, fixture_info
+from tests.conftest import FIXTURES, REPO, canonical_savepoint, fixture_info
 from tests.json_schemas import SCHEMAS, schema_name, schema_problems
 
 CONTRACTS = REPO / "docs" / "json-contracts.md"
@@ -27,6 +27,7 @@ FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 #: of an export (``key``, ``value``...) and the per-severity counts of doctor; their values are alike.
 MAP_FIELDS = ("columns", "counts")
 ROOT_120 = FIXTURES / "flink-1.20-default" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-default")["job_id"]
+UPGRADE_SOURCE = canonical_savepoint("flink-1.20-upgrade")  # Flink 1.20: Kryo 2.24 values, a POJO with collections
 SEED_TRACE = REPO / "tests" / "data" / "seeds" / "002_9f05c2d9aa2afda0.txt"  # a real incident report, kept in the repository
 
 
@@ -165,6 +166,9 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         root = live_root(tmp_path, IDS)
         _flip_new_sst(root)
         return [_run(capsys, "watch", str(root), "--once", "--state-dir", str(tmp_path / "state"), "--on-bad", "true", "--workers", "1")]
+    if command == "upgrade CHECKPOINT --to RELEASE --out SAVEPOINT --json":
+        return [_run(capsys, "upgrade", str(UPGRADE_SOURCE), "--to", "2.1", "--out", str(tmp_path / "for-2.1"),
+                     "--drop-state", "upgrade/profile")]
     raise AssertionError(f"docs/json-contracts.md documents {command!r}, which this test does not run: add it")
 
 
@@ -210,7 +214,7 @@ def test_the_schema_catches_a_broken_document():
                             "error": {"type": "UsageError", "message": "x", "source": None, "exit_code": 1}}, "error")
 
 
-WRITING = {"relocate", "rebuild-manifest", "export", "write-savepoint", "edit", "rescale"}
+WRITING = {"relocate", "rebuild-manifest", "export", "write-savepoint", "edit", "rescale", "upgrade"}
 JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest", "diagnose", "doctor",
            "watch"}
 

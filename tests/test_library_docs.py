@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parent.parent
 LIBRARY_DOC = REPO / "docs" / "library.md"
 EXAMPLE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
 COMMANDS = ("triage", "inspect", "verify", "fallback", "orphans", "size", "diff", "relocate", "rebuild_manifest", "export", "write_savepoint", "edit",
-            "diagnose", "doctor", "watch")
+            "upgrade", "diagnose", "doctor", "watch")
 
 
 def _examples() -> list[str]:

@@ -16,7 +16,7 @@ from repair.cli.app import main
 from repair.cli.output import print_json
 from repair.results import CommandResult
 from tests import damage
-from tests.test_json_contracts import ROOT_120, SEED_TRACE
+from tests.test_json_contracts import ROOT_120, SEED_TRACE, UPGRADE_SOURCE
 
 RESULT_TYPES = [name for name in repair.__all__ if name.endswith("Result")]
 
@@ -65,11 +65,13 @@ def _cases(tmp_path, damaged) -> dict:
                  ["edit", str(ROOT_120 / "chk-5"), "--out", str(out), "--rename-uid", "per-type=gone"], out),
         "rescale": (lambda: repair.rescale(str(ROOT_120), str(out), max_parallelism=256),
                     ["rescale", str(ROOT_120), "--out", str(out), "--max-parallelism", "256"], out),
+        "upgrade": (lambda: repair.upgrade(str(UPGRADE_SOURCE), "2.1", check=True),
+                    ["upgrade", str(UPGRADE_SOURCE), "--to", "2.1", "--check"], None),
     }
 
 
 @pytest.mark.parametrize("command", ["inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest",
-                                     "diagnose", "doctor", "export", "edit", "rescale"])
+                                     "diagnose", "doctor", "export", "edit", "rescale", "upgrade"])
 def test_the_library_json_is_the_cli_json(command, tmp_path, capsys, monkeypatch):
     import repair.ops.triage
 

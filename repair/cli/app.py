@@ -467,6 +467,27 @@ def edit(
     _show(result, json_output, _renderer("render_edit"))
 
 
+@app.command()
+def upgrade(
+    path: str = typer.Argument(..., metavar="CHECKPOINT", help="A Flink 1.x chk-N directory, savepoint directory, _metadata file, or job root (its newest); local path or URI."),
+    to: str = typer.Option(..., "--to", metavar="2.0|2.1|2.2|2.3", help="The Flink 2.x release the savepoint is for."),
+    out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New savepoint directory to create (must not exist or be empty)."),
+    check: bool = typer.Option(False, "--check", metavar="", help="Write nothing: say per state what a restore in that release does today (same values, different values, fails). Exit 1 unless every state restores the same."),
+    drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", metavar="UID/STATE", help="Leave this keyed state out (e.g. one that cannot be converted). Repeatable."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Export and write back as Spark jobs on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes exporting and writing back when not on Spark (default: one per core)."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
+) -> None:
+    """A Flink 1.x checkpoint as a canonical savepoint Flink 2.x restores with the same state (Kryo 2.24 values rewritten as Kryo 5 writes them), or with --check what a restore does today. Exit 1 when a state is refused (nothing written)."""
+    from repair.ops.upgrade import upgrade as run_upgrade
+
+    if not check and out is None:
+        raise UsageError("upgrade writes a new savepoint: give --out DIR (or --check to write nothing)")
+    _say_spark(master)
+    result = run_upgrade(path, to, out, check=check, drop_states=drop_state or [], workers=workers, master=master)
+    _show(result, json_output, _renderer("render_upgrade"))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Console-script entry point: run the app; typed errors become one line and their exit code.
 

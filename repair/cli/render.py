@@ -887,3 +887,34 @@ def render_watch(result) -> None:
     console.print(f"read {read['files']} files ({human_bytes(read['bytes'])}); {read['files_reused']} SSTs verified before, not read again")
     last_good = document["last_good"]
     console.print(f"last good: {last_good['name']} (completed {last_good['completed_at']})" if last_good else "last good: none yet")
+
+
+def render_upgrade(result) -> None:
+    """Per state what a restore in the release does today and what upgrade did (or would do); the
+    refusals; the savepoint written and how to restore it."""
+    console = stdout()
+    when = "today" if result.check else "without upgrade"
+    console.print(f"[bold]{escape(result.metadata)}[/] (_metadata version {result.source_metadata_version}) restored in "
+                  f"Flink {escape(result.to)} {when}:", markup=True)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "state", "kind", "restores", "upgrade", "rows"):
+        table.add_column(column, overflow="fold")
+    styles = {"same values": "green", "different values": "red", "fails": "red", "unknown": "yellow"}
+    why: dict[str, list[str]] = {}
+    for state in result.states:
+        rows = f"{state.rows_differing} of {state.rows} differ" if state.rows_differing else str(state.rows)
+        table.add_row(state.operator, state.state, state.kind, Text(state.outcome, style=styles[state.outcome]),
+                      state.action, rows)
+        if state.outcome != "same values" and state.action != "refused":
+            why.setdefault(state.reason, []).append(state.state)
+    console.print(table)
+    for reason, states in why.items():
+        console.print(f"  {', '.join(states)}: {reason}", highlight=False, markup=False, soft_wrap=True)
+    if result.refused and not result.check:
+        console.print(f"[bold red]refused {len(result.refused)} state(s): nothing written[/]", markup=True)
+        for state in result.refused:
+            console.print(f"  {state.operator}/{state.state}: {state.reason}", highlight=False, markup=False, soft_wrap=True)
+    if result.written is not None:
+        console.print(f"[bold green]wrote {escape(result.written.metadata)}[/] (canonical savepoint for Flink {escape(result.to)}, "
+                      f"_metadata version {result.metadata_version})", markup=True)
+        _restore_lines(console, parent(result.written.metadata), result.metadata_version)

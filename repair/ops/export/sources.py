@@ -25,6 +25,7 @@ from repair.formats.flink.handles import (
     OperatorStateHandle,
 )
 from repair.formats.flink.metadata import OperatorState, SubtaskState
+from repair.formats.flink.serializers import SerializerSnapshot
 from repair.io import storage as st
 from repair.io.snapshot import LoadedSnapshot
 from repair.readers.changelog_state import iter_changelog_handle, replay_subtask
@@ -49,6 +50,8 @@ class SourcePlan:
     states: list[tuple[StateMetaInfo, StateColumns]]
     #: State name -> why its rows cannot be written (export lists it under ``skipped``).
     unexportable: dict[str, str] = field(default_factory=dict)
+    #: Keyed state: the backend's key serializer (None for operator state).
+    key_serializer: SerializerSnapshot | None = None
 
 
 @dataclass(frozen=True)
@@ -91,7 +94,8 @@ class StateSource:
 def _keyed_plan(read_meta: Callable[..., KeyedBackendMeta]) -> Callable[..., SourcePlan]:
     def plan(snapshot, storage, op, handle):
         meta = read_meta(snapshot, storage, handle)
-        return SourcePlan([(state, keyed_state_columns(state, meta.key_serializer)) for state in meta.states])
+        return SourcePlan([(state, keyed_state_columns(state, meta.key_serializer)) for state in meta.states],
+                          key_serializer=meta.key_serializer)
 
     return plan
 
@@ -102,7 +106,7 @@ def _changelog_plan(snapshot, storage, op, handle):
     replay = replay_subtask(snapshot, storage, op, handle)
     states = [(state, keyed_state_columns(state, replay.key_serializer)) for name, state in sorted(replay.states.items())
               if name not in replay.unreplayable]
-    return SourcePlan(states, dict(replay.unreplayable))
+    return SourcePlan(states, dict(replay.unreplayable), key_serializer=replay.key_serializer)
 
 
 def _raw_timers_plan(snapshot, storage, op, handle):

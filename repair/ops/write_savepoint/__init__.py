@@ -2,6 +2,6 @@
 (:mod:`repair.ops.write_savepoint.job`; the Parquet rows to entries: :mod:`~repair.ops.write_savepoint.rows`;
 operator state rows: :mod:`~repair.ops.write_savepoint.operator_rows`)."""
 
-from repair.ops.write_savepoint.job import WriteSavepointResult, rescale, write_savepoint
+from repair.ops.write_savepoint.job import WriteSavepointResult, rescale, upgrade_savepoint, write_savepoint
 
-__all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
+__all__ = ["WriteSavepointResult", "rescale", "upgrade_savepoint", "write_savepoint"]

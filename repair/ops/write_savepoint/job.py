@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from repair.errors import FormatError, RepairError, StorageError, UsageError
-from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
+from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta, set_meta_kryo_generation
 from repair.formats.flink.changelog.dstl import MetadataChange
 from repair.formats.flink.full_snapshot.canonical_writer import (
     keyed_meta,
@@ -77,9 +77,11 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
 from repair.formats.flink.kryo import generation_of_metadata_version
+from repair.formats.flink.kryo_upgrade import KryoColumn, kryo_columns
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
 from repair.formats.flink.operator_selection import find_operator
 from repair.formats.flink.operator_state import replace_states
+from repair.formats.flink.pojo_upgrade import CollectionField, PojoColumn, flink2_meta, state_pojo
 from repair.formats.flink.savepoint_properties import savepoint_trailer
 from repair.io import storage as st
 from repair.io.layout import discover
@@ -90,7 +92,7 @@ from repair.ops.renamed import renamed
 from repair.ops.runner import default_workers, run_tasks
 from repair.ops.write_savepoint.keyed_tasks import SpillTask, StreamTask, spill_part, write_subtask_stream
 from repair.ops.write_savepoint.operator_rows import broadcast_entries, list_elements, operator_row, with_encoded_value
-from repair.ops.write_savepoint.rows import RowPieces, part_rows
+from repair.ops.write_savepoint.rows import RowPieces, kryo5_row, part_rows
 from repair.readers.changelog import metadata_changes
 from repair.readers.full_snapshot import read_key_groups_meta_bytes
 from repair.readers.kryo_generation import mark_kryo_generation
@@ -98,7 +100,7 @@ from repair.readers.operator_state import iter_operator_handle
 from repair.readers.raw_timers import read_raw_timer_services, timers_or_reason
 from repair.results import CommandResult
 
-__all__ = ["WriteSavepointResult", "rescale", "write_savepoint"]
+__all__ = ["WriteSavepointResult", "rescale", "upgrade_savepoint", "write_savepoint"]
 
 EXPORT_FILE = "_export.json"
 METADATA_FILE = "_metadata"
@@ -194,6 +196,16 @@ class WriteSavepointResult(CommandResult):
 # -- the operation -------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True)
+class _Upgrade:
+    """Written for Flink 2.x from a Flink 1.x source (:func:`upgrade_savepoint`): ``_metadata`` in
+    ``metadata_version``, Kryo 2.24 values rewritten as Kryo 5 writes them where Kryo 5 reads them otherwise."""
+
+    metadata_version: int
+    #: POJO states with collection fields, by ``(operator id, state)``: their fields' element types.
+    pojo_fields: dict[tuple[str, str], tuple[CollectionField, ...]] = field(default_factory=dict)
+
+
 @renamed(export_dir="path")
 def write_savepoint(
     path: str,
@@ -206,6 +218,7 @@ def write_savepoint(
     workers: int | None = None,
     master: str | None = None,
     storage: st.Storage | None = None,
+    _upgrade: _Upgrade | None = None,
 ) -> WriteSavepointResult:
     """Write the export in ``path`` as a canonical savepoint in ``out`` (a new directory).
 
@@ -215,7 +228,7 @@ def write_savepoint(
     keyed state's name) are left out, meta data included. The keyed state is written by tasks
     (:mod:`repair.ops.write_savepoint.keyed_tasks`) run on Spark with ``master``, else in ``workers``
     processes (default: a pool of one per core when there are more than two tasks); the savepoint is
-    the same wherever they run.
+    the same wherever they run. ``_upgrade``: :func:`upgrade_savepoint`'s (written for Flink 2.x).
     """
     storage = storage or st.default_storage()
     for name, value in (("max_parallelism", max_parallelism), ("parallelism", parallelism)):
@@ -228,7 +241,8 @@ def write_savepoint(
     if metadata.version not in METADATA_VERSIONS:
         raise UsageError(f"the source's _metadata is version {metadata.version}; savepoints are written for versions "
                          f"{', '.join(map(str, METADATA_VERSIONS))} (Flink 1.11 and later)")
-    result = WriteSavepointResult(st.absolute(path), st.absolute(snapshot.ref.metadata_uri), out, metadata.version, metadata.checkpoint_id)
+    version = _upgrade.metadata_version if _upgrade is not None else metadata.version
+    result = WriteSavepointResult(st.absolute(path), st.absolute(snapshot.ref.metadata_uri), out, version, metadata.checkpoint_id)
     exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
     drops: dict[str, set[str]] = defaultdict(set)
     for value in drop_states:
@@ -240,12 +254,12 @@ def write_savepoint(
             raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
         drops[op.operator_id].add(state)
     with storage.publish_dir(out, commit_file=METADATA_FILE) as publisher:
-        writer = _Writer(storage, path, snapshot, publisher, result, drops, workers=workers, master=master)
+        writer = _Writer(storage, path, snapshot, publisher, result, drops, workers=workers, master=master, upgrade=_upgrade)
         writer.skipped = [entry for entry in manifest.get("skipped", []) if isinstance(entry, dict)]
         operators = [writer.operator(op, exported.get(op.operator_id), max_parallelism, parallelism)
                      for op in metadata.operators]
-        savepoint = CheckpointMetadata(metadata.version, metadata.checkpoint_id, list(metadata.master_states), operators,
-                                       trailer=savepoint_trailer(metadata.version), dialect=metadata.dialect)
+        savepoint = CheckpointMetadata(version, metadata.checkpoint_id, list(metadata.master_states), operators,
+                                       trailer=savepoint_trailer(version), dialect=metadata.dialect)
         publisher.write(METADATA_FILE, encode_metadata(savepoint))
     return result
 
@@ -290,8 +304,12 @@ class _Writer:
     """Writes the operators of one savepoint into ``publisher``."""
 
     def __init__(self, storage: st.Storage, export_dir: str, snapshot: LoadedSnapshot, publisher: st.DirectoryPublisher,
-                 result: WriteSavepointResult, drops: dict[str, set[str]], *, workers: int | None = None, master: str | None = None):
+                 result: WriteSavepointResult, drops: dict[str, set[str]], *, workers: int | None = None, master: str | None = None,
+                 upgrade: _Upgrade | None = None):
         self.storage, self.export_dir, self.snapshot, self.publisher, self.result = storage, export_dir, snapshot, publisher, result
+        #: Written for Flink 2.x (:func:`upgrade_savepoint`): Kryo 2.24 values as Kryo 5 writes them, POJO
+        #: collection fields with Flink 2.x's serializers.
+        self.upgrade = upgrade
         #: Where the keyed state's tasks run (:func:`~repair.ops.runner.run_tasks`; workers None: a pool when it pays).
         self.workers, self.master = workers, master
         self._shared: str | None = None
@@ -366,13 +384,22 @@ class _Writer:
                 streams = list(iter_operator_handle(self.snapshot, self.storage, handle, states={state["state"]}))
                 source_rows = [operator_row(row) for stream in streams for row in stream.rows]
                 element = streams[0].meta.serializer("VALUE_SERIALIZER") if streams else None
+                upgraded = self._kryo5_columns([stream.meta for stream in streams[:1]])
                 part = parts[f"part-{index:05d}.parquet"]
-                rows = [(operator_row(with_encoded_value(row, element, where)), where) for where, row in part_rows(self.storage, part)]
+                rows = [(operator_row(with_encoded_value(kryo5_row(row, upgraded, where), element, where)), where)
+                        for where, row in part_rows(self.storage, part)]
                 if sorted(source_rows) == sorted(row for row, _ in rows):
                     continue
                 changed[index][state["state"]] = (broadcast_entries(rows) if state["kind"] == "broadcast"
                                                   else list_elements(rows))
         return changed
+
+    def _kryo5_columns(self, states: list) -> list[KryoColumn]:
+        """Upgrading: the Kryo columns of an operator state's rows (its snapshots then read as Kryo 5)."""
+        if self.upgrade is None or not states:
+            return []
+        set_meta_kryo_generation(states, generation_of_metadata_version(self.result.metadata_version))
+        return kryo_columns(states[0], None)
 
     def _write_keyed(self, op: OperatorState, keyed: list[SubtaskState], exported: dict, written: WrittenOperator,
                      subtasks: dict[int, SubtaskState]) -> None:
@@ -397,13 +424,16 @@ class _Writer:
             trimmed = meta_without_states(meta[0], dropped)
             meta = (trimmed, decode_keyed_backend_meta(trimmed))
             written.dropped = sorted(dropped)
+        pojo_columns: dict[int, PojoColumn] = {}
+        if self.upgrade is not None:
+            meta, pojo_columns = _flink2_pojos(meta, self.upgrade.pojo_fields, op.operator_id)
         head = uncompressed_meta(meta[0])
         parts = self._keyed_parts(op, exported, meta, written)
         staging = self._staging()
         shuffle = f"{SHUFFLE_DIR}-{op.operator_id}"
-        generation = generation_of_metadata_version(self.snapshot.metadata.version)
+        generation = generation_of_metadata_version(self.result.metadata_version)
         spill_tasks = [SpillTask(self.storage, staging, part, meta[0], state_id, op.max_parallelism, new_max, new_parallelism,
-                                 f"{shuffle}/{state_id}-{number}", generation)
+                                 f"{shuffle}/{state_id}-{number}", generation, self.upgrade is not None, pojo_columns.get(state_id))
                        for state_id, number, part in parts]
         try:
             spilled = self._run(spill_part, spill_tasks)
@@ -572,6 +602,21 @@ class _Writer:
         return sorted(info.path for info in self.storage.list_dir(directory) if not info.is_dir and info.path.endswith(".parquet"))
 
 
+def _flink2_pojos(meta: tuple[bytes, KeyedBackendMeta], fields: dict[tuple[str, str], tuple[CollectionField, ...]],
+                  operator_id: str) -> tuple[tuple[bytes, KeyedBackendMeta], dict[int, PojoColumn]]:
+    """The keyed meta data with the POJO collection fields of ``fields`` given Flink 2.x's serializer
+    snapshots, and per state id the column rewriting its values (read with the 1.x snapshot)."""
+    data, decoded = meta
+    columns: dict[int, PojoColumn] = {}
+    for state_id, state in reversed(list(enumerate(decoded.states))):  # from the end: earlier offsets stay valid
+        chosen = fields.get((operator_id, state.name))
+        pojo = state_pojo(state)
+        if chosen and pojo is not None:
+            columns[state_id] = PojoColumn(pojo, chosen)
+            data = flink2_meta(data, pojo, chosen)
+    return (data, decode_keyed_backend_meta(data)) if columns else meta, columns
+
+
 def _key_serializer_bytes(label: str, changes: Iterable[MetadataChange]) -> bytes:
     """The key serializer snapshot's bytes a changelog records without materialized meta data: nested in
     a timer state's ``TimerSerializerSnapshot`` (key, then namespace serializer)."""
@@ -619,6 +664,38 @@ def rescale(
         export(path, exported, master=master, workers=workers, storage=storage)
         result = write_savepoint(exported, out, max_parallelism=max_parallelism, parallelism=parallelism,
                                  source=path, workers=workers, master=master, storage=storage)
+    result.export = None
+    return result
+
+
+def upgrade_savepoint(
+    path: str,
+    out: str,
+    *,
+    metadata_version: int,
+    pojo_fields: dict[tuple[str, str], tuple[CollectionField, ...]] | None = None,
+    drop_states: Iterable[str] = (),
+    master: str | None = None,
+    workers: int | None = None,
+    storage: st.Storage | None = None,
+) -> WriteSavepointResult:
+    """``path`` (a Flink 1.x snapshot) as a canonical savepoint for Flink 2.x in ``out``, as :func:`rescale`
+    writes one (an intermediate export, written back): ``_metadata`` in ``metadata_version``, every Kryo
+    2.24 key, map key, value and list element that Kryo 5 reads otherwise written as Kryo 5 writes it
+    (:func:`repair.formats.flink.kryo_upgrade.kryo5_bytes`), and the POJO collection fields of
+    ``pojo_fields`` (``(operator id, state)``: the fields and their element types) with Flink 2.x's
+    serializers and snapshots (:mod:`repair.formats.flink.pojo_upgrade`). :func:`repair.ops.upgrade.upgrade`
+    checks first what cannot be converted."""
+    from repair.ops.export.job import export
+
+    storage = storage or st.default_storage()
+    layout = discover(path, storage)
+    new_output(out, layout.inputs, storage)
+    with _intermediate_directory(None, storage) as intermediate:
+        exported = st.join(intermediate, "export")
+        export(path, exported, master=master, workers=workers, storage=storage)
+        result = write_savepoint(exported, out, source=path, drop_states=drop_states, workers=workers, master=master,
+                                 storage=storage, _upgrade=_Upgrade(metadata_version, dict(pojo_fields or {})))
     result.export = None
     return result
 

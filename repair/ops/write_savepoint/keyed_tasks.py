@@ -23,9 +23,20 @@ from dataclasses import dataclass, field
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta, set_meta_kryo_generation
 from repair.formats.flink.full_snapshot.canonical_writer import iter_key_group_stream
 from repair.formats.flink.handles import KeyGroupRange
+from repair.formats.flink.kryo_upgrade import kryo_columns
+from repair.formats.flink.pojo_upgrade import PojoColumn
 from repair.io import storage as st
 from repair.io.resolved import scratch_directory
-from repair.ops.write_savepoint.rows import SPILL_BUFFER, RowPieces, Spill, iter_records, part_rows, read_pieces, subtask_entries
+from repair.ops.write_savepoint.rows import (
+    SPILL_BUFFER,
+    RowPieces,
+    Spill,
+    iter_records,
+    kryo5_row,
+    part_rows,
+    read_pieces,
+    subtask_entries,
+)
 
 __all__ = ["SpillTask", "SpilledPart", "StreamTask", "WrittenStream", "spill_part", "write_subtask_stream"]
 
@@ -52,6 +63,11 @@ class SpillTask:
     prefix: str
     #: The Kryo generation of the source's Flink (its Kryo values are read and written in it), or None.
     kryo_generation: int | None = None
+    #: Flink 1.x rows written for Flink 2.x (``kryo_generation`` 5): Kryo 2.24 values Kryo 5 reads otherwise
+    #: are written as Kryo 5 writes them first.
+    upgrade_kryo: bool = False
+    #: Upgrading: the state's POJO values rewritten with Flink 2.x's collection serializers (their 1.x snapshot inside).
+    pojo: PojoColumn | None = None
 
 
 @dataclass
@@ -68,12 +84,16 @@ def spill_part(task: SpillTask) -> SpilledPart:
     if task.kryo_generation is not None:
         set_meta_kryo_generation(meta, task.kryo_generation)
     pieces = RowPieces(meta.states[task.state_id], meta.key_serializer, task.old_max, task.new_max)
+    upgraded: list = kryo_columns(meta.states[task.state_id], meta.key_serializer) if task.upgrade_kryo else []
+    if task.pojo is not None:
+        upgraded.append(task.pojo)
     rows = 0
     files: dict[int, str] = {}
     with scratch_directory("write-savepoint-spill") as scratch:
         with Spill(scratch, task.new_max, task.parallelism) as spill:
             for where, row in part_rows(task.storage, task.part):
                 rows += 1
+                row = kryo5_row(row, upgraded, where)
                 spill.add(task.state_id, pieces.piece(row, where))
         for index, count in enumerate(spill.counts):
             if count:

@@ -34,6 +34,7 @@ from repair.formats.flink.keygroups import (
     key_group_prefix_bytes,
     operator_index_for_key_group,
 )
+from repair.formats.flink.kryo_upgrade import KryoColumn
 from repair.formats.flink.row_codecs import RowColumn, row_columns, same_value
 from repair.formats.flink.value_encoders import EncodeError
 from repair.formats.flink.values import Timer, TtlValue, decoder_for
@@ -75,6 +76,27 @@ def part_rows(storage: st.Storage, uri: str) -> Iterator[tuple[str, dict[str, An
                 row[JSON_TEXT + name] = row.pop(name)
             yield f"{uri}, row {number}", row
             number += 1
+
+
+def kryo5_row(row: dict[str, Any], columns: list[KryoColumn], where: str) -> dict[str, Any]:
+    """Upgrading to Flink 2.x: ``row`` with its Kryo ``columns`` as Flink 2.x reads them the same
+    (:func:`~repair.formats.flink.kryo_upgrade.kryo5_bytes`) and their decoded columns cleared (the
+    export's reading of the Kryo 2.24 bytes, e.g. a Pattern without flags, is not an edit: the raw bytes
+    are written)."""
+    if not columns:
+        return row
+    row = dict(row)
+    for column in columns:
+        if row.get(column.raw) is None:
+            continue
+        try:
+            row[column.raw] = column.kryo5(row[column.raw])
+        except RepairError as error:
+            raise error.in_source(where) from None
+        decoded = column.raw.removesuffix("_raw")
+        row[decoded] = None
+        row.pop(JSON_TEXT + decoded, None)
+    return row
 
 
 class RowPieces:
