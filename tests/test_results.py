@@ -33,7 +33,7 @@ def test_every_exported_result_follows_the_contract(name):
 
 
 def test_the_contract_covers_every_command():
-    assert len(RESULT_TYPES) == 16  # one per command; write-savepoint and rescale share one
+    assert len(RESULT_TYPES) == 17  # one per command; write-savepoint and rescale share one
 
 
 #: Commands run on a copy of a fixture with one SST missing (what they judge is then not empty).
