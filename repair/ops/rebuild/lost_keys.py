@@ -13,9 +13,10 @@ listed: they come back, bounded by the file's range). A missing file lists nothi
 by the MANIFEST's range only, reported beside).
 
 Each key's *fate* after the restore, from the remaining files of the same column family (RocksDB
-shadowing): ``lost`` (no other version: the state of that key is gone), ``older_value_back`` (an older
-version in ``other_file`` is what the key shows now; a deletion lost brings the key back), or
-``newer_kept`` (a newer version in ``other_file``: nothing is lost for that key).
+shadowing, :func:`_fate`): ``lost`` (no other version, or a merge operand, e.g. of a list state, which
+no other version replaces), ``older_value_back`` (an older version in ``other_file`` is what the key shows
+now; a deletion lost brings the key back), or ``newer_kept`` (a newer value or deletion in
+``other_file``: nothing is lost for that key).
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.backend_meta import KeyedBackendMeta
 from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.flink.in_rocksdb.key_range import BoundaryKey, describe_boundary
-from repair.formats.rocksdb.table.block import InternalKey
+from repair.formats.rocksdb.table.block import InternalKey, ValueType
 from repair.formats.rocksdb.table.salvage import Salvage, SalvageError, salvage_table
 from repair.formats.rocksdb.table.sst import open_table
 from repair.io import storage as st
@@ -154,9 +155,18 @@ def _other_versions(
 
 
 def _fate(key: InternalKey, others: list[tuple[int, int, str]]) -> tuple[str, str | None]:
+    """What ``key``'s user key shows once its entry is lost, from the other versions ``(seqno, type, file)``.
+
+    A newer value or deletion shadows the lost entry: nothing is lost. Newer merge operands do not (they
+    apply on top of it): a lost merge operand is lost whatever else remains; a lost value or deletion under
+    newer operands is lost too (they now apply to what is below it). Otherwise an older version is what the
+    key shows now (a lost deletion brings the key back)."""
     newer = [o for o in others if o[0] > key.seqno]
-    if newer:
-        return "newer_kept", max(newer)[2]
+    full = [o for o in newer if o[1] != ValueType.MERGE]
+    if full:
+        return "newer_kept", max(full)[2]
+    if key.value_type == ValueType.MERGE or newer:
+        return "lost", None
     older = [o for o in others if o[0] < key.seqno]
     if older:
         return "older_value_back", max(older)[2]
