@@ -154,3 +154,23 @@ def test_real_flink_loses_exactly_the_entries_of_the_damaged_block(tmp_path, nam
                   if any(lost.startswith(_rocksdb_key_prefix("per-user", key, max_parallelism)) for lost in lost_keys)}
     assert lost_users
     assert set(differing_states(restored, expected)) == {("per-user", key, "count") for key in lost_users}
+
+
+def test_list_lost_keys_names_each_lost_key_in_text_and_json(tmp_path, capsys):
+    """A Flink 2.1 SST's only data block flipped: its bytes still read, so every lost entry's key is listed
+    (complete), each lost for good: no other file holds its window contents."""
+    from fixtures.damage_matrix import Cell, prepare
+    from tests.json_schemas import schema_problems
+
+    prepared = prepare(Cell("flink-2.1-p3-external-xxh3-zstd", "sst-data", "flipped"), tmp_path / "damaged")
+    args = ["rebuild-manifest", str(prepared.chk_dir), "--salvage", "--list-lost-keys"]
+    assert main([*args, "--out", str(tmp_path / "out"), "--json"]) == 1
+    doc = json.loads(capsys.readouterr().out)
+    assert schema_problems(doc, "rebuild-manifest") == []
+    (lost,) = doc["lost"]
+    listed = lost["lost_keys"]
+    assert listed["complete"] and len(listed["keys"]) == lost["entries"] == 8
+    assert {k["fate"] for k in listed["keys"]} == {"lost"} and "user-13" in {k["key"] for k in listed["keys"]}
+    assert main([*args, "--out", str(tmp_path / "out-text")]) == 1
+    text = capsys.readouterr().out
+    assert "keys of the lost entries (all of them;" in text and '"user-13"  (key group 0): lost' in text
