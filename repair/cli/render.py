@@ -514,7 +514,7 @@ def _render_lost(lost) -> None:
 
 def _render_lost_keys(where: str, lost_keys) -> None:
     """``--list-lost-keys``: one line per lost entry's key and what it shows after the restore."""
-    if lost_keys is None:
+    if lost_keys is None or (lost_keys.complete and not lost_keys.keys):
         return
     console = stdout()
     fates = {"lost": "lost", "older_value_back": "older value back from {}", "newer_kept": "not lost: a newer version in {}"}
