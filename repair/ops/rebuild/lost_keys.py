@@ -108,6 +108,8 @@ def _dropped_keys(item: LostFile, storage: st.Storage) -> tuple[list[InternalKey
                 close(source)
         except (SalvageError, RepairError):
             return [], False, "none: no block of the file can be proven or read"
+        if item.largest is not None:
+            salvage = salvage.ending_at(item.largest.internal_key)
     lost_keys, complete = _read_keys(salvage)
     return ([k for k, _ in salvage.entries] + lost_keys, complete and not salvage.range_tombstones,
             "the file's sound blocks and its damaged blocks as they still read")
