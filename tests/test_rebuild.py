@@ -20,6 +20,7 @@ from fixtures import state_model
 from fixtures.flink_harness import FlinkRunError
 from fixtures.generate import SPECS, generate
 from fixtures.restore import restore_state
+from fixtures.salvage_matrix import differing_states
 from repair.cli.app import main
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.backend_meta import StateMetaInfo
@@ -432,18 +433,6 @@ def restore_fixture_checkpoint(name: str, checkpoint: Path) -> tuple[dict, dict]
     restored = restore_state(info["flink_version"], checkpoint, records,
                              parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"])
     return restored, json.loads((FIXTURES / name / "expected.json").read_text())
-
-
-def differing_states(restored: dict, expected: dict) -> list[tuple[str, str, str]]:
-    """``(operator, key, state)`` of every keyed state whose restored value differs from the expected one."""
-    out = []
-    for operator, keys in expected["keyed"].items():
-        got = restored["keyed"].get(operator, {})
-        for key in set(keys) | set(got):
-            for state in set(keys.get(key, {})) | set(got.get(key, {})):
-                if keys.get(key, {}).get(state) != got.get(key, {}).get(state):
-                    out.append((operator, key, state))
-    return out
 
 
 def _rocksdb_key_prefix(operator: str, key: str, max_parallelism: int) -> bytes:

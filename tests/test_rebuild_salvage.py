@@ -105,10 +105,11 @@ def test_real_flink_restores_a_checkpoint_salvaged_from_damaged_properties_exact
     assert restored["operator"] == expected["operator"] and differing_states(restored, expected) == []
 
 
-def _multi_block_damaged(name: str, tmp_path: Path, target: SstFacts) -> tuple[Path, list[bytes], int]:
+def _multi_block_damaged(name: str, tmp_path: Path, target: SstFacts, at=lambda block: block.offset + 3) -> tuple[Path, list[bytes], int]:
     """A fixture copy whose ``target`` SST is rewritten (same entries, format and properties) in blocks of
-    64 bytes, with a byte flipped in a middle data block; returns chk-N of the copy, the user keys of the
-    entries of that block (read from the intact rewrite), and how many data blocks the rewrite has."""
+    64 bytes, with a byte flipped in a middle data block (at ``at(its handle)``); returns chk-N of the copy,
+    the user keys of the entries of that block (read from the intact rewrite), and how many data blocks
+    the rewrite has."""
     copy = damage.copy_fixture(name, tmp_path / "damaged")
     root, metadata_path = _newest(name)
     path = damage.checkpoint_root(copy) / target.file.relative_to(root)
@@ -121,7 +122,7 @@ def _multi_block_damaged(name: str, tmp_path: Path, target: SstFacts) -> tuple[P
     victim = blocks[len(blocks) // 2]
     lost = [bytes(key[:-8]) for _, key, _ in open_table(BytesSource(rewritten)).block_reader(victim, BlockKind.DATA).entries()]
     damaged = bytearray(rewritten)
-    damaged[victim.offset + 3] ^= 0x20
+    damaged[at(victim)] ^= 0x20
     path.write_bytes(bytes(damaged))
     # _metadata records each file's size: the rewrite's, as if Flink had written it so.
     checkpoint = damage.checkpoint_root(copy) / metadata_path.parent.name
@@ -154,3 +155,39 @@ def test_real_flink_loses_exactly_the_entries_of_the_damaged_block(tmp_path, nam
                   if any(lost.startswith(_rocksdb_key_prefix("per-user", key, max_parallelism)) for lost in lost_keys)}
     assert lost_users
     assert set(differing_states(restored, expected)) == {("per-user", key, "count") for key in lost_users}
+
+
+def test_list_lost_keys_names_each_lost_key_in_text_and_json(tmp_path, capsys):
+    """A Flink 2.1 SST's only data block flipped: its bytes still read, so every lost entry's key is listed
+    (complete), each lost for good: no other file holds its window contents."""
+    from fixtures.damage_matrix import Cell, prepare
+    from tests.json_schemas import schema_problems
+
+    prepared = prepare(Cell("flink-2.1-p3-external-xxh3-zstd", "sst-data", "flipped"), tmp_path / "damaged")
+    assert main(["rebuild-manifest", str(prepared.chk_dir), "--salvage", "--list-lost-keys", "--out", str(tmp_path / "out")]) == 1
+    text = capsys.readouterr().out
+    assert "keys of the lost entries (all of them;" in text and '"user-13"  (key group 0): lost' in text
+    doc = json.loads(json.dumps(rebuild_manifest(str(prepared.chk_dir), str(tmp_path / "out-json"), salvage=True,
+                                                 list_lost_keys=True).to_json()))
+    assert schema_problems(doc, "rebuild-manifest") == []
+    (lost,) = doc["lost"]
+    listed = lost["lost_keys"]
+    assert listed["complete"] and len(listed["keys"]) == lost["entries"] == 8
+    assert {k["fate"] for k in listed["keys"]} == {"lost"} and "user-13" in {k["key"] for k in listed["keys"]}
+
+
+@pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
+def test_a_lost_block_lists_its_keys_and_the_older_values_that_come_back(tmp_path, name):
+    """A byte of a middle block's stored checksum flipped: the block is lost (its checksum fails), but its
+    bytes still read, so --list-lost-keys lists exactly its keys; older files of the state overlapping
+    its bounds are reported, and each key they hold shows its older value (real Flink 1.20 restores the
+    older counts: the slow test above)."""
+    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    checkpoint, lost_keys, _ = _multi_block_damaged(name, tmp_path, target, at=lambda block: block.offset + block.size + 2)
+    result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True, list_lost_keys=True)
+    (item,) = result.salvaged
+    listed = item.lost_keys
+    assert listed.complete and [k.key.user_key for k in listed.keys] == lost_keys
+    older = {o.local_name for o in item.overlaps if o.relation in ("older", "both")}
+    assert {k.fate for k in listed.keys} == {"older_value_back"}  # an older count of each key is in an older file
+    assert older and {k.other_file for k in listed.keys} <= older

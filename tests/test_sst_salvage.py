@@ -14,7 +14,7 @@ import pytest
 
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.rocksdb.table.block import InternalKey, ValueType
-from repair.formats.rocksdb.table.checksum import ChecksumType
+from repair.formats.rocksdb.table.checksum import ChecksumType, block_checksum, context_modifier
 from repair.formats.rocksdb.table.compression import CompressionType
 from repair.formats.rocksdb.table.salvage import SalvageError, salvage_table
 from repair.formats.rocksdb.table.sst import BlockKind, open_table, verify_table
@@ -81,13 +81,45 @@ def test_a_damaged_data_block_loses_exactly_its_entries(format_version, checksum
         format_version, checksum, open_table(BytesSource(data)).properties.compression)
 
 
+def _value_byte(data: bytes, handle) -> int:
+    """The offset of a byte inside a value of an uncompressed data block (flipped, the block still decodes)."""
+    return data.index(b"vvv", handle.offset, handle.offset + handle.size) + 1
+
+
 def test_two_damaged_data_blocks_lose_their_entries_in_all():
     data = _table()
     first, second = _blocks(data, BlockKind.DATA)[2], _blocks(data, BlockKind.DATA)[9]
     lost = _block_entries(data, first) + _block_entries(data, second)
     salvage = salvage_table(BytesSource(_flip(_flip(data, first.offset + 1), second.offset + 1)))
     assert salvage.entries_lost == len(lost) and len(salvage.entries) == len(ENTRIES) - len(lost)
-    assert [b.entries for b in salvage.lost_blocks] == [None, None]  # the total is exact, not the split
+    assert [b.entries for b in salvage.lost_blocks] == [None, None]  # their bytes do not read: the total is exact, not the split
+
+
+def test_two_damaged_blocks_whose_bytes_still_read_are_counted_each_and_their_keys_listed():
+    data = _table()
+    first, second = _blocks(data, BlockKind.DATA)[2], _blocks(data, BlockKind.DATA)[9]
+    salvage = salvage_table(BytesSource(_flip(_flip(data, _value_byte(data, first)), _value_byte(data, second))))
+    assert [b.entries for b in salvage.lost_blocks] == [len(_block_entries(data, first)), len(_block_entries(data, second))]
+    assert [list(b.read_keys) for b in salvage.lost_blocks] == [[k for k, _ in _block_entries(data, h)] for h in (first, second)]
+    assert salvage.entries_lost == sum(b.entries for b in salvage.lost_blocks)
+
+
+def test_a_block_that_verifies_but_does_not_decode_is_dropped_not_written():
+    """Its checksum is right for its bytes, but they are no data block (a restart count beyond the block)."""
+    data = bytearray(_table())
+    victim = _blocks(bytes(data), BlockKind.DATA)[3]
+    lost = _block_entries(bytes(data), victim)
+    data[victim.offset:victim.offset + victim.size] = b"\xff" * (victim.size - 4) + (1 << 20).to_bytes(4, "little")
+    trailer = victim.offset + victim.size
+    checksum = block_checksum(ChecksumType.CRC32C, bytes(data[victim.offset:trailer]), data[trailer]) + context_modifier(0, victim.offset)
+    data[trailer + 1:trailer + 5] = (checksum & 0xFFFFFFFF).to_bytes(4, "little")
+    assert not [f for f in verify_table(BytesSource(bytes(data))).findings if "checksum" in f.kind]  # its checksum holds
+    salvage = salvage_table(BytesSource(bytes(data)))
+    (block,) = salvage.lost_blocks
+    assert (block.offset, block.entries, block.read_keys) == (victim.offset, len(lost), None)
+    assert "checksum" not in block.reason  # dropped for what it decodes to
+    assert salvage.entries == [e for e in ENTRIES if e not in lost]
+    assert _written(salvage) == salvage.entries
 
 
 @pytest.mark.parametrize("kind", [BlockKind.PROPERTIES, BlockKind.INDEX, BlockKind.METAINDEX, "footer"])

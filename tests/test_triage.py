@@ -31,9 +31,12 @@ EXTERNAL = "flink-1.20-p3-external-xxhash-lz4"
 SST_DAMAGE = {"missing_sst", "sst_flipped_byte", "sst_bad_magic", "sst_truncated", "inline_sst_flipped_byte"}
 MANIFEST_DAMAGE = {"missing_manifest", "inline_manifest_flipped_byte"}
 #: Damage to an SST's footer only (its magic): salvaged by scanning with every entry kept, a lossless way
-#: ranked before the drop. (A flipped data byte hits the only data block of these small SSTs; the
-#: truncation cuts into it: nothing of them is sound, so there is no salvage way.)
+#: ranked before the drop. (A flipped data byte hits the only data block of these small SSTs: nothing of
+#: them is sound, so there is no salvage way.)
 SALVAGED_WHOLE = {"sst_bad_magic"}
+#: An SST truncated in its index: salvaged by scanning, every entry kept (the last one is the MANIFEST's
+#: largest key), but whether it held range deletions is unknown: a lossy way, ranked above the drop.
+SALVAGED_LOSSY = {"sst_truncated"}
 
 CASES = [
     ("missing_sst", EXTERNAL),
@@ -68,17 +71,20 @@ def test_triage_ranks_the_ways_back_the_damage_leaves(tmp_path, kind, fixture):
         expected.append((RESTORE, newest_valid))
     expected.sort(key=lambda way: -way[1])
     if kind in SST_DAMAGE:
-        expected += [(REBUILD_DROPPING, c) for c in sorted(repairable, reverse=True)]
+        for c in sorted(repairable, reverse=True):
+            expected += [(REBUILD_SALVAGING, c)] * (kind in SALVAGED_LOSSY) + [(REBUILD_DROPPING, c)]
     assert [(w.action, w.checkpoint_id) for w in result.ways] == expected
     assert [w.rank for w in result.ways] == list(range(1, len(expected) + 1))
     assert result.ok == any(w.lossless for w in result.ways) == (newest_valid is not None or kind in MANIFEST_DAMAGE)
     if kind == "metadata_truncated":
         assert [b.snapshot for b in result.beyond_repair] == [f"chk-{c}" for c in repairable]
     for way in result.ways:
-        assert way.lossless == (way.action != REBUILD_DROPPING) == (not way.lost)
+        lossy_salvage = way.action == REBUILD_SALVAGING and kind in SALVAGED_LOSSY
+        assert way.lossless == (way.action != REBUILD_DROPPING and not lossy_salvage) == (not way.lost and not lossy_salvage)
         if way.action == REBUILD_SALVAGING:  # exactly the damaged file, every entry kept
             (salvaged,) = way.salvaged
             assert salvaged.entries_lost == 0 and salvaged.entries_kept > 0 and salvaged.path.endswith(dmg.file.name)
+            assert salvaged.range_deletions_lost == (None if kind in SALVAGED_LOSSY else 0)
             assert way.commands[0].argv[-1] == "--salvage"
         assert way.age_seconds is not None and way.written_at is not None
         if way.action == REBUILD_DROPPING:  # exactly the damaged file is lost

@@ -334,6 +334,10 @@ def rebuild_manifest(
         False, "--salvage", metavar="",
         help="Like --drop-missing, but corrupt or truncated SSTs are salvaged block by block: replaced by a new SST (under the output) holding every entry of their sound blocks; reports the entries, key groups and key bounds lost (exit 1 if any).",
     ),
+    list_lost_keys: bool = typer.Option(
+        False, "--list-lost-keys", metavar="",
+        help="With --drop-missing or --salvage: list the decoded keys whose entries were lost, where the damaged file still tells them, and what each key shows after the restore (lost, an older value back, a newer version kept).",
+    ),
     manifest_format: Optional[Literal["frocksdb6", "frocksdb8"]] = typer.Option(
         None, "--format", help="RocksDB directory only: write the MANIFEST for frocksdb6 (Flink <= 1.20) or frocksdb8 (Flink 2.x) instead of the format the evidence points to.",
     ),
@@ -343,7 +347,8 @@ def rebuild_manifest(
     from repair.ops.rebuild import rebuild_manifest as run_rebuild
     from repair.ops.rebuild.db import RebuildDbResult
 
-    result = run_rebuild(path, _output(out, to), copy=copy, drop_missing=drop_missing, salvage=salvage, format=manifest_format)
+    result = run_rebuild(path, _output(out, to), copy=copy, drop_missing=drop_missing, salvage=salvage, format=manifest_format,
+                         list_lost_keys=list_lost_keys)
     _show(result, json_output, _renderer("render_rebuild_db" if isinstance(result, RebuildDbResult) else "render_rebuild"))
 
 

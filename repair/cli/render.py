@@ -481,6 +481,11 @@ def _render_salvaged(salvaged) -> None:
             up_to = _boundary(block.up_to) if block.up_to else "the last key"
             count = "?" if block.entries is None else str(block.entries)
             console.print(f"  {escape(where)}: {count} entries lost after {escape(after)} up to {escape(up_to)}", highlight=False, markup=True)
+        older = [o.local_name for o in item.overlaps if o.relation in ("older", "both")]
+        if older:
+            console.print(f"  [yellow]{escape(where)}: keys of the lost blocks that {', '.join(older)} also hold come back with "
+                          "their OLDER values (or reappear after a deletion)[/]", highlight=False, markup=True)
+        _render_lost_keys(where, item.lost_keys)
 
 
 def _render_lost(lost) -> None:
@@ -504,6 +509,21 @@ def _render_lost(lost) -> None:
             console.print(f"  {where}: key range unknown: {item.range_unknown}", highlight=False)
         for warning in item.warnings():
             console.print(f"  [yellow]{escape(where)}: {escape(warning)}[/]", highlight=False, markup=True)
+        _render_lost_keys(where, item.lost_keys)
+
+
+def _render_lost_keys(where: str, lost_keys) -> None:
+    """``--list-lost-keys``: one line per lost entry's key and what it shows after the restore."""
+    if lost_keys is None or (lost_keys.complete and not lost_keys.keys):
+        return
+    console = stdout()
+    fates = {"lost": "lost", "older_value_back": "older value back from {}", "newer_kept": "not lost: a newer version in {}"}
+    extent = "all of them" if lost_keys.complete else "those known"
+    console.print(f"  {escape(where)}: keys of the lost entries ({extent}; from {escape(lost_keys.source)}):",
+                  highlight=False, markup=True)
+    for key in lost_keys.keys:
+        fate = fates[key.fate].format(key.other_file)
+        console.print(f"    {escape(_boundary(key.key))}  (key group {key.key.key_group}): {fate}", highlight=False, markup=True)
 
 
 def _boundary(boundary) -> str:

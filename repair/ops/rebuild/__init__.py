@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
 def rebuild_manifest(
     path: str, out: str, *, copy: bool = False, drop_missing: bool = False, salvage: bool = False,
-    format: str | None = None, storage: st.Storage | None = None,
+    format: str | None = None, list_lost_keys: bool = False, storage: st.Storage | None = None,
 ) -> "RebuildResult | RebuildDbResult":
     """Rebuild the broken MANIFESTs (and CURRENT) of the checkpoint or RocksDB directory at ``path`` into ``out``.
 
@@ -29,6 +29,8 @@ def rebuild_manifest(
     (``format``, ``frocksdb6`` or ``frocksdb8``, overrides the MANIFEST format the evidence points to).
     ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held;
     ``salvage`` (checkpoints only) replaces corrupt and truncated ones by what their sound blocks hold.
+    ``list_lost_keys`` (checkpoints only) lists the decoded keys whose entries were lost, where they can
+    be known (:mod:`repair.ops.rebuild.lost_keys`).
     """
     storage = storage or st.default_storage()
     layout = classify(path, storage, accept=SNAPSHOT_KINDS | {ROCKSDB_DIR})
@@ -37,6 +39,8 @@ def rebuild_manifest(
 
         if salvage:
             raise UsageError("salvage is for checkpoints: a RocksDB directory's damaged SSTs can only be dropped (drop_missing)")
+        if list_lost_keys:
+            raise UsageError("list_lost_keys is for checkpoints: a RocksDB directory's report has no keys to list")
         if copy:
             raise UsageError("copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         return rebuild_db(layout, out, format=format, drop_missing=drop_missing, storage=storage)
@@ -44,4 +48,5 @@ def rebuild_manifest(
         raise UsageError("format is for RocksDB directories: a checkpoint's format follows its _metadata version")
     from repair.ops.rebuild.checkpoint import rebuild_checkpoint
 
-    return rebuild_checkpoint(layout, out, copy=copy, drop_missing=drop_missing, salvage=salvage, storage=storage)
+    return rebuild_checkpoint(layout, out, copy=copy, drop_missing=drop_missing, salvage=salvage, list_lost_keys=list_lost_keys,
+                              storage=storage)

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 
 from repair.errors import RepairError
 from repair.formats.bytes.random_access import BytesSource
-from repair.formats.flink.backend_meta import decode_keyed_backend_meta
+from repair.formats.flink.backend_meta import KeyedBackendMeta, decode_keyed_backend_meta
 from repair.formats.flink.handles import ByteStreamHandle, ChangelogBackendHandle, IncrementalKeyedHandle, LocalFile, RelativeFileHandle
 from repair.formats.rocksdb.files import file_number
 from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
@@ -35,7 +35,8 @@ from repair.io import storage as st
 from repair.io.layout import Layout
 from repair.io.resolved import close, open_resolved, read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
-from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason
+from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason, overlapping
+from repair.ops.rebuild.lost_keys import add_lost_keys
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
 from repair.ops.rebuild.salvage import SalvagedFile, check_salvaged, lost_ranges, new_file_name, salvage_file
 from repair.ops.relocate import RelocateResult, single_snapshot, write_snapshot
@@ -130,7 +131,7 @@ class RebuildResult(CommandResult):
 
 def rebuild_checkpoint(
     path: str | Layout, out: str, *, copy: bool = False, drop_missing: bool = False, salvage: bool = False,
-    storage: st.Storage | None = None,
+    list_lost_keys: bool = False, storage: st.Storage | None = None,
 ) -> RebuildResult:
     """Rebuild the broken MANIFESTs of the checkpoint at ``path`` into a new checkpoint under ``out``.
 
@@ -145,7 +146,8 @@ def rebuild_checkpoint(
     ref = layout.snapshots[0]
     snapshot = report.loaded.get(ref.name) or load_snapshot(ref, layout.root, storage)  # undecodable: its error
     findings = report.findings
-    result = plan_rebuild(snapshot, findings, drop_missing=drop_missing, salvage=salvage, storage=storage)
+    result = plan_rebuild(snapshot, findings, drop_missing=drop_missing, salvage=salvage, list_lost_keys=list_lost_keys,
+                          storage=storage)
     result.out, result.findings = st.absolute(out), findings
     if result.unrepairable:
         return result
@@ -158,7 +160,7 @@ def rebuild_checkpoint(
 
 def plan_rebuild(
     snapshot: LoadedSnapshot, findings: list[CheckpointFinding], *, drop_missing: bool, storage: st.Storage,
-    salvage: bool = False,
+    salvage: bool = False, list_lost_keys: bool = False,
 ) -> RebuildResult:
     """Everything :func:`rebuild_checkpoint` does short of writing: ``snapshot``'s metadata edited in place
     (MANIFESTs rebuilt, with ``drop_missing`` lost SSTs left out), what was rebuilt, lost or cannot be.
@@ -182,16 +184,22 @@ def plan_rebuild(
             if not findings or not isinstance(handle, IncrementalKeyedHandle):
                 continue
             lost = describe_lost_files(snapshot, op, sub.index, handle, drops, storage) if drops else []
-            replaced: dict[str, bytes] = {}
+            meta = _backend_meta(snapshot, handle, storage) if lost else None
+            salvaged: list[SalvagedFile] = []
             if salvage and lost:
-                salvaged = _salvage_instance(snapshot, op, label, sub.index, handle, lost, storage)
+                salvaged = _salvage_instance(snapshot, op, label, sub.index, handle, lost, meta, storage)
                 result.salvaged.extend(salvaged)
-                replaced = {item.local_name: item.data for item in salvaged}
-                lost = [item for item in lost if item.local_name not in replaced]
-                drops = {name: fs for name, fs in drops.items() if name not in replaced}
+            replaced = {item.local_name: item.data for item in salvaged}
+            damaged = {item.local_name: item for item in lost}
+            lost = [item for item in lost if item.local_name not in replaced]
+            drops = {name: fs for name, fs in drops.items() if name not in replaced}
             instance = _rebuild_instance(snapshot, handle, label, sub.index, findings, format_, storage, drop=set(drops),
                                          replaced=replaced)
             add_overlaps(lost, instance.summaries, instance.levels)
+            for item in salvaged:
+                _add_salvaged_overlaps(item, damaged[item.local_name], instance)
+            if list_lost_keys:
+                add_lost_keys(snapshot, handle, lost, salvaged, replaced, meta, op.max_parallelism, storage)
             result.rebuilt.append(instance)
             result.lost.extend(lost)
     return result
@@ -304,21 +312,36 @@ def _rebuild_instance(
     )
 
 
+def _backend_meta(snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, storage: st.Storage) -> KeyedBackendMeta | None:
+    """The instance's backend meta data (key serializer, states), None when it does not read."""
+    if handle.meta is None:
+        return None
+    try:
+        return decode_keyed_backend_meta(read_resolved(storage, snapshot.resolver.resolve(handle.meta)))
+    except RepairError:
+        return None
+
+
+def _add_salvaged_overlaps(item: SalvagedFile, record: LostFile, instance: RebuiltInstance) -> None:
+    """The remaining files of the salvaged file's state that overlap its lost blocks' keys (bounded by
+    the blocks' neighbours, else by the file's range in its MANIFEST record)."""
+    if not item.lost or record.smallest is None or record.smallest_seqno is None:
+        return
+    low = min(r.after.user_key if r.after is not None else record.smallest.user_key for r in item.lost)
+    high = max(r.up_to.user_key if r.up_to is not None else record.largest.user_key for r in item.lost)
+    item.overlaps = overlapping(item.column_family, low, high, (record.smallest_seqno, record.largest_seqno),
+                                instance.summaries, instance.levels, exclude=item.local_name)
+
+
 def _salvage_instance(
     snapshot: LoadedSnapshot, op, label: str, subtask: int, handle: IncrementalKeyedHandle, lost: list[LostFile],
-    storage: st.Storage,
+    meta: KeyedBackendMeta | None, storage: st.Storage,
 ) -> list[SalvagedFile]:
     """Salvage the corrupt and truncated SSTs of one instance; each salvaged one is pointed at its new copy.
 
     A file is salvaged when its copy passes our verify and sst_dump (where installed); otherwise, or
     when none of its data blocks is sound, it stays in ``lost`` and is dropped whole.
     """
-    meta = None
-    if handle.meta is not None:
-        try:
-            meta = decode_keyed_backend_meta(read_resolved(storage, snapshot.resolver.resolve(handle.meta)))
-        except RepairError:
-            meta = None
     entries = {e.local_path: e for e in handle.sst_files}
     key_groups = (handle.key_groups.start, handle.key_groups.end)
     out = []
@@ -326,15 +349,19 @@ def _salvage_instance(
         if item.reason not in ("corrupt", "truncated"):
             continue
         resolved = snapshot.resolver.resolve(entries[item.local_name].handle)
-        hint = _column_family_hint(snapshot, handle, item.column_family, {f.local_name for f in lost}, storage)
+        hint = ((item.column_family_id, item.column_family) if item.column_family_id is not None and item.column_family
+                else _column_family_hint(snapshot, handle, item.column_family, {f.local_name for f in lost}, storage))
         try:
             salvage, data, (_, cf_name) = salvage_file(storage, resolved, column_family=hint)
         except RepairError as error:
             item.problems.append(f"not salvaged: {error.message}")
             continue
+        if item.largest is not None:
+            salvage = salvage.ending_at(item.largest.internal_key)
         if not salvage.entries and not salvage.range_tombstones:  # nothing sound: dropped whole, its loss now counted
             item.problems.append("not salvaged: no data block of it is sound")
-            if item.entries is None and salvage.entries_lost is not None:
+            item.salvage = salvage
+            if item.entries is None and salvage.entries_lost is not None and salvage.range_deletions_lost == 0:
                 item.entries = salvage.entries_lost
             continue
         ours, theirs, detail = check_salvaged(data)
@@ -347,7 +374,7 @@ def _salvage_instance(
             snapshot.metadata.checkpoint_id, label, op.operator_id, subtask, item.local_name, item.path, cf_name,
             salvage.method, len(salvage.entries), salvage.entries_lost, salvage.range_deletions_lost,
             lost_ranges(salvage, cf_name, meta, op.max_parallelism, key_groups), salvage.damaged_metadata,
-            name, len(data), ours, theirs, detail, data,
+            name, len(data), ours, theirs, detail, data, salvage,
         ))
     return out
 

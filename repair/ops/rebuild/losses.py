@@ -29,10 +29,13 @@ from repair.formats.flink.metadata import OperatorState
 from repair.formats.rocksdb.files import decode_current, file_number
 from repair.formats.rocksdb.manifest import FileMetaData, iter_version_edits
 from repair.formats.rocksdb.manifest_builder import SstSummary
+from repair.formats.rocksdb.table.properties import TableProperties
+from repair.formats.rocksdb.table.salvage import salvage_table
 from repair.formats.rocksdb.table.sst import open_table
 from repair.io import storage as st
-from repair.io.resolved import open_resolved, read_resolved
+from repair.io.resolved import close, read_resolved
 from repair.io.snapshot import LoadedSnapshot
+from repair.ops.rebuild.salvage import open_as_it_is
 from repair.ops.verify.engine import CheckpointFinding
 
 #: Verify finding kinds of an SST whose bytes are gone; any other error in its bytes makes it "corrupt".
@@ -109,6 +112,9 @@ class LostFile:
     smallest_seqno: int | None = None
     largest_seqno: int | None = None
     entries: int | None = None
+    #: The column family's id, as the MANIFEST's record of the file says (not in the JSON document: a
+    #: salvaged copy of the file is written with it when its own properties are unreadable).
+    column_family_id: int | None = None
     #: Where the facts come from: ``MANIFEST-000004`` and/or ``SST properties``.
     sources: list[str] = field(default_factory=list)
     #: Why the key range is unknown (None when known).
@@ -116,6 +122,11 @@ class LostFile:
     overlaps: list[Overlap] = field(default_factory=list)
     #: Why overlaps cannot be told (None when they were checked).
     overlaps_unknown: str | None = None
+    #: The keys of its entries, with ``list_lost_keys`` (:mod:`repair.ops.rebuild.lost_keys`).
+    lost_keys: Any = None
+    #: Where its bytes are, and what a salvage of it found (not in the JSON document).
+    resolved: Any = field(default=None, repr=False)
+    salvage: Any = field(default=None, repr=False)
 
     @property
     def older_overlaps(self) -> list[Overlap]:
@@ -156,7 +167,7 @@ class LostFile:
             "seqnos": [self.smallest_seqno, self.largest_seqno] if self.smallest_seqno is not None else None,
             "entries": self.entries, "sources": self.sources, "range_unknown": self.range_unknown,
             "overlaps": [o.to_json() for o in self.overlaps], "overlaps_unknown": self.overlaps_unknown,
-            "warnings": self.warnings(),
+            "warnings": self.warnings(), "lost_keys": self.lost_keys.to_json() if self.lost_keys is not None else None,
         }
 
 
@@ -177,12 +188,13 @@ def describe_lost_files(
             snapshot.metadata.checkpoint_id, op.label, op.operator_id,
             op.operator_uid, op.operator_name, subtask, (handle.key_groups.start, handle.key_groups.end), local_name,
             resolved.uri if resolved else None, resolved.size if resolved else 0, loss_reason(findings) or "corrupt",
-            sorted({f.message for f in findings}), first_offset,
+            sorted({f.message for f in findings}), first_offset, resolved=resolved,
         )
         number = file_number(local_name)
         record = records.get(number) if number is not None else None
         if record is not None:
-            cf_name, meta_record = record
+            cf_id, cf_name, meta_record = record
+            item.column_family_id = cf_id
             _from_manifest(item, cf_name, meta_record, manifest_name, meta, op.max_parallelism)
             if meta_problem and item.smallest is not None:
                 item.smallest.error = item.largest.error = meta_problem
@@ -203,23 +215,29 @@ def add_overlaps(lost: list[LostFile], remaining: list[SstSummary], levels: dict
                 "hold older versions of its keys, which then come back"
             )
             continue
-        low, high = item.smallest.user_key, item.largest.user_key
-        for other in remaining:
-            if other.column_family_name != item.column_family:
-                continue
-            other_low, other_high = other.smallest_key().user_key, other.largest_key().user_key
-            if other_low > high or low > other_high:
-                continue
-            # Older: it holds entries no newer than the dropped file's newest, possibly older versions of
-            # its keys. Newer: it holds entries after the dropped file's oldest, possibly newer versions.
-            older = other.smallest_seqno <= item.largest_seqno
-            newer = other.largest_seqno > item.smallest_seqno
-            relation = "both" if older and newer else ("older" if older else "newer")
-            item.overlaps.append(
-                Overlap(other.local_name, levels.get(other.local_name), other.smallest_seqno, other.largest_seqno,
-                        other_low, other_high, relation)
-            )
-        item.overlaps.sort(key=lambda o: o.local_name)
+        item.overlaps = overlapping(item.column_family, item.smallest.user_key, item.largest.user_key,
+                                    (item.smallest_seqno, item.largest_seqno), remaining, levels)
+
+
+def overlapping(column_family: str, low: bytes, high: bytes, seqnos: tuple[int, int], remaining: list[SstSummary],
+                levels: dict[str, int], exclude: str | None = None) -> list[Overlap]:
+    """The ``remaining`` files (but ``exclude``) of ``column_family`` whose user keys overlap ``[low, high]``, each
+    with its relation to lost entries of sequence numbers ``seqnos``: older, newer or both."""
+    out = []
+    for other in remaining:
+        if other.column_family_name != column_family or other.local_name == exclude:
+            continue
+        other_low, other_high = other.smallest_key().user_key, other.largest_key().user_key
+        if other_low > high or low > other_high:
+            continue
+        # Older: it holds entries no newer than the lost ones' newest, possibly older versions of their
+        # keys. Newer: it holds entries after the lost ones' oldest, possibly newer versions.
+        older = other.smallest_seqno <= seqnos[1]
+        newer = other.largest_seqno > seqnos[0]
+        relation = "both" if older and newer else ("older" if older else "newer")
+        out.append(Overlap(other.local_name, levels.get(other.local_name), other.smallest_seqno, other.largest_seqno,
+                           other_low, other_high, relation))
+    return sorted(out, key=lambda o: o.local_name)
 
 
 # -- sources of knowledge -----------------------------------------------------------------------
@@ -244,18 +262,24 @@ def _from_manifest(
 
 
 def _from_properties(item: LostFile, storage: st.Storage, resolved) -> None:
-    """Column family and entry count from a damaged file's properties block, when it still reads."""
+    """Column family and entry count from a damaged file's properties block, when it still reads; else the
+    entries counted in its blocks, when every data block and range deletion of it is proven sound (only a
+    metadata block is damaged: the count is exact, never ``None`` where it can be known)."""
     try:
-        source = open_resolved(storage, resolved)
+        source = open_as_it_is(storage, resolved)
         try:
-            props = open_table(source).properties
+            props = _properties(source)
+            salvage = salvage_table(source) if props is None else None
         finally:
-            close = getattr(source, "close", None)
-            if close is not None:
-                close()
+            close(source)
     except RepairError:
         return
     if props is None:
+        if salvage is not None and item.largest is not None:
+            salvage = salvage.ending_at(item.largest.internal_key)
+        if salvage is not None and salvage.entries_lost == 0 and salvage.range_deletions_lost == 0 and salvage.scan_stopped_at is None:
+            item.sources.append("SST blocks counted")
+            item.entries = len(salvage.entries) + len(salvage.range_tombstones)
         return
     item.sources.append("SST properties")
     item.entries = props.num_entries
@@ -263,10 +287,17 @@ def _from_properties(item: LostFile, storage: st.Storage, resolved) -> None:
         item.column_family = props.column_family_name
 
 
+def _properties(source) -> TableProperties | None:
+    try:
+        return open_table(source).properties
+    except RepairError:
+        return None
+
+
 def _manifest_records(
     snapshot: LoadedSnapshot, handle: IncrementalKeyedHandle, storage: st.Storage,
-) -> tuple[str, dict[int, tuple[str, FileMetaData]], str | None]:
-    """``(MANIFEST name, {file number: (column family, record)}, why nothing could be read)`` of the original MANIFEST.
+) -> tuple[str, dict[int, tuple[int | None, str, FileMetaData]], str | None]:
+    """``(MANIFEST name, {file number: (column family id, name, record)}, why nothing could be read)`` of the original MANIFEST.
 
     Every ``NewFile`` record of the readable part counts (file numbers are never reused), so a MANIFEST
     damaged after a file's record still tells that file's range.
@@ -288,13 +319,15 @@ def _manifest_records(
         return name, {}, f"{name} cannot be read either ({error.message}): the file's column family and key range are unknown"
     problems: list[Problem] = []
     families = {0: "default"}
-    records: dict[int, tuple[str, FileMetaData]] = {}
+    records: dict[int, tuple[int | None, str, FileMetaData]] = {}
     try:
         for edit in iter_version_edits(BytesSource(data), strict=False, findings=problems):
             if edit.column_family_add is not None:
                 families[edit.column_family] = edit.column_family_add
             for record in edit.new_files:
-                records[record.number] = (families.get(edit.column_family, f"column family {edit.column_family}"), record)
+                known = edit.column_family in families
+                family = families[edit.column_family] if known else f"column family {edit.column_family}"
+                records[record.number] = (edit.column_family if known else None, family, record)
     except RepairError as error:
         problems.append(Problem.from_error("unreadable", error, message=error.message, offset=error.offset or 0))
     if problems and not records:

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from repair.errors import RepairError
-from repair.formats.bytes.random_access import BytesSource
+from repair.formats.bytes.random_access import BytesSource, RandomAccess
 from repair.formats.flink.backend_meta import KeyedBackendMeta
 from repair.formats.flink.in_rocksdb.key_range import BoundaryKey, describe_boundary
 from repair.formats.flink.keygroups import key_group_prefix_bytes
@@ -80,6 +80,13 @@ class SalvagedFile:
     sst_dump_detail: str
     #: The bytes to publish (not in the JSON document).
     data: bytes = field(default=b"", repr=False)
+    #: The salvage itself (not in the JSON document).
+    salvage: Salvage | None = field(default=None, repr=False)
+    #: Remaining files of the same state overlapping the lost blocks' keys: older ones bring older values
+    #: back for keys whose newest entry was lost, newer ones hold newer versions (those keys lose nothing).
+    overlaps: list = field(default_factory=list)
+    #: The keys of the lost entries, with ``list_lost_keys`` (:mod:`repair.ops.rebuild.lost_keys`).
+    lost_keys: Any = None
 
     @property
     def key_groups(self) -> tuple[int, int] | None:
@@ -98,6 +105,8 @@ class SalvagedFile:
             "lost": [r.to_json() for r in self.lost], "damaged_metadata": self.damaged_metadata,
             "new_file": self.new_file, "new_size": self.new_size, "verified": self.verified,
             "sst_dump_verified": self.sst_dump_verified, "sst_dump_detail": self.sst_dump_detail,
+            "overlaps": [o.to_json() for o in self.overlaps],
+            "lost_keys": self.lost_keys.to_json() if self.lost_keys is not None else None,
         }
 
 
@@ -107,7 +116,7 @@ def salvage_file(storage: st.Storage, resolved, *, column_family: tuple[int, str
     ``column_family`` (id, name) is the one the instance's MANIFEST or sibling files give, used when the
     file's own properties are unreadable. Raises :class:`RepairError` when nothing can be salvaged.
     """
-    source = open_resolved(storage, resolved)
+    source = open_as_it_is(storage, resolved)
     try:
         salvage = salvage_table(source)
     finally:
@@ -118,6 +127,14 @@ def salvage_file(storage: st.Storage, resolved, *, column_family: tuple[int, str
     if column_family is None:
         raise RepairError("its properties are unreadable and no MANIFEST record or other file names its column family")
     return salvage, salvage.write(column_family), column_family
+
+
+def open_as_it_is(storage: st.Storage, resolved) -> RandomAccess:
+    """The bytes of a whole file as they are now: a truncated file is read to its actual end (not to the
+    size ``_metadata`` records, which would fail at the first read past it)."""
+    if resolved.inline is None and resolved.start == 0:
+        return storage.open_input(resolved.uri)
+    return open_resolved(storage, resolved)
 
 
 def lost_ranges(salvage: Salvage, state_name: str, meta: KeyedBackendMeta | None, max_parallelism: int,

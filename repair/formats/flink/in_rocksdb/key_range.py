@@ -21,7 +21,7 @@ from repair.errors import FormatError
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
 from repair.formats.flink.keygroups import key_group_prefix_bytes
-from repair.formats.rocksdb.table.block import MAX_SEQUENCE_NUMBER, ValueType, decode_internal_key
+from repair.formats.rocksdb.table.block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType, decode_internal_key
 
 
 @dataclass
@@ -39,6 +39,10 @@ class BoundaryKey:
     #: Timer column families: the timer's timestamp (ms).
     timer_timestamp: int | None = None
     error: str | None = None
+
+    @property
+    def internal_key(self) -> InternalKey:
+        return InternalKey(self.user_key, self.seqno, self.value_type)
 
     @property
     def value_type_name(self) -> str:

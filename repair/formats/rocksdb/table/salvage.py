@@ -31,7 +31,7 @@ or the previous index separator) and its own index separator (:class:`LostBlock`
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from repair.errors import FormatError
@@ -78,6 +78,10 @@ class LostBlock:
     after_key: bytes | None
     #: Its keys are at most this user key (``None``: up to the end of the table).
     up_to_key: bytes | None
+    #: The keys of its entries as its damaged bytes still read (checksum ignored, decoded in order within
+    #: its bounds), else ``None``. Proven only collectively: when every lost block reads so and their
+    #: counts add up to the entries lost (then :attr:`entries` is set from them), see :func:`_count_lost`.
+    read_keys: tuple[InternalKey, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -113,6 +117,19 @@ class Salvage:
     @property
     def lossless(self) -> bool:
         return self.entries_lost == 0 and not self.range_deletions_lost and self.scan_stopped_at is None
+
+    def ending_at(self, largest: InternalKey) -> Salvage:
+        """This salvage, knowing the table's largest key (as the MANIFEST records it): a scan that stopped
+        early after keeping an entry with exactly that key lost no point entry (entries are in increasing
+        order, none follows the largest). Otherwise unchanged. Range deletions lost stay as they were."""
+        last = self.entries[-1][0] if self.entries else None
+        if self.scan_stopped_at is None or last is None or (last.user_key, last.seqno, last.value_type) != (
+                largest.user_key, largest.seqno, largest.value_type):
+            return self
+        note = (f"no block is proven from offset {self.scan_stopped_at} on, but the last entry kept is the table's largest "
+                "key (as its MANIFEST record says): no entry was lost after it")
+        return replace(self, lost_blocks=[b for b in self.lost_blocks if b.offset != self.scan_stopped_at],
+                       entries_lost=0, scan_stopped_at=None, damaged_metadata=[*self.damaged_metadata, note])
 
     def options(self, column_family: tuple[int, str] | None = None) -> TableOptions:
         """How the salvaged table is written: in the source's format_version, checksum type and
@@ -257,7 +274,7 @@ def _indexed_blocks(table: Table) -> list[tuple[BlockHandle, Separator]]:
 
 def _salvage_indexed(source: RandomAccess, table: Table, blocks: list[tuple[BlockHandle, Separator]]) -> Salvage:
     entries: list[tuple[InternalKey, bytes]] = []
-    lost: list[tuple[BlockHandle, str, bytes | None, bytes | None]] = []
+    lost: list[tuple[BlockHandle, str, bytes | None, bytes | None, tuple[InternalKey, ...] | None]] = []
     types: list[int] = []
     previous_bound: Separator | None = None
     previous_last: bytes | None = None  # last user key of the previous kept block
@@ -269,7 +286,8 @@ def _salvage_indexed(source: RandomAccess, table: Table, blocks: list[tuple[Bloc
             type_byte = read_exactly(source, handle.offset + handle.size, 1, "data block trailer")[0]
         except FormatError as exc:
             after = previous_last if previous_kept else previous_bound.lowest_user_key if previous_bound else None
-            lost.append((handle, str(exc), after, separator.highest_user_key))
+            read = _read_damaged(source, table.format_version, handle, previous_bound, separator)
+            lost.append((handle, str(exc), after, separator.highest_user_key, read))
             previous_kept = False
         else:
             entries += block
@@ -323,9 +341,31 @@ def _entries_lost(lost: list, props: TableProperties | None, kept: int) -> int |
 
 
 def _count_lost(lost: list, props: TableProperties | None, kept: int) -> list[LostBlock]:
+    """Each lost block with its entry count: the whole loss when one block is lost; when several are, the
+    counts their damaged bytes read (``read_keys``) if those add up to the whole loss, else unknown."""
     total = _entries_lost(lost, props, kept)
-    each = total if len(lost) == 1 else None
-    return [LostBlock(h.offset, h.size, reason, each, after, up_to) for h, reason, after, up_to in lost]
+    reads = [read for *_, read in lost]
+    if len(lost) == 1:
+        counts = [total]
+    elif total is not None and all(r is not None for r in reads) and sum(len(r) for r in reads) == total:
+        counts = [len(r) for r in reads]
+    else:
+        counts = [None] * len(lost)
+    return [LostBlock(h.offset, h.size, reason, count, after, up_to, read)
+            for (h, reason, after, up_to, read), count in zip(lost, counts)]
+
+
+def _read_damaged(source: RandomAccess, format_version: int, handle: BlockHandle, after: Separator | None,
+                  up_to: Separator) -> tuple[InternalKey, ...] | None:
+    """The keys of a damaged data block as its bytes still read (checksum ignored), when all of it
+    decompresses and decodes in order within its index bounds; ``None`` otherwise."""
+    try:
+        raw = read_exactly(source, handle.offset, handle.size + 1, "damaged data block")
+        data = decompress_block(raw[-1], memoryview(raw)[:-1], format_version, offset=handle.offset)
+        block = decode_data_block(data, handle.offset, compressed=raw[-1] != CompressionType.NONE, after=after, up_to=up_to)
+    except (FormatError, IndexError, ValueError):
+        return None
+    return tuple(key for key, _ in block)
 
 
 def _compression(props: TableProperties | None, block_types: list[int]) -> int:
@@ -397,7 +437,7 @@ def _scan(source: RandomAccess, why: str) -> Salvage:
     props, tombstones = _meta_blocks(data, metaindex, kind, base, fv) if metaindex is not None else (None, None)
     if tombstones is None and walked is not None and (walked.range_del is not None or walked.complete):
         tombstones = walked.range_del or []
-    lost = [(BlockHandle(stopped, 0), "no block from here on is proven by its checksum", last.user_key if last else None, None)] if stopped is not None else []
+    lost = [(BlockHandle(stopped, 0), "no block from here on is proven by its checksum", last.user_key if last else None, None, None)] if stopped is not None else []
     range_lost = None
     if tombstones is not None:
         range_lost = 0
