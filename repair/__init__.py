@@ -35,6 +35,7 @@ _EXPORTS = {
     "orphans": "repair.ops.orphans",
     "size": "repair.ops.size",
     "diff": "repair.ops.diff",
+    "compat": "repair.ops.compat",
     "relocate": "repair.ops.relocate",
     "rebuild_manifest": "repair.ops.rebuild",
     "rebuild_db": "repair.ops.rebuild.db",
@@ -54,6 +55,7 @@ _EXPORTS = {
     "OrphansResult": "repair.ops.orphans",
     "SizeResult": "repair.ops.size",
     "DiffResult": "repair.ops.diff",
+    "CompatResult": "repair.ops.compat",
     "RelocateResult": "repair.ops.relocate",
     "RebuildResult": "repair.ops.rebuild.checkpoint",
     "RebuildDbResult": "repair.ops.rebuild.db",
@@ -96,6 +98,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.io.options import StorageOptions
     from repair.io.storage import Storage
     from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
+    from repair.ops.compat import CompatResult, compat
     from repair.ops.diff import DiffResult, diff
     from repair.ops.doctor.lint import DoctorResult, doctor
     from repair.ops.edit import EditResult, edit
