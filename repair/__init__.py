@@ -97,8 +97,8 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.findings import Severity
     from repair.io.options import StorageOptions
     from repair.io.storage import Storage
-    from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
     from repair.ops.compat import CompatResult, compat
+    from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
     from repair.ops.diff import DiffResult, diff
     from repair.ops.doctor.lint import DoctorResult, doctor
     from repair.ops.edit import EditResult, edit
