@@ -55,10 +55,26 @@ def test_operator_gone_names_the_edit_that_renames_its_uid():
     assert "--rename-uid" in gone.remedy.argv
 
 
-def test_max_parallelism_names_rescale():
-    result = compat(str(old_snapshot("1.20.3")), str(new_snapshot("1.20.3", "max-parallelism")))
-    (entry,) = [e for e in result.entries if e.state is None]
+def test_the_rename_uid_remedy_makes_the_restore_compatible(tmp_path, capsys):
+    """The printed edit, run as printed (its output elsewhere), gives a snapshot the new job restores."""
+    old, new = old_snapshot("2.1.1"), new_snapshot("2.1.1", "uid-changed")
+    (gone,) = [e for e in compat(str(old), str(new)).entries if e.state is None]
+    argv = list(gone.remedy.argv[1:])
+    argv[argv.index("--out") + 1] = str(tmp_path / "edited")
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert compat(str(tmp_path / "edited" / old.name), str(new)).ok
+
+
+def test_max_parallelism_names_the_rescale_that_makes_the_restore_compatible(tmp_path, capsys):
+    old, new = old_snapshot("1.20.3"), new_snapshot("1.20.3", "max-parallelism")
+    (entry,) = [e for e in compat(str(old), str(new)).entries if e.state is None]
     assert entry.remedy.argv[:2] == ("repair", "rescale") and entry.remedy.argv[-2:] == ("--max-parallelism", "256")
+    argv = list(entry.remedy.argv[1:])
+    argv[argv.index("--out") + 1] = str(tmp_path / "rescaled")
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert compat(str(tmp_path / "rescaled"), str(new)).ok
 
 
 def test_across_the_2_0_wall_points_to_upgrade_check():
