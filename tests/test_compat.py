@@ -41,6 +41,19 @@ def test_verdict_is_the_recorded_restore_outcome(cell, version):
         assert entry.verdict in RESTORES or entry.remedy is not None or entry.remedy_text
 
 
+SAME_JOB = sorted(path.parent.name for path in FIXTURES.glob("flink-*/fixture.json"))
+
+
+@pytest.mark.parametrize("fixture", SAME_JOB)
+def test_a_job_restores_its_own_older_checkpoint(fixture):
+    """Every fixture's oldest retained checkpoint against its newest (one job, every backend, changelog,
+    SQL, Kryo, Avro, Scala): every state compatible as is, nothing lost."""
+    root = FIXTURES / fixture / "checkpoints" / json.loads((FIXTURES / fixture / "fixture.json").read_text())["job_id"]
+    checkpoints = sorted(root.glob("chk-*"), key=lambda p: int(p.name.removeprefix("chk-")))
+    result = compat(str(checkpoints[0]), str(checkpoints[-1]))
+    assert result.exit_code == 0 and {e.verdict for e in result.entries} == {"compatible"}
+
+
 def test_matrix_covers_every_cell_on_both_releases():
     assert len(RECORD["cells"]) >= 20
     assert {v for _c, v in MATRIX} == set(RECORD["flink_versions"])

@@ -11,7 +11,7 @@ from repair.formats.flink.handles import ChangelogBackendHandle, IncrementalKeye
 from repair.formats.flink.serializers import SerializerSnapshot
 from repair.io import storage as st
 from repair.io.snapshot import LoadedSnapshot
-from repair.readers.changelog import keyed_handle_meta, materialized_handles, metadata_changes
+from repair.readers.changelog import keyed_handle_meta, materialized_handles, metadata_changes, recorded_key_serializer
 from repair.readers.operator_state import read_operator_states
 
 
@@ -57,7 +57,10 @@ def _keyed(snapshot: LoadedSnapshot, storage: st.Storage, keyed, info: OperatorS
     registered: list[StateMetaInfo] = []
     if isinstance(keyed, ChangelogBackendHandle):
         handles = materialized_handles(keyed)
-        registered = [change.state for change in metadata_changes(snapshot, storage, keyed)]
+        changes = metadata_changes(snapshot, storage, keyed)
+        registered = [change.state for change in changes]
+        if info.key_serializer is None:  # the materialized meta data's, or a timer state's in the changelog
+            info.key_serializer = recorded_key_serializer(snapshot, storage, keyed, list(changes))
     elif isinstance(keyed, (IncrementalKeyedHandle, KeyGroupsHandle)):
         handles = [keyed]
     for handle in handles:
