@@ -33,7 +33,7 @@ def outcome_of(result) -> tuple[str, list[str]]:
 @pytest.mark.parametrize(("cell", "version"), MATRIX, ids=[f"{v}-{c}" for c, v in MATRIX])
 def test_verdict_is_the_recorded_restore_outcome(cell, version):
     recorded = RECORD["cells"][cell]["flink"][version]
-    result = compat(str(old_snapshot(version)), str(new_snapshot(version, cell)))
+    result = compat(str(old_snapshot(version, CELLS_BY_NAME[cell].base)), str(new_snapshot(version, cell)))
     assert outcome_of(result) == (recorded["outcome"], recorded.get("lost", []))
     assert result.exit_code == (0 if recorded["outcome"] == "restored" else 1)
     assert not schema_problems(result.to_json(), "compat")
