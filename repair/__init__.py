@@ -36,6 +36,7 @@ _EXPORTS = {
     "size": "repair.ops.size",
     "diff": "repair.ops.diff",
     "watch": "repair.ops.watch",
+    "compat": "repair.ops.compat",
     "relocate": "repair.ops.relocate",
     "rebuild_manifest": "repair.ops.rebuild",
     "rebuild_db": "repair.ops.rebuild.db",
@@ -57,6 +58,7 @@ _EXPORTS = {
     "SizeResult": "repair.ops.size",
     "DiffResult": "repair.ops.diff",
     "WatchResult": "repair.ops.watch",
+    "CompatResult": "repair.ops.compat",
     "RelocateResult": "repair.ops.relocate",
     "RebuildResult": "repair.ops.rebuild.checkpoint",
     "RebuildDbResult": "repair.ops.rebuild.db",
@@ -99,6 +101,7 @@ if TYPE_CHECKING:  # what type checkers and IDEs see; at run time __getattr__ lo
     from repair.findings import Severity
     from repair.io.options import StorageOptions
     from repair.io.storage import Storage
+    from repair.ops.compat import CompatResult, compat
     from repair.ops.diagnose.incidents import DiagnoseResult, diagnose
     from repair.ops.diff import DiffResult, diff
     from repair.ops.doctor.lint import DoctorResult, doctor

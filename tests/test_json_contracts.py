@@ -125,6 +125,8 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
     if command == "diff OLD NEW --json":
         root = damage.checkpoint_root(FIXTURES / "flink-2.1-p3-external-xxh3-zstd")
         return [_run(capsys, "diff", str(root / "chk-4"), str(root / "chk-5"), "--top", "1")]
+    if command == "compat OLD NEW --json":
+        return [_run(capsys, "compat", str(FIXTURES / "compat" / "flink-1.20" / "old"), str(FIXTURES / "compat" / "flink-1.20" / "state-renamed"))]
     if command == "relocate CHECKPOINT --to NEW_ROOT --json":
         moved = tmp_path / "moved" / ROOT_120.name
         shutil.copytree(ROOT_120, moved)
@@ -215,7 +217,7 @@ def test_the_schema_catches_a_broken_document():
 
 
 WRITING = {"relocate", "rebuild-manifest", "export", "write-savepoint", "edit", "rescale", "upgrade"}
-JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest", "diagnose", "doctor",
+JUDGING = {"inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "compat", "relocate", "rebuild-manifest", "diagnose", "doctor",
            "watch"}
 
 

@@ -16,7 +16,7 @@ import repair
 REPO = Path(__file__).resolve().parent.parent
 LIBRARY_DOC = REPO / "docs" / "library.md"
 EXAMPLE = re.compile(r"^```python\n(.*?)^```", re.S | re.M)
-COMMANDS = ("triage", "inspect", "verify", "fallback", "orphans", "size", "diff", "relocate", "rebuild_manifest", "export", "write_savepoint", "edit",
+COMMANDS = ("triage", "inspect", "verify", "fallback", "orphans", "size", "diff", "compat", "relocate", "rebuild_manifest", "export", "write_savepoint", "edit",
             "upgrade", "diagnose", "doctor", "watch")
 
 

@@ -18,6 +18,9 @@ from repair.results import CommandResult
 from tests import damage
 from tests.test_json_contracts import ROOT_120, SEED_TRACE, UPGRADE_SOURCE
 
+#: The compatibility matrix's Flink 1.20 snapshots: OLD, and the NEW of each change.
+COMPAT = ROOT_120.parents[2] / "compat" / "flink-1.20"
+
 RESULT_TYPES = [name for name in repair.__all__ if name.endswith("Result")]
 
 
@@ -33,7 +36,7 @@ def test_every_exported_result_follows_the_contract(name):
 
 
 def test_the_contract_covers_every_command():
-    assert len(RESULT_TYPES) == 17  # one per command; write-savepoint and rescale share one
+    assert len(RESULT_TYPES) == 18  # one per command; write-savepoint and rescale share one
 
 
 #: Commands run on a copy of a fixture with one SST missing (what they judge is then not empty).
@@ -55,6 +58,8 @@ def _cases(tmp_path, damaged) -> dict:
         "orphans": (lambda: repair.orphans(str(ROOT_120)), ["orphans", str(ROOT_120)], None),
         "size": (lambda: repair.size(str(damaged)), ["size", str(damaged)], None),
         "diff": (lambda: repair.diff(str(oldest), str(newest)), ["diff", str(oldest), str(newest)], None),
+        "compat": (lambda: repair.compat(str(COMPAT / "old"), str(COMPAT / "state-renamed")),
+                   ["compat", str(COMPAT / "old"), str(COMPAT / "state-renamed")], None),
         "relocate": (lambda: repair.relocate(str(ROOT_120 / "chk-5"), str(out)), ["relocate", str(ROOT_120 / "chk-5"), "--out", str(out)], out),
         "rebuild-manifest": (lambda: repair.rebuild_manifest(str(newest), str(out), drop_missing=True),
                              ["rebuild-manifest", str(newest), "--out", str(out), "--drop-missing"], out),
@@ -70,7 +75,7 @@ def _cases(tmp_path, damaged) -> dict:
     }
 
 
-@pytest.mark.parametrize("command", ["inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "relocate", "rebuild-manifest",
+@pytest.mark.parametrize("command", ["inspect", "verify", "fallback", "triage", "orphans", "size", "diff", "compat", "relocate", "rebuild-manifest",
                                      "diagnose", "doctor", "export", "edit", "rescale", "upgrade"])
 def test_the_library_json_is_the_cli_json(command, tmp_path, capsys, monkeypatch):
     import repair.ops.triage

@@ -304,6 +304,19 @@ def watch(
 
 
 @app.command()
+def compat(
+    old: str = typer.Argument(..., help="The running job's checkpoint or savepoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
+    new: str = typer.Argument(..., help="A checkpoint or savepoint of a short staging run of the new job version."),
+    json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
+) -> None:
+    """Will the new job version restore OLD? Per operator and state: compatible (as is, reconfigured, after migration), state lost, or incompatible, with the remedy. Exit 1 when it will not restore with its state."""
+    from repair.ops.compat import compat as run_compat
+
+    result = run_compat(old, new)
+    _show(result, json_output, _renderer("render_compat"))
+
+
+@app.command()
 def relocate(
     path: str = typer.Argument(..., metavar="CHECKPOINT", help="The moved checkpoint: a chk-N directory, savepoint directory or _metadata file (local path or URI)."),
     out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New job root to create (must not exist or be empty); receives <chk-N>/_metadata."),

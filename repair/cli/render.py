@@ -938,3 +938,33 @@ def render_upgrade(result) -> None:
         console.print(f"[bold green]wrote {escape(result.written.metadata)}[/] (canonical savepoint for Flink {escape(result.to)}, "
                       f"_metadata version {result.metadata_version})", markup=True)
         _restore_lines(console, parent(result.written.metadata), result.metadata_version)
+
+
+_COMPAT_STYLES = {"compatible": "green", "compatible-reconfigured": "green", "compatible-after-migration": "yellow",
+                  "state-lost": "red", "unknown": "yellow", "incompatible": "red"}
+
+
+def render_compat(result) -> None:
+    """The verdict first, then one row per operator and state with what Flink does, then each remedy."""
+    console = stdout()
+    if result.ok:
+        console.print("[bold green]the new job restores OLD with its state[/]", markup=True)
+    elif result.unknown:
+        console.print("[bold yellow]no verdict for some states: see below[/]", markup=True)
+    else:
+        console.print("[bold red]the new job does not restore OLD with its state[/]", markup=True)
+    table = Table(show_header=True, header_style="bold", box=None, pad_edge=False, padding=(0, 2, 0, 0))
+    for column in ("operator", "state", "verdict", "why"):
+        table.add_column(column, overflow="fold")
+    for entry in result.entries:
+        style = _COMPAT_STYLES.get(entry.verdict, "")
+        table.add_row(Text(entry.operator), Text(entry.state or "(operator)"), Text(entry.verdict, style=style), Text(entry.reason))
+    console.print(table)
+    for entry in result.entries:
+        if entry.remedy is not None or entry.remedy_text:
+            where = entry.operator + (f"/{entry.state}" if entry.state else "")
+            console.print(f"{where}:", highlight=False, markup=False)
+            if entry.remedy is not None:
+                _command(console, "  ", entry.remedy)
+            else:
+                console.print(f"  {entry.remedy_text}", highlight=False, markup=False, soft_wrap=True)
