@@ -61,6 +61,9 @@ def test_verify_and_fallback_json_import_only_what_a_rocksdb_checkpoint_needs(co
     modules = _imported(command, str(ROOT_120), "--json")
     assert "repair.ops.verify.engine" in modules  # the run did verify
     assert _offending(modules, NEVER_IN_JSON_RUNS + SNAPSHOT_KIND_STACKS + READERS) == []
+    # crc32c's C extension without its package (importlib.metadata); a process pool only for a large checkpoint
+    assert "crc32c._crc32c" in modules
+    assert {"crc32c", "importlib.metadata", "multiprocessing"} & modules == set()
 
 
 def test_inspect_json_imports_no_rich_and_no_changelog_stack():
