@@ -87,7 +87,9 @@ PHASES = (("interpreter", None, "interpreter"), ("CLI imports", "interpreter", "
 
 
 def _environment(checkout: Path) -> dict[str, str]:
-    """The environment of a run of ``checkout``'s code: its directory first on the path, bytecode written."""
+    """The environment of a run of ``checkout``'s code: its directory first on the path, bytecode written.
+    The run's working directory is ``checkout`` too: ``python -m`` and ``-c`` put the working directory
+    before ``PYTHONPATH`` (before this, ``--compare`` timed the working directory's code on both sides)."""
     env = {name: value for name, value in os.environ.items() if name != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(checkout), env.get("PYTHONPATH")]))
     return env
@@ -96,7 +98,7 @@ def _environment(checkout: Path) -> dict[str, str]:
 def cpu_seconds(argv: list[str], checkout: Path = REPO) -> float:
     """CPU seconds (user + system) of one run of ``argv``; its output is discarded."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(argv, env=_environment(checkout), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+    subprocess.run(argv, env=_environment(checkout), cwd=checkout, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
@@ -112,7 +114,7 @@ def median_cpu(argv: list[str], runs: int, checkouts: list[Path]) -> list[float]
 
 def import_costs(argv: list[str]) -> list[tuple[str, int]]:
     """Self time (microseconds) of one run's imports, summed per top-level package, costliest first."""
-    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=_environment(REPO), stdout=subprocess.DEVNULL,
+    done = subprocess.run([argv[0], "-X", "importtime", *argv[1:]], env=_environment(REPO), cwd=REPO, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE, text=True, check=False)
     totals: collections.Counter[str] = collections.Counter()
     for line in done.stderr.splitlines():
@@ -131,7 +133,7 @@ def phase_seconds(python: str, command: str, root: Path, runs: int) -> dict[str,
     samples: dict[str, list[float]] = collections.defaultdict(list)
     for _ in range(runs):
         done = subprocess.run([python, "-c", _PHASES, module, function, command, str(root), "--json"], env=_environment(REPO),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
+                              cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=True)
         marks = json.loads(done.stderr.strip().splitlines()[-1])
         for label, start, end in PHASES:
             samples[label].append(marks[end] - (marks[start] if start else 0.0))
