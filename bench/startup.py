@@ -22,7 +22,8 @@ three points of one run: the interpreter started (``site`` included), the CLI im
 and what it imports), the operation called (arguments parsed, its modules imported); the operation
 itself (``verify()``, ``inspect()``, ``fallback()``: reading and planning, then the work of the
 checkpoint) and what follows it (the JSON document, the exit) are the last two. Start-up is the sum of
-the first three.
+the first three. Only the command's own process counts: on a checkpoint of more than 64 MB, verify hands
+its files to a process pool whose workers are not counted.
 
 ``python -c pass`` is the interpreter's own share. The import table comes from one run with
 ``-X importtime`` (wall microseconds of that run, self time summed per top-level package, so it says
