@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import pytest
 import typer.main
-from typer._coercion import build_runtime_param
-from typer._click.exceptions import BadParameter
 
 from repair.cli import plain_values
 from repair.cli.app import app
+
+# typer before 0.2x converts values with click's types: nothing of this module is used then
+build_runtime_param = pytest.importorskip("typer._coercion", reason="typer without its pydantic layer").build_runtime_param
+BadParameter = pytest.importorskip("typer._click.exceptions").BadParameter
 
 #: Values as the command line gives them: whole numbers, bounds, decimals, signs, spaces, choices, lists.
 VALUES = ["3", "0", "1", "007", "32768", "32769", "-1", "+2", " 4", "1_000", "2.5", "1e3", "abc", "", "state", "STATE",
