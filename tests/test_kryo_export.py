@@ -30,6 +30,7 @@ from repair.cli.app import main
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink import kryo
 from repair.formats.flink.handles import IncrementalKeyedHandle
+from repair.formats.flink.metadata import generation_of_metadata_version
 from repair.formats.flink.serializers import KRYO_GENERATION, KRYO_SNAPSHOT
 from repair.formats.flink.values import decoder_for
 from repair.io import storage as st
@@ -189,7 +190,7 @@ def test_a_lone_kryo_float_double_short_or_char_decodes_in_the_generation_of_the
     layout = discover(job_root(name), storage)
     snapshot = load_snapshot(layout.snapshots[-1], layout.root, storage)
     generation = 2 if fixture_info(FIXTURES / name)["flink_version"].startswith("1.") else 5
-    assert kryo.generation_of_metadata_version(snapshot.metadata.version) == generation
+    assert generation_of_metadata_version(snapshot.metadata.version) == generation
     metas = [read_handle_meta(snapshot, storage, sub.managed_keyed_state) for op in snapshot.metadata.operators
              for sub in op.subtasks if isinstance(sub.managed_keyed_state, IncrementalKeyedHandle)]
     marked = [s for meta in metas for s in [meta.key_serializer, *(x for state in meta.states for _, x in state.serializers)]

@@ -16,6 +16,7 @@ from typer.core import TyperGroup
 from repair import __version__
 from repair.cli.help_format import use_plain_names
 from repair.cli.output import error_document, failure_document, print_error, print_json
+from repair.cli.plain_values import use_plain_values
 from repair.cli.signals import STOPPED_CODES, Stopped, exit_at_once_on_signals, stop_cleanly_on_signals, stopped_message
 from repair.errors import RepairError, UsageError
 from repair.ops.runner import spark_started, stop_spark
@@ -37,6 +38,7 @@ def _choose_arrow_allocator() -> None:
 
 _choose_arrow_allocator()
 use_plain_names()
+use_plain_values()
 
 def _retry_budget_first(args: list[str]) -> list[str]:
     """``args`` with ``--retry-budget SECONDS`` (an option of ``repair`` itself) moved before the command

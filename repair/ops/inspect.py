@@ -28,7 +28,6 @@ from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.advice import repair_command
 from repair.ops.renamed import renamed
 from repair.ops.verify.engine import AGE_FROM_FILE_TIME
-from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason
 from repair.results import CommandResult
 
 
@@ -382,6 +381,8 @@ def _changelog(snapshot: LoadedSnapshot, keyed: ChangelogBackendHandle, storage:
 
 def _raw_timer_states(snapshot: LoadedSnapshot, raw: KeyGroupsHandle, storage: st.Storage, info: SubtaskInfo) -> list[StateEntry]:
     """The timer states a raw keyed state holds (RocksDB with timers on the heap); none for other raw state."""
+    from repair.readers.raw_timers import raw_timer_states, read_raw_timer_services, timers_or_reason  # raw state only
+
     try:
         if timers_or_reason(snapshot, storage, raw) is not None:
             return []

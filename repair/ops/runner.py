@@ -11,15 +11,13 @@ from __future__ import annotations
 
 import logging
 import os
-import pickle
 import re
 import signal
 import socket
 import sys
 import threading
 import time
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 
@@ -70,6 +68,8 @@ def run_tasks(
                 if on_done:
                     on_done(task, result)
         return results
+    from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor  # multiprocessing: pools only
+
     with _stopped_at_once(ProcessPoolExecutor(max_workers=min(workers, len(tasks)), initializer=_start_worker)) as pool:
         results = []
         try:
@@ -172,6 +172,8 @@ class _Failure:
 
 
 def _picklable(value):
+    import pickle
+
     try:
         pickle.dumps(value)
     except Exception:  # noqa: BLE001 - anything that does not pickle is kept as text

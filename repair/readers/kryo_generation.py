@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import TypeVar
 
 from repair.formats.flink.backend_meta import KeyedBackendMeta, OperatorBackendMeta, StateMetaInfo, set_meta_kryo_generation
-from repair.formats.flink.kryo import generation_of_metadata_version
+from repair.formats.flink.metadata import generation_of_metadata_version
 from repair.io.snapshot import LoadedSnapshot
 
 Meta = TypeVar("Meta", KeyedBackendMeta, OperatorBackendMeta, list[StateMetaInfo])

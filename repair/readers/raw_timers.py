@@ -34,7 +34,7 @@ from repair.formats.flink.full_snapshot.raw_timers import (
     timer_states,
 )
 from repair.formats.flink.handles import KeyGroupRange, KeyGroupsHandle
-from repair.formats.flink.kryo import generation_of_metadata_version
+from repair.formats.flink.metadata import generation_of_metadata_version
 from repair.io import storage as st
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import LoadedSnapshot

@@ -21,7 +21,7 @@ by ``writeClassAndObject``. Kryo 2.24 writes a collection's or map's size as a v
 + 1 (0: null), for a collection with a flag (all elements of one class: that class once, a has-null
 boolean, then the elements without their class). Back-references (marker id + 2) name a tracked object
 read before in the same graph. Flink's snapshot does not say which Kryo wrote the bytes: the readers
-take the generation from the checkpoint's ``_metadata`` version (:func:`generation_of_metadata_version`,
+take the generation from the checkpoint's ``_metadata`` version (``metadata.generation_of_metadata_version``,
 set on the snapshot as its ``kryo_generation`` attribute); without it both are tried
 (:func:`read_class_and_object`), and fixed-width values alone (floats, chars, shorts and doubles, whose
 byte order differs between the generations) are then ambiguous.
@@ -191,12 +191,6 @@ CHILL_READ = frozenset((AS_LIST, BIT_SET, PRIORITY_QUEUE, PATTERN, SQL_DATE, SQL
 KNOWN_NAMES = frozenset((*COLLECTIONS, *SORTED_SETS, *MAPS, *PRIMITIVE_ARRAYS, *OBJECT_ARRAYS, BIG_INTEGER, BIG_DECIMAL, DATE, TREE_MAP))
 #: Kryo generations: 2 (Kryo 2.24, Flink 1.x) and 5 (Kryo 5, Flink 2.x) differ in collection headers.
 GENERATIONS = (5, 2)
-
-
-def generation_of_metadata_version(version: int) -> int:
-    """The Kryo generation of a checkpoint whose ``_metadata`` has ``version``: Flink 1.x writes versions
-    up to 4 and uses Kryo 2.24; Flink 2.x writes 5 and later and uses Kryo 5."""
-    return 2 if version <= 4 else 5
 
 
 def _unsupported(at: int, detail: str) -> UnsupportedSerializerError:

@@ -55,6 +55,13 @@ _MIN_MASTER_STATE = 4 + 4
 _MIN_SUBTASK = 4
 
 
+def generation_of_metadata_version(version: int) -> int:
+    """The Kryo generation (``repair.formats.flink.kryo``) of a checkpoint whose ``_metadata`` has
+    ``version``: Flink 1.x writes versions up to 4 and uses Kryo 2.24; Flink 2.x writes 5 and later and
+    uses Kryo 5."""
+    return 2 if version <= 4 else 5
+
+
 @dataclass(frozen=True)
 class MetadataDialect:
     """How a particular writer encoded the dialect-dependent parts (see module docstring)."""

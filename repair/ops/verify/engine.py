@@ -35,7 +35,7 @@ from repair.formats.flink.handles import (
     OperatorStateHandle,
 )
 from repair.formats.flink.keygroups import operator_label
-from repair.formats.flink.kryo import generation_of_metadata_version
+from repair.formats.flink.metadata import generation_of_metadata_version
 from repair.formats.rocksdb.files import FileKind, parse_file_name, table_file_name
 from repair.io import storage as st
 from repair.io.layout import FILE, JOB_ROOT, METADATA, ROCKSDB_DIR, SNAPSHOT_KINDS, Layout, classify

@@ -46,7 +46,7 @@ class FileTask:
     max_parallelism: int | None = None
     #: Operator state: the handle's states (name, distribution mode, offsets).
     operator_states: tuple | None = None
-    #: The Kryo generation of the snapshot's Flink (``kryo.generation_of_metadata_version``): Kryo values
+    #: The Kryo generation of the snapshot's Flink (``metadata.generation_of_metadata_version``): Kryo values
     #: in full snapshots and operator state are read in it (None: both generations are tried).
     kryo_generation: int | None = None
 

@@ -76,9 +76,8 @@ from repair.formats.flink.handles import (
     RelativeFileHandle,
 )
 from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
-from repair.formats.flink.kryo import generation_of_metadata_version
 from repair.formats.flink.kryo_upgrade import KryoColumn, kryo_columns
-from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata
+from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata, generation_of_metadata_version
 from repair.formats.flink.operator_selection import find_operator
 from repair.formats.flink.operator_state import replace_states
 from repair.formats.flink.pojo_upgrade import CollectionField, PojoColumn, flink2_meta, state_pojo

@@ -25,11 +25,11 @@ from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import cramjam
-import crc32c
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink.handles import KeyGroupRange
+from repair.formats.rocksdb.table.checksum import crc32c, mask_crc
 
 #: ``FullSnapshotUtil.END_OF_KEY_GROUP_MARK`` and ``FIRST_BIT_IN_BYTE_MASK``.
 END_OF_KEY_GROUP_MARK = 0xFFFF
@@ -199,5 +199,5 @@ def encode_snappy_framed_chunks(payload: bytes) -> bytes:
 
 
 def _masked_crc32c(data: bytes) -> int:
-    crc = crc32c.crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
+    """The Snappy framing format masks its CRC-32C as RocksDB does."""
+    return mask_crc(crc32c(data))
