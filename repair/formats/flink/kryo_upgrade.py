@@ -29,7 +29,7 @@ from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.kryo_encoder import KryoEncodeError, write_node
 from repair.formats.flink.serializers import KRYO_SNAPSHOT, POJO_SNAPSHOT, SerializerSnapshot
 
-#: The Kryo generations of Flink 1.x and 2.x (:func:`repair.formats.flink.kryo.generation_of_metadata_version`).
+#: The Kryo generations of Flink 1.x and 2.x (:func:`repair.formats.flink.metadata.generation_of_metadata_version`).
 KRYO_2, KRYO_5 = 2, 5
 #: Declared types of POJO fields Flink 2.x gives its own serializers (Kryo in Flink 1.x).
 COLLECTION_INTERFACES = ("java.util.List", "java.util.Map", "java.util.Set")
