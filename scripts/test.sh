@@ -19,4 +19,6 @@ fi
 "$VENV/bin/mypy"
 # Everything the tests need is installed above: a test skipped for a missing tool fails instead.
 export REPAIR_REQUIRE_TOOLS=1
-exec "$VENV/bin/python" -m pytest "$@"
+# Two workers (pytest-xdist), each running whole groups of tests, the longest groups first
+# (tests/scheduling.py, docs/testing.md); -n 0 among the arguments runs everything in one process.
+exec "$VENV/bin/python" -m pytest -n 2 --dist loadgroup --no-loadscope-reorder "$@"

@@ -36,6 +36,15 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"{report.longrepr}: REPAIR_REQUIRE_TOOLS=1 makes a missing tool a failure"
 
 
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test.sh), each test's group and the groups'
+    order, longest first (tests/scheduling.py); a run without workers keeps pytest's order."""
+    if config.getoption("dist", default="no") == "loadgroup":
+        from tests.scheduling import assign_groups
+
+        assign_groups(items)
+
+
 
 def _job(fixture_json: Path) -> str:
     spec = json.loads(fixture_json.read_text())["spec"]
