@@ -12,39 +12,35 @@ TESTS = Path(__file__).resolve().parent
 
 
 class _Item:
-    """What assign_groups reads of a pytest item: its module's path and its marks."""
+    """What order_modules reads of a pytest item: its id and its marks."""
 
-    def __init__(self, module: str, name: str, slow: bool = False):
-        self.path = TESTS / module
-        self.name = name
-        self.marks = [pytest.mark.slow.mark] if slow else []
+    def __init__(self, nodeid: str, slow: bool = False):
+        self.nodeid = nodeid
+        self.slow = slow
 
     def get_closest_marker(self, name):
-        return next((mark for mark in self.marks if mark.name == name), None)
-
-    def add_marker(self, marker):
-        self.marks.append(marker.mark)
-
-    def group(self) -> str:
-        (group,) = [mark.args[0] for mark in self.marks if mark.name == "xdist_group"]
-        return group
+        return pytest.mark.slow.mark if name == "slow" and self.slow else None
 
 
-def test_every_test_is_in_its_module_group_and_the_longest_groups_come_first(monkeypatch):
+def test_a_test_is_in_its_module_group_or_dealt_into_a_part_of_a_split_module(monkeypatch):
     monkeypatch.setattr(scheduling, "SPLIT_MODULES", {"test_big.py": 2})
-    items = [_Item("test_a.py", "a1"),
-             _Item("test_big.py", "b1", slow=True), _Item("test_big.py", "b2"), _Item("test_big.py", "b3", slow=True),
-             _Item("test_big.py", "b4"), _Item("test_c.py", "c1", slow=True), _Item("test_c.py", "c2", slow=True),
-             _Item("test_c.py", "c3", slow=True)]
-    scheduling.assign_groups(items)
-    assert [(item.name, item.group()) for item in items] == [
-        ("c1", "test_c.py"), ("c2", "test_c.py"), ("c3", "test_c.py"),  # 3 slow tests
-        ("b1", "test_big.py#0"), ("b3", "test_big.py#0"),  # 2 slow tests: a module split in two, dealt out in turn
-        ("b2", "test_big.py#1"), ("b4", "test_big.py#1"),
-        ("a1", "test_a.py"),  # one quick test
-    ]
+    ids = ["tests/test_a.py::t1", "tests/test_big.py::b1[x]", "tests/test_big.py::b2[x]", "tests/test_a.py::t2",
+           "tests/test_big.py::b1[y]", "tests/test_c.py::C::t"]
+    assert scheduling.groups_of(ids) == {
+        "tests/test_a.py::t1": "tests/test_a.py", "tests/test_a.py::t2": "tests/test_a.py",
+        "tests/test_big.py::b1[x]": "tests/test_big.py#0", "tests/test_big.py::b2[x]": "tests/test_big.py#1",
+        "tests/test_big.py::b1[y]": "tests/test_big.py#0",
+        "tests/test_c.py::C::t": "tests/test_c.py",  # a class's tests are their module's
+    }
+
+
+def test_the_modules_longest_first_each_in_its_own_order():
+    items = [_Item("tests/test_a.py::a1"), _Item("tests/test_b.py::b1", slow=True), _Item("tests/test_b.py::b2"),
+             _Item("tests/test_c.py::c1", slow=True), _Item("tests/test_c.py::c2", slow=True), _Item("tests/test_a.py::a2")]
+    scheduling.order_modules(items)
+    assert [item.nodeid for item in items] == ["tests/test_c.py::c1", "tests/test_c.py::c2", "tests/test_b.py::b1",
+                                               "tests/test_b.py::b2", "tests/test_a.py::a1", "tests/test_a.py::a2"]
 
 
 def test_the_split_modules_exist():
     assert all((TESTS / module).is_file() for module in scheduling.SPLIT_MODULES)
-
