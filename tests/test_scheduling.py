@@ -42,5 +42,12 @@ def test_the_modules_longest_first_each_in_its_own_order():
                                                "tests/test_b.py::b2", "tests/test_a.py::a1", "tests/test_a.py::a2"]
 
 
-def test_the_split_modules_exist():
-    assert all((TESTS / module).is_file() for module in scheduling.SPLIT_MODULES)
+def test_a_module_known_to_be_long_comes_before_its_number_of_tests_says(monkeypatch):
+    monkeypatch.setattr(scheduling, "MODULE_SECONDS", {"test_full_disk.py": 100.0})
+    items = [_Item("tests/test_b.py::b1", slow=True), _Item("tests/test_full_disk.py::d1")]
+    scheduling.order_modules(items)
+    assert [item.nodeid for item in items] == ["tests/test_full_disk.py::d1", "tests/test_b.py::b1"]
+
+
+def test_the_modules_named_exist():
+    assert all((TESTS / module).is_file() for module in [*scheduling.SPLIT_MODULES, *scheduling.MODULE_SECONDS])
