@@ -20,4 +20,10 @@ fi
 "$VENV/bin/mypy"
 # Everything the tests need is installed above: a test skipped for a missing tool fails instead.
 export REPAIR_REQUIRE_TOOLS=1
-exec "$VENV/bin/python" -m pytest "$@"
+# Bytecode cached: with PYTHONDONTWRITEBYTECODE set (some shells and CI images set it), every one of the
+# hundreds of `python -m repair.cli` processes the tests start compiles the package again (about 0.25 s
+# of CPU each), and each worker rewrites every test module's assertions again.
+unset PYTHONDONTWRITEBYTECODE
+# Two workers (pytest-xdist), each running whole groups of tests, the longest groups first
+# (tests/scheduling.py, docs/testing.md); -n 0 among the arguments runs everything in one process.
+exec "$VENV/bin/python" -m pytest -n 2 --dist loadgroup --no-loadscope-reorder "$@"

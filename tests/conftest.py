@@ -36,6 +36,26 @@ def pytest_runtest_makereport(item, call):
         report.longrepr = f"{report.longrepr}: REPAIR_REQUIRE_TOOLS=1 makes a missing tool a failure"
 
 
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering (by fixture parameters), which it keeps
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist's ``--dist loadgroup`` (scripts/test.sh), the modules longest first
+    (tests/scheduling.py); a run without workers keeps pytest's order."""
+    if getattr(config.option, "loadgroup", False):  # what xdist tells its workers (their "dist" is "no")
+        from tests.scheduling import order_modules
+
+        order_modules(items)
+
+
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist, absent without it
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadgroup``: each module (or part of one) to one worker (tests/scheduling.py)."""
+    if config.getvalue("dist") == "loadgroup":
+        from tests.scheduling import module_scheduling
+
+        return module_scheduling(config, log)
+    return None
+
+
 
 def _job(fixture_json: Path) -> str:
     spec = json.loads(fixture_json.read_text())["spec"]

@@ -55,8 +55,8 @@ def _fill(disk: Path, leave: int) -> Path:
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
-def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, write_references, small_disk):
-    expected, _ = write_references[command.name]
+def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, write_outputs, small_disk):
+    expected = write_outputs[command.name]
     for leave in (0, 48 * 1024, 400 * 1024):
         filler = _fill(small_disk, leave)
         scratch = small_disk / "tmp"
@@ -120,9 +120,9 @@ class _FullDisk:
 
 @pytest.mark.parametrize("budget", [0, 64 * 1024, 500 * 1024])
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
-def test_enospc_in_the_write_path_leaves_nothing_and_a_rerun_succeeds(command, budget, write_inputs, write_references, tmp_path,
+def test_enospc_in_the_write_path_leaves_nothing_and_a_rerun_succeeds(command, budget, write_inputs, write_outputs, tmp_path,
                                                                        monkeypatch, capsys):
-    expected, _ = write_references[command.name]
+    expected = write_outputs[command.name]
     target = tmp_path / "out"
     disk = _FullDisk(budget)
     monkeypatch.setattr(st, "open", disk, raising=False)

@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import tarfile
+import threading
+import time
 import zipfile
 from pathlib import Path
 
@@ -85,6 +88,44 @@ def test_flink_jars_come_from_an_sdist_or_a_wheel(tmp_path, packaging):
             jars[name] = source.read()
     assert jars == {"flink-dist-9.9.9.jar": b"dist", "log4j-api-2.jar": b"log4j"}
     assert flink_harness._downloaded(tmp_path) == [archive]
+
+
+def test_classes_another_process_compiles_while_one_waits_are_used_not_compiled_again(tmp_path):
+    """The cache is shared by processes (scripts/test.sh's two pytest-xdist workers): one finding the
+    job's classes missing waits while another compiles them, then uses them. Compiling again would
+    replace the directory the other's JVM is loading classes from."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "Job.java").write_text("class Job {}")
+    runs = tmp_path / "runs"
+    javac = tmp_path / "javac"  # a stand-in: "-d DIR" first; writes DIR/fixturejob/Job.class, counts its runs
+    javac.write_text(f'#!/bin/sh\nmkdir -p "$2/fixturejob" && touch "$2/fixturejob/Job.class" && echo run >> "{runs}"\n')
+    javac.chmod(0o755)
+
+    def compile_job():
+        return flink_harness._compile(tmp_path / "src", "Job", [], tmp_path / "out", "stand-in javac", compiler=[str(javac)])
+
+    classes = compile_job()
+    shutil.rmtree(classes)
+    found = []
+    with flink_harness._making(classes):  # this test is the process compiling them
+        waiting = threading.Thread(target=lambda: found.append(compile_job()))
+        waiting.start()
+        _wait_until_blocked_on(classes.parent / f".{classes.name}.lock")
+        (classes / "fixturejob").mkdir(parents=True)
+        (classes / "fixturejob" / "Job.class").write_text("compiled by the other process")
+    waiting.join(timeout=60)
+    assert found == [classes]
+    assert (classes / "fixturejob" / "Job.class").read_text() == "compiled by the other process"
+    assert runs.read_text() == "run\n", "compiled a second time"
+
+
+def _wait_until_blocked_on(lock: Path) -> None:
+    """Until a process waits for the ``flock`` of ``lock`` (a ``->`` line of /proc/locks on its inode)."""
+    inode = f":{os.stat(lock).st_ino} "
+    deadline = time.monotonic() + 60
+    while not any("->" in line and inode in line for line in Path("/proc/locks").read_text().splitlines()):
+        assert time.monotonic() < deadline, "nothing waited for the lock"
+        time.sleep(0.01)
 
 
 def test_committed_fixtures_stay_small():
