@@ -165,7 +165,25 @@ def _bad_invocations(tmp_path) -> list[list[str]]:
               ["doctor", readme], ["doctor", metadata], ["doctor", "-", "--flink", "0.9"], ["doctor", missing],
               ["diagnose", missing], ["inspect", str(ROOT_120), "--uid", "nosuch"], ["inspect", str(ROOT_120), "-c", "99"], ["size", str(ROOT_120), "-c", "99"],
               ["export", str(ROOT_120), "--out", out, "--operator", "nosuch"]]
+    calls += _bad_new_options(tmp_path)
     return calls
+
+
+def _bad_new_options(tmp_path) -> list[list[str]]:
+    """Bad values of watch's and size --deep/--history/--html's options (a busy port: :func:`test_a_busy_metrics_port`)."""
+    root, a_file = str(ROOT_120), str(REPO / "README.md")
+    existing = tmp_path / "existing.html"
+    existing.write_text("not ours\n")
+    watch = ["watch", root, "--once", "--state-dir", str(tmp_path / "state")]
+    return [[*watch, "--interval", "0"], [*watch, "--interval", "-1"], [*watch, "--metrics-port", "65536"],
+            [*watch, "--metrics-port", "-1"], [*watch, "--workers", "0"], [*watch, "--on-bad", "'unclosed"],
+            [*watch, "--textfile", str(ROOT_120 / "metrics.prom")], ["watch", root, "--once", "--state-dir", a_file],
+            ["watch", root, "--once", "--state-dir", str(ROOT_120 / "state")], ["watch", a_file, "--once"],
+            ["size", root, "--deep", "--now", "yesterday"], ["size", root, "--deep", "--ttl", "soon"],
+            ["size", root, "--deep", "--ttl", "recent=-5s"], ["size", root, "--deep", "--ttl", "recent="],
+            ["size", root, "--now", "2026-01-01"], ["size", root, "--top", "0"], ["size", root, "--deep", "--top", "-1"],
+            ["size", root, "--html", str(ROOT_120 / "page.html")], ["size", root, "--html", str(existing)],
+            ["size", a_file, "--history"], ["diff", root, a_file]]
 
 
 def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeypatch):
@@ -179,6 +197,21 @@ def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeyp
         assert "Traceback" not in out + err and err.startswith(("error: ", "Usage:")), (argv, err)
         if err.startswith("error: "):
             assert err.count("\n") == 1, (argv, err)  # one line
+
+
+def test_watch_names_the_busy_port_and_the_state_dir_that_is_a_file(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["watch", str(ROOT_120), "--once", "--metrics-port", str(port)]) == 2
+    assert capsys.readouterr().err == f"error: watch: --metrics-port {port}: Address already in use\n"
+    a_file = tmp_path / "state"
+    a_file.write_text("")
+    assert main(["watch", str(ROOT_120), "--once", "--state-dir", str(a_file)]) == 2
+    assert capsys.readouterr().err == f"error: watch: {a_file}: --state-dir is a file, not a directory\n"
 
 
 def test_dash_h_is_help(capsys):
