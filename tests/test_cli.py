@@ -112,6 +112,21 @@ def test_inspect_json_contract(capsys, read_only_guard):
     assert sub["states"] and sub["files"]
 
 
+GROWTH_120 = damage.checkpoint_root(FIXTURES / "flink-1.20-growth")
+
+
+@pytest.mark.parametrize("argv", [
+    ["watch", "{root}", "--once", "--state-dir", "{out}/state", "--textfile", "{out}/watch.prom"],
+    ["size", "{root}", "--deep", "--ttl", "1s"], ["size", "{root}", "--history"], ["size", "{root}", "--html", "{out}/size.html"],
+    ["diff", "{root}/chk-1", "{root}/chk-3"]], ids=lambda argv: " ".join(a for a in argv if a.startswith("-"))[:40] or argv[0])
+def test_the_new_commands_leave_their_input_as_it_was(capsys, tmp_path, read_only_guard, argv):
+    """Every file below the job root hashed before and after (read_only_guard), outputs outside it."""
+    read_only_guard(GROWTH_120)
+    assert main([a.format(root=GROWTH_120, out=tmp_path) for a in argv]) in (0, 1)
+    outputs = {a.split("/")[1] for a in argv if a.startswith("{out}/")}
+    assert {p.name for p in tmp_path.iterdir()} >= outputs  # written where asked, nothing in the input (the guard)
+
+
 def test_inspect_table(capsys):
     code, out, _ = run(capsys, "inspect", str(ROOT_120), "--uid", "per-user", "--files")
     assert code == 0
