@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -66,6 +67,20 @@ def test_every_command_has_help_and_a_docs_page(capsys, command):
     assert page.is_file(), f"docs/commands/{command}.md is missing"
     assert f"repair {command}" in page.read_text()
     assert f"`repair {command}" in (REPO / "README.md").read_text(), "README's command overview is out of step"
+
+
+@pytest.mark.parametrize("command", _commands())
+def test_the_readme_row_of_a_command_names_the_options_its_help_lists(command):
+    """The README's command table says how to call each command: every option --help shows is in its row's
+    synopsis (the first cell), and the synopsis names no option the command does not have."""
+    click_command = typer.main.get_command(app).commands[command]
+    rows = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith(f"| `repair {command} ")]
+    assert rows, f"README has no row for repair {command}"
+    synopsis = rows[0].split("` |")[0]
+    options = [p for p in click_command.params if p.param_type_name == "option" and not p.hidden and p.name != "help"]
+    assert [p.opts[0] for p in options if not any(re.search(rf"{re.escape(o)}(?![\w-])", synopsis) for o in p.opts)] == []
+    known = {o for p in click_command.params for o in p.opts}
+    assert [o for o in re.findall(r"(?<![\w-])--[a-z][a-z-]*", synopsis) if o not in known] == []
 
 
 @pytest.mark.parametrize("command", [None, *_commands()])
