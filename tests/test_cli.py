@@ -210,7 +210,8 @@ def _bad_new_options(tmp_path) -> list[list[str]]:
             [*watch, "--textfile", str(ROOT_120 / "metrics.prom")], ["watch", root, "--once", "--state-dir", a_file],
             ["watch", root, "--once", "--state-dir", str(ROOT_120 / "state")], ["watch", a_file, "--once"],
             ["size", root, "--deep", "--now", "yesterday"], ["size", root, "--deep", "--ttl", "soon"],
-            ["size", root, "--deep", "--ttl", "recent=-5s"], ["size", root, "--deep", "--ttl", "recent="],
+            ["size", root, "--deep", "--ttl", "recent=-5s"], ["size", root, "--deep", "--ttl", "recent="], ["size", root, "--deep", "--ttl", "=1s"],
+            ["size", root, "--deep", "--ttl", "no-such-state=1s"],
             ["size", root, "--now", "2026-01-01"], ["size", root, "--top", "0"], ["size", root, "--deep", "--top", "-1"],
             ["size", root, "--html", str(ROOT_120 / "page.html")], ["size", root, "--html", str(existing)],
             ["size", a_file, "--history"], ["diff", root, a_file]]
