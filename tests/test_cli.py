@@ -230,7 +230,7 @@ def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeyp
             assert err.count("\n") == 1, (argv, err)  # one line
 
 
-def test_watch_names_the_busy_port_and_the_state_dir_that_is_a_file(capsys, tmp_path):
+def test_watch_names_the_busy_port_the_state_dir_that_is_a_file_and_json_without_once(capsys, tmp_path):
     import socket
 
     with socket.socket() as taken:
@@ -243,6 +243,10 @@ def test_watch_names_the_busy_port_and_the_state_dir_that_is_a_file(capsys, tmp_
     a_file.write_text("")
     assert main(["watch", str(ROOT_120), "--once", "--state-dir", str(a_file)]) == 2
     assert capsys.readouterr().err == f"error: watch: {a_file}: --state-dir is a file, not a directory\n"
+    # --json without --once: an error, not a run that never prints its document (a subprocess: it would not end)
+    done = subprocess.run([sys.executable, "-m", "repair.cli", "watch", str(ROOT_120), "--json"], cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr == "error: watch: --json goes with --once (without it, each verdict is a JSON line already)\n"
 
 
 def test_dash_h_is_help(capsys):
