@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -68,6 +69,20 @@ def test_every_command_has_help_and_a_docs_page(capsys, command):
     assert f"`repair {command}" in (REPO / "README.md").read_text(), "README's command overview is out of step"
 
 
+@pytest.mark.parametrize("command", _commands())
+def test_the_readme_row_of_a_command_names_the_options_its_help_lists(command):
+    """The README's command table says how to call each command: every option --help shows is in its row's
+    synopsis (the first cell), and the synopsis names no option the command does not have."""
+    click_command = typer.main.get_command(app).commands[command]
+    rows = [line for line in (REPO / "README.md").read_text().splitlines() if line.startswith(f"| `repair {command} ")]
+    assert rows, f"README has no row for repair {command}"
+    synopsis = rows[0].split("` |")[0]
+    options = [p for p in click_command.params if p.param_type_name == "option" and not p.hidden and p.name != "help"]
+    assert [p.opts[0] for p in options if not any(re.search(rf"{re.escape(o)}(?![\w-])", synopsis) for o in p.opts)] == []
+    known = {o for p in click_command.params for o in p.opts}
+    assert [o for o in re.findall(r"(?<![\w-])--[a-z][a-z-]*", synopsis) if o not in known] == []
+
+
 @pytest.mark.parametrize("command", [None, *_commands()])
 def test_help_names_arguments_and_flags_plainly(capsys, command, monkeypatch):
     """No ``<bool>`` beside a flag that takes no value, no ``<str>`` beside a path, no ``{path}`` in usage."""
@@ -110,6 +125,21 @@ def test_inspect_json_contract(capsys, read_only_guard):
     assert len(op["id"]) == 32 and int(op["id"], 16) >= 0
     sub = next(s for o in doc["operators"] for s in o["subtasks"] if s["key_group_range"])
     assert sub["states"] and sub["files"]
+
+
+GROWTH_120 = damage.checkpoint_root(FIXTURES / "flink-1.20-growth")
+
+
+@pytest.mark.parametrize("argv", [
+    ["watch", "{root}", "--once", "--state-dir", "{out}/state", "--textfile", "{out}/watch.prom"],
+    ["size", "{root}", "--deep", "--ttl", "1s"], ["size", "{root}", "--history"], ["size", "{root}", "--html", "{out}/size.html"],
+    ["diff", "{root}/chk-1", "{root}/chk-3"]], ids=lambda argv: " ".join(a for a in argv if a.startswith("-"))[:40] or argv[0])
+def test_the_new_commands_leave_their_input_as_it_was(capsys, tmp_path, read_only_guard, argv):
+    """Every file below the job root hashed before and after (read_only_guard), outputs outside it."""
+    read_only_guard(GROWTH_120)
+    assert main([a.format(root=GROWTH_120, out=tmp_path) for a in argv]) in (0, 1)
+    outputs = {a.split("/")[1] for a in argv if a.startswith("{out}/")}
+    assert {p.name for p in tmp_path.iterdir()} >= outputs  # written where asked, nothing in the input (the guard)
 
 
 def test_inspect_table(capsys):
@@ -165,7 +195,26 @@ def _bad_invocations(tmp_path) -> list[list[str]]:
               ["doctor", readme], ["doctor", metadata], ["doctor", "-", "--flink", "0.9"], ["doctor", missing],
               ["diagnose", missing], ["inspect", str(ROOT_120), "--uid", "nosuch"], ["inspect", str(ROOT_120), "-c", "99"], ["size", str(ROOT_120), "-c", "99"],
               ["export", str(ROOT_120), "--out", out, "--operator", "nosuch"]]
+    calls += _bad_new_options(tmp_path)
     return calls
+
+
+def _bad_new_options(tmp_path) -> list[list[str]]:
+    """Bad values of watch's and size --deep/--history/--html's options (a busy port: :func:`test_a_busy_metrics_port`)."""
+    root, a_file = str(ROOT_120), str(REPO / "README.md")
+    existing = tmp_path / "existing.html"
+    existing.write_text("not ours\n")
+    watch = ["watch", root, "--once", "--state-dir", str(tmp_path / "state")]
+    return [[*watch, "--interval", "0"], [*watch, "--interval", "-1"], [*watch, "--metrics-port", "65536"],
+            [*watch, "--metrics-port", "-1"], [*watch, "--workers", "0"], [*watch, "--on-bad", "'unclosed"],
+            [*watch, "--textfile", str(ROOT_120 / "metrics.prom")], ["watch", root, "--once", "--state-dir", a_file],
+            ["watch", root, "--once", "--state-dir", str(ROOT_120 / "state")], ["watch", a_file, "--once"],
+            ["size", root, "--deep", "--now", "yesterday"], ["size", root, "--deep", "--ttl", "soon"],
+            ["size", root, "--deep", "--ttl", "recent=-5s"], ["size", root, "--deep", "--ttl", "recent="], ["size", root, "--deep", "--ttl", "=1s"],
+            ["size", root, "--deep", "--ttl", "no-such-state=1s"],
+            ["size", root, "--now", "2026-01-01"], ["size", root, "--top", "0"], ["size", root, "--deep", "--top", "-1"],
+            ["size", root, "--html", str(ROOT_120 / "page.html")], ["size", root, "--html", str(existing)],
+            ["size", a_file, "--history"], ["diff", root, a_file]]
 
 
 def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeypatch):
@@ -179,6 +228,25 @@ def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeyp
         assert "Traceback" not in out + err and err.startswith(("error: ", "Usage:")), (argv, err)
         if err.startswith("error: "):
             assert err.count("\n") == 1, (argv, err)  # one line
+
+
+def test_watch_names_the_busy_port_the_state_dir_that_is_a_file_and_json_without_once(capsys, tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["watch", str(ROOT_120), "--once", "--metrics-port", str(port)]) == 2
+    assert capsys.readouterr().err == f"error: watch: --metrics-port {port}: Address already in use\n"
+    a_file = tmp_path / "state"
+    a_file.write_text("")
+    assert main(["watch", str(ROOT_120), "--once", "--state-dir", str(a_file)]) == 2
+    assert capsys.readouterr().err == f"error: watch: {a_file}: --state-dir is a file, not a directory\n"
+    # --json without --once: an error, not a run that never prints its document (a subprocess: it would not end)
+    done = subprocess.run([sys.executable, "-m", "repair.cli", "watch", str(ROOT_120), "--json"], cwd=REPO, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(REPO)}, capture_output=True, text=True)
+    assert done.returncode == 2 and done.stderr == "error: watch: --json goes with --once (without it, each verdict is a JSON line already)\n"
 
 
 def test_dash_h_is_help(capsys):

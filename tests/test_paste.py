@@ -172,3 +172,22 @@ def test_a_command_is_quoted_argument_by_argument():
     assert shlex.split(command.to_shell(), comments=True) == list(command.argv)
     assert "\n" not in command.to_shell() and command.to_shell().endswith("   # a note over lines")
     assert Command(("repair", "triage", Placeholder("<checkpoint-root>"))).to_shell() == "repair triage <checkpoint-root>"
+
+
+@pytest.mark.parametrize("trace", sorted((REPO / "tests" / "data" / "traces").glob("flink-2.1-restore-*.txt")), ids=lambda p: p.stem)
+def test_the_2x_wall_causes_print_the_commands_they_build(trace):
+    """diagnose's causes of incompatible state and of the 2.0 wall (real Flink 2.1 traces): the text shows each
+    command the library builds, --json each line beside its argv; what the trace does not name is a
+    placeholder printed bare (``<checkpoint>``, ``<2.x>``) as triage's ``<checkpoint-root>`` is."""
+    diagnosed = diagnose(trace.read_text())
+    built = [c for i in diagnosed.incidents for c in [i.next_command, *i.also]]
+    printed = _printed_commands(_narrow(render.render_diagnose, diagnosed))
+    assert built and {c.to_shell() for c in built} <= set(printed)
+    for command in built:
+        assert all(isinstance(arg, Placeholder) for arg in command.argv if arg.startswith("<")), command.argv
+        assert shlex.split(command.to_shell(), comments=True) == list(command.argv)
+    pairs = [pair for names in (("next_command", "next_argv"), ("also", "also_argv"))
+             for pair in _json_lines(json.loads(json.dumps(diagnosed.to_json())), *names)]
+    assert sorted(line for line, _ in pairs) == sorted(c.to_shell() for c in built)
+    for line, argv in pairs:
+        assert shlex.split(line, comments=True) == argv, line

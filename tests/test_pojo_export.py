@@ -80,6 +80,25 @@ def test_a_primitive_array_longer_than_its_bytes_or_of_other_booleans_is_refused
         decoder_for(SerializerSnapshot(registry.BOOLEAN_ARRAY.class_name, 1)).decode_all(b"\0\0\0\x01\x02")
 
 
+@pytest.mark.parametrize("serializer", [registry.BOOLEAN_ARRAY, registry.CHAR_ARRAY, registry.SHORT_ARRAY, registry.INT_ARRAY,
+                                        registry.LONG_ARRAY, registry.FLOAT_ARRAY, registry.DOUBLE_ARRAY])
+def test_a_primitive_array_length_of_two_to_the_31_allocates_nothing(serializer, monkeypatch):
+    """A corrupt length prefix (2^31 - 1) is refused against the bytes left before any element is
+    unpacked, on the row path and the fast path."""
+    from repair.formats.flink.values import FastMiss, PrimitiveArray
+
+    def never(*_):
+        raise AssertionError("elements unpacked for a length the bytes cannot hold")
+
+    monkeypatch.setattr(PrimitiveArray, "unpack", never)
+    data = b"\x7f\xff\xff\xff" + b"\0" * 16
+    decoder = decoder_for(SerializerSnapshot(serializer.class_name, 1))
+    with pytest.raises(FormatError, match="length"):
+        decoder.decode_all(data)
+    with pytest.raises(FastMiss):
+        decoder.fast(data, 0)
+
+
 def test_a_registered_collection_is_read_as_by_name_and_written_back_under_its_id():
     # Kryo 5 (bytes as flink-2.1-pojo's): registration id 85 + 2, a new-object marker, a collection of
     # size + 1 with the same-type flag, its element class (String), no nulls, two Strings "a" and "b"

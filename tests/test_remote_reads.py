@@ -10,7 +10,6 @@ answer as a remote store's time to the first byte and counts the requests it ser
 
 from __future__ import annotations
 
-import logging
 import os
 import threading
 
@@ -37,11 +36,7 @@ LATENCY = Faults(latency_seconds=0.01)  # any latency: what is tested is that re
 @pytest.fixture(scope="module")
 def s3_job():
     """The fixture's job root in a bucket of a loopback S3 server: ``(server, s3://bucket/job)``."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    try:
-        server = s3_server.start_s3_server()
-    except ImportError as error:
-        pytest.skip(f"missing tool: moto[server] is not installed: {error}")
+    server = s3_server.start_s3_server_or_skip()
     bucket = server.new_bucket(s3_server.tree(ROOT, "job"))
     yield server, f"s3://{bucket}/job"
     server.stop()

@@ -146,3 +146,14 @@ def test_the_library_gives_the_states_as_an_arrow_table():
     table = {row["state"]: row for row in deep.to_arrow().to_pylist()}
     assert {name: table[name]["live_entries"] for name in expected["entries"]} == expected["entries"]
     assert table["recent"]["ttl_expired_rows"] == expected["entries"]["recent"] and table["leak"]["ttl_expired_rows"] is None
+
+
+def test_a_ttl_for_a_state_the_checkpoint_does_not_hold_is_a_usage_error(capsys):
+    """``--ttl recnet=1s`` (a typo) would judge nothing expired and say so as if checked: it names the states."""
+    root = _growth(GROWTH[0])[0]
+    assert main(["size", str(root), "--deep", "--ttl", "recnet=1s"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no keyed state named 'recnet'" in err and "recent" in err
+    assert main(["size", str(root), "--deep", "--ttl", "=1s"]) == 2
+    assert "no state name before '='" in capsys.readouterr().err
+    assert main(["size", str(root), "--deep", "--ttl", "recent=1s", "--json"]) == 0

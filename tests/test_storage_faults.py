@@ -9,7 +9,6 @@ good, deterministically by seed.
 from __future__ import annotations
 
 import json
-import logging
 import os
 
 import pytest
@@ -142,11 +141,7 @@ def test_a_short_read_is_read_again_not_taken_for_a_truncated_file():
 @pytest.fixture(scope="module")
 def s3_job(tmp_path_factory):
     """The fixture's job root in a bucket of a loopback S3 server: ``(server, s3://bucket/job)``."""
-    logging.getLogger("werkzeug").setLevel(logging.ERROR)
-    try:
-        server = s3_server.start_s3_server()
-    except ImportError as error:
-        pytest.skip(f"missing tool: moto[server] is not installed: {error}")
+    server = s3_server.start_s3_server_or_skip()
     files = s3_server.tree(ROOT, "job")
     bucket = server.new_bucket(files)
     yield server, f"s3://{bucket}/job", sorted(files)

@@ -268,7 +268,8 @@ def test_textfile_and_http_metrics_are_what_the_passes_found(tmp_path):
     assert [p.name for p in textfile.parent.iterdir()] == ["repair_watch.prom"]  # no temporary left
 
 
-def test_sigterm_ends_the_watch_with_its_state_whole(tmp_path):
+@pytest.mark.parametrize("signum, exit_code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["SIGTERM", "SIGINT"])
+def test_a_signal_ends_the_watch_with_one_line_and_its_state_whole(tmp_path, signum, exit_code):
     root = live_root(tmp_path, [1, 2, 3])
     state = tmp_path / "state"
     process = subprocess.Popen([sys.executable, "-m", "repair.cli", "watch", str(root), "--interval", "0.2", "--state-dir", str(state),
@@ -277,11 +278,13 @@ def test_sigterm_ends_the_watch_with_its_state_whole(tmp_path):
     try:
         lines = [process.stderr.readline() for _ in range(3)]  # the three verdicts: the first pass is done
         complete(root, 4)  # the next pass may be under way when the signal comes
-        process.send_signal(signal.SIGTERM)
+        process.send_signal(signum)
         _, err = process.communicate(timeout=20)
     finally:
         process.kill()
-    assert process.returncode == 143, err
+    assert process.returncode == exit_code, err
+    said = [line for line in err.splitlines() if not line.startswith("{")]  # the verdicts of a pass under way are JSON lines
+    assert said == [f"error: stopped by {signal.Signals(signum).name}; an output not yet complete was not published"], err
     assert [json.loads(line)["verdict"] for line in lines] == ["good"] * 3
     assert json.loads((state / "last-good.json").read_text())["last_good"]["name"] in ("chk-3", "chk-4")
     assert sorted(p.name for p in state.iterdir() if not p.name.startswith("watch.sqlite3")) == ["history.json", "last-good.json"]

@@ -281,6 +281,8 @@ def watch(
     from repair.ops.watch.alert import on_bad_argv
     from repair.ops.watch.metrics import WatchMetrics
 
+    if json_output and not once:
+        raise UsageError("--json goes with --once (without it, each verdict is a JSON line already)")
     if on_bad is not None:
         try:
             on_bad_argv(on_bad)

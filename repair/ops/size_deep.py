@@ -58,7 +58,9 @@ def parse_ttls(values: list[str] | None) -> dict[str | None, int]:
     (key None)."""
     ttls: dict[str | None, int] = {}
     for value in values or []:
-        name, _, duration = value.rpartition("=")
+        name, equals, duration = value.rpartition("=")
+        if equals and not name:
+            raise UsageError(f"--ttl {value!r}: expected STATE=DURATION or DURATION, found no state name before '='")
         ttls[name or None] = parse_duration_ms(duration)
     return ttls
 
@@ -308,6 +310,11 @@ def deep_size(snapshot: LoadedSnapshot, storage: st.Storage, pieces: list, *, no
         ssts = [p for p in pieces if p.kind == "sst" and p.operator == operator and p.state == name]
         if ssts and all(p.raw_key_bytes is not None for p in ssts):
             depth.stored_raw_bytes = sum(p.raw_key_bytes + p.raw_value_bytes for p in ssts)
+    read = {depth.state for depth in reader.states.values()} | {p.state for p in pieces if p.state}  # (skipped subtasks' too)
+    unknown = sorted(name for name in ttls if name is not None and name not in read)
+    if unknown:  # a typo'd name would judge nothing expired, silently
+        raise UsageError(f"--ttl {unknown[0]}=...: checkpoint {snapshot.metadata.checkpoint_id} has no keyed state named "
+                         f"{unknown[0]!r} (its states: {', '.join(sorted(read)) or 'none'})")
     states = sorted(reader.states.values(), key=lambda s: (-(s.key_bytes + s.value_bytes), str(s.operator), s.state))
     return DeepSize(snapshot.metadata.checkpoint_id, now, states, skipped)
 

@@ -27,6 +27,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, generate_latest, start_http_server
 
+from repair.errors import UsageError
 from repair.io import storage as st
 
 
@@ -112,5 +113,8 @@ class WatchMetrics:
 
     def serve(self, port: int, address: str = "0.0.0.0") -> int:
         """Serve the metrics over HTTP on ``port`` (0: any free port) in a background thread; the port."""
-        server, _thread = start_http_server(port, addr=address, registry=self.registry)
+        try:
+            server, _thread = start_http_server(port, addr=address, registry=self.registry)
+        except OSError as error:  # the port taken, or not ours to bind
+            raise UsageError(f"--metrics-port {port}: {error.strerror or error}") from None
         return server.server_port

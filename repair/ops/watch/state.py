@@ -55,7 +55,10 @@ def connect(state_dir: str | None) -> sqlite3.Connection:
     if state_dir is None:
         path = ":memory:"
     else:
-        os.makedirs(state_dir, exist_ok=True)
+        try:
+            os.makedirs(state_dir, exist_ok=True)
+        except FileExistsError:  # exist_ok covers a directory only
+            raise UsageError("--state-dir is a file, not a directory", source=state_dir) from None
         path = os.path.join(state_dir, DATABASE)
     db = sqlite3.connect(path, timeout=30)
     with db:
