@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from repair.errors import FormatError, StorageError, UsageError
 from repair.findings import Problem, Severity
@@ -52,8 +52,10 @@ from repair.io import storage as st
 from repair.io.layout import ResolvedFile, SnapshotRef, discover
 from repair.io.resolved import IN_FLIGHT, close, is_remote, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
-from repair.ops.size_deep import DeepSize, deep_size, parse_time_ms, parse_ttls
 from repair.results import CommandResult
+
+if TYPE_CHECKING:  # --deep's module (export's readers beneath it) is imported by a --deep run only
+    from repair.ops.size_deep import DeepSize
 
 #: What ``--by`` groups by: the :class:`Piece` fields that make a group's key.
 GROUPINGS: dict[str, tuple[str, ...]] = {
@@ -555,7 +557,10 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
     The growth over the checkpoints (``--history``): :func:`repair.ops.size_history.size_history`."""
     if (now is not None or ttl) and not deep:
         raise UsageError("--now and --ttl go with --deep")
-    now_ms, ttls = parse_time_ms(now), parse_ttls(ttl)
+    if deep:
+        from repair.ops.size_deep import deep_size, parse_time_ms, parse_ttls
+
+        now_ms, ttls = parse_time_ms(now), parse_ttls(ttl)
     if by not in GROUPINGS:
         raise UsageError(f"--by {by!r}: expected one of {', '.join(GROUPINGS)}")
     if top is not None and top < 1:
