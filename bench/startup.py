@@ -48,7 +48,7 @@ DEFAULT_ROOT = REPO / "fixtures" / "flink-1.20-default" / "checkpoints" / "6ec13
 COMMANDS = ("verify", "inspect", "fallback")
 #: The operation each command calls: (its module, its function).
 OPERATIONS = {"verify": ("repair.ops.verify.engine", "verify"), "inspect": ("repair.ops.inspect", "inspect"),
-              "fallback": ("repair.ops.fallback", "fallback")}
+              "fallback": ("repair.ops.fallback", "fallback"), "size": ("repair.ops.size", "size")}
 
 #: Run in the timed process: CPU seconds at the points named in the module docstring, printed as JSON on
 #: stderr's last line. The operation is wrapped when the command imports its module (``from M import F``).

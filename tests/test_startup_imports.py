@@ -95,3 +95,12 @@ def test_what_a_command_imports_before_its_operation_starts(operation, needed):
     assert operation in modules
     unwanted = tuple(name for name in NEVER_IN_JSON_RUNS + SNAPSHOT_KIND_STACKS + READERS + VALUE_DECODERS if name not in needed)
     assert _offending(modules, unwanted) == []
+
+
+def test_size_json_imports_neither_deep_nor_the_readers():
+    """The default ``repair size`` reads SST footers and properties only: ``--deep``'s module and export's
+    readers beneath it load for ``--deep`` alone (bench/size.py measures what start-up costs it)."""
+    modules = _imported("size", str(ROOT_120), "--json")
+    assert "repair.ops.size" in modules  # the run did count
+    assert _offending(modules, NEVER_IN_JSON_RUNS + SNAPSHOT_KIND_STACKS + READERS + VALUE_DECODERS
+                      + ("repair.ops.size_deep", "repair.ops.export")) == []

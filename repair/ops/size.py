@@ -36,7 +36,7 @@ from __future__ import annotations
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, fields
-from typing import Callable, Protocol
+from typing import TYPE_CHECKING, Callable, Protocol
 
 from repair.errors import FormatError, StorageError, UsageError
 from repair.findings import Problem, Severity
@@ -52,8 +52,10 @@ from repair.io import storage as st
 from repair.io.layout import ResolvedFile, SnapshotRef, discover
 from repair.io.resolved import IN_FLIGHT, close, is_remote, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
-from repair.ops.size_deep import DeepSize, deep_size, parse_time_ms, parse_ttls
 from repair.results import CommandResult
+
+if TYPE_CHECKING:  # --deep's module (export's readers beneath it) is imported by a --deep run only
+    from repair.ops.size_deep import DeepSize
 
 #: What ``--by`` groups by: the :class:`Piece` fields that make a group's key.
 GROUPINGS: dict[str, tuple[str, ...]] = {
@@ -471,13 +473,20 @@ class _Pieces:
         self.operator = None  # the operator whose handles are being counted
         self._seen: set[tuple] = set()
         self._looked_at: list[tuple[Piece, ResolvedFile]] = []
+        #: Each handle resolved once (by id: the snapshot holds the handles while it is counted).
+        self._resolved: dict[int, ResolvedFile | None] = {}
 
     def looked_at(self) -> list[tuple[Piece, ResolvedFile]]:
         """The pieces whose files are looked at (SSTs, inline ones too, and every file), with where their bytes are."""
         return self._looked_at
 
     def resolve(self, handle) -> ResolvedFile:
-        return self.snapshot.resolver.resolve(handle)
+        """Where ``handle``'s bytes are; remembered, since a handle is asked for by :meth:`first_time` and
+        :meth:`emit` (and per key group of a full snapshot), and resolving a path is a third of the counting's CPU."""
+        key = id(handle)
+        if key not in self._resolved:
+            self._resolved[key] = self.snapshot.resolver.resolve(handle)
+        return self._resolved[key]
 
     def first_time(self, handle) -> bool:
         """False for a handle whose bytes (a file, a segment) this checkpoint has counted already."""
@@ -555,7 +564,10 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
     The growth over the checkpoints (``--history``): :func:`repair.ops.size_history.size_history`."""
     if (now is not None or ttl) and not deep:
         raise UsageError("--now and --ttl go with --deep")
-    now_ms, ttls = parse_time_ms(now), parse_ttls(ttl)
+    if deep:
+        from repair.ops.size_deep import deep_size, parse_time_ms, parse_ttls
+
+        now_ms, ttls = parse_time_ms(now), parse_ttls(ttl)
     if by not in GROUPINGS:
         raise UsageError(f"--by {by!r}: expected one of {', '.join(GROUPINGS)}")
     if top is not None and top < 1:
