@@ -13,7 +13,9 @@ a file that is not an SST and whose first record names the comparator.
 from __future__ import annotations
 
 import json
+import os
 import shutil
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -66,7 +68,16 @@ def checkpoint_ids(root: Path) -> list[int]:
 def referencing_checkpoints(root: Path, file: Path) -> list[int]:
     """Ids of the checkpoints whose ``_metadata`` names ``file`` (by its unique UUID file name)."""
     needle = file.name.encode()
-    return [c for c in checkpoint_ids(root) if needle in (root / f"chk-{c}" / "_metadata").read_bytes()]
+    return [c for c in checkpoint_ids(root) if needle in _read_if_there(root / f"chk-{c}" / "_metadata")]
+
+
+def _read_if_there(path: Path) -> bytes:
+    """The file's bytes, or none when it is gone: under a running job's root Flink deletes the checkpoints
+    it subsumes while a test looks."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return b""
 
 
 def is_sst(path: Path) -> bool:
@@ -83,8 +94,23 @@ def referenced_files(root: Path, checkpoint: int, predicate) -> list[Path]:
     """State files below ``root`` (``shared/``, ``taskowned/``, ``chk-*/``: every file but ``_metadata``)
     that ``chk-<checkpoint>`` references and that satisfy ``predicate``."""
     metadata = (root / f"chk-{checkpoint}" / "_metadata").read_bytes()
-    return sorted(p for p in root.rglob("*")
-                  if p.is_file() and p.name != "_metadata" and p.name.encode() in metadata and predicate(p))
+    return sorted(p for p in _files_below(root) if p.name != "_metadata" and p.name.encode() in metadata and _holds(predicate, p))
+
+
+def _files_below(root: Path) -> Iterator[Path]:
+    """Every file below ``root``; a directory deleted during the walk (a subsumed checkpoint of a running
+    job) is skipped, as ``os.walk`` skips what it cannot list."""
+    for directory, _, names in os.walk(root):
+        for name in names:
+            yield Path(directory) / name
+
+
+def _holds(predicate, path: Path) -> bool:
+    """``predicate(path)``; false for a file deleted meanwhile (the predicates read the file's head)."""
+    try:
+        return path.is_file() and predicate(path)
+    except FileNotFoundError:
+        return False
 
 
 def _pick(root: Path, checkpoint: int | None, predicate, what: str) -> tuple[Path, int]:
