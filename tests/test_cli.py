@@ -128,16 +128,24 @@ def test_inspect_json_contract(capsys, read_only_guard):
 
 
 GROWTH_120 = damage.checkpoint_root(FIXTURES / "flink-1.20-growth")
+UPGRADE_120 = next((FIXTURES / "flink-1.20-upgrade" / "savepoints").iterdir())
+COMPAT_OLD = FIXTURES / "compat" / "flink-2.1" / "old"
+COMPAT_NEW = FIXTURES / "compat" / "flink-2.1" / "state-renamed"
 
 
 @pytest.mark.parametrize("argv", [
     ["watch", "{root}", "--once", "--state-dir", "{out}/state", "--textfile", "{out}/watch.prom"],
     ["size", "{root}", "--deep", "--ttl", "1s"], ["size", "{root}", "--history"], ["size", "{root}", "--html", "{out}/size.html"],
-    ["diff", "{root}/chk-1", "{root}/chk-3"]], ids=lambda argv: " ".join(a for a in argv if a.startswith("-"))[:40] or argv[0])
+    ["diff", "{root}/chk-1", "{root}/chk-3"],
+    ["upgrade", "{upgrade}", "--to", "2.1", "--out", "{out}/for-2.1", "--drop-state", "upgrade/profile"],
+    ["upgrade", "{upgrade}", "--to", "2.3", "--check"],
+    ["compat", "{compat_old}", "{compat_new}"]], ids=lambda argv: " ".join(a for a in argv if a.startswith("-"))[:40] or argv[0])
 def test_the_new_commands_leave_their_input_as_it_was(capsys, tmp_path, read_only_guard, argv):
-    """Every file below the job root hashed before and after (read_only_guard), outputs outside it."""
-    read_only_guard(GROWTH_120)
-    assert main([a.format(root=GROWTH_120, out=tmp_path) for a in argv]) in (0, 1)
+    """Every file below the inputs hashed before and after (read_only_guard), outputs outside them."""
+    inputs = {"root": GROWTH_120, "upgrade": UPGRADE_120, "compat_old": COMPAT_OLD, "compat_new": COMPAT_NEW}
+    for path in inputs.values():
+        read_only_guard(path)
+    assert main([a.format(out=tmp_path, **inputs) for a in argv]) in (0, 1)
     outputs = {a.split("/")[1] for a in argv if a.startswith("{out}/")}
     assert {p.name for p in tmp_path.iterdir()} >= outputs  # written where asked, nothing in the input (the guard)
 
