@@ -20,7 +20,7 @@ package is.
 
 Bytes: size's own ``bytes_read`` (``_metadata`` and what the SST decoder read) against the checkpoint's
 bytes (``totals.bytes``: ``_metadata`` plus every file it references, at the size it records; equal to the
-files on disk, which ``tests/test_size.py`` holds). Time: per round, size's seconds over verify's in the
+files on disk, which ``tests/ops/test_size.py`` holds). Time: per round, size's seconds over verify's in the
 same round; the median and the minimum of these ratios, in CPU and in wall seconds. ``--phases N``
 also splits size's CPU seconds into start-up (interpreter, CLI imports, parsing and the operation's
 imports), the operation and the output (the minimum of ``N`` runs each; ``bench/startup.py``'s method).

@@ -425,8 +425,8 @@ object per block:
   every run compiles them again).
 
 Anything unusual (a checksum mismatch, another codec, an odd size or layout) goes through the
-general code, which produces exactly the findings it always did; `tests/test_rocksdb_verify_paths.py`
-and `tests/test_rocksdb_verify_bulk.py` check that the fast and general paths agree on thousands of
+general code, which produces exactly the findings it always did; `tests/formats/rocksdb/test_rocksdb_verify_paths.py`
+and `tests/formats/rocksdb/test_rocksdb_verify_bulk.py` check that the fast and general paths agree on thousands of
 damaged tables and index blocks. History, measured on this machine: about 150 MB/s of one core
 before the first of these changes (commit 3de0efa); before the bulk index and checksum paths
 (commit 4402e85), 270 MB/s with decompression and 640 MB/s without, 2.6 to 2.8 µs per data block

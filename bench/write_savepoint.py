@@ -16,7 +16,7 @@ Measures, each in its own process (best of ``--runs``; wall seconds, CPU seconds
 the 1 GB checkpoint on a shared machine.
 
 Entries/s are RocksDB entries of the checkpoint (live keys: a list is one entry) per second. That real
-Flink restores what these commands write is shown by the slow tests (tests/test_write_savepoint.py).
+Flink restores what these commands write is shown by the slow tests (tests/ops/test_write_savepoint.py).
 
 Usage::
 

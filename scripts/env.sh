@@ -28,7 +28,7 @@ ensure_rocksdb_tools() {  # Debian's sst_dump and ldb, a second opinion in diffe
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq rocksdb-tools >/dev/null
 }
 
-ensure_chromium() {  # Debian's headless Chromium: the browser test of size --html's page (tests/test_size_html.py)
+ensure_chromium() {  # Debian's headless Chromium: the browser test of size --html's page (tests/ops/test_size_html.py)
   if command -v chromium >/dev/null || command -v chromium-browser >/dev/null; then return 0; fi
   local sudo=""
   [ "$(id -u)" -ne 0 ] && sudo="sudo"

@@ -18,6 +18,9 @@ from tests.write_commands import write_inputs, write_outputs, write_references  
 
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
+TESTS = REPO / "tests"
+#: Committed test inputs (configs, traces, fuzz regressions, hand-built samples).
+DATA = TESTS / "data"
 
 #: Skip reasons of tests that need a tool the machine lacks start with this.
 MISSING_TOOL = "missing tool:"
@@ -210,7 +213,7 @@ def written_back_with_edits(name: str, tmp_path: Path, edits: dict, key=lambda k
     from repair.ops.export.job import export
     from repair.ops.verify.engine import verify
     from repair.ops.write_savepoint import write_savepoint
-    from tests.test_write_savepoint import _rows
+    from tests.ops.test_write_savepoint import _rows
 
     first = tmp_path / "first"
     export(job_root(name), str(first))

@@ -1,6 +1,6 @@
 """A real S3-compatible server for tests: moto's server, on a free loopback port.
 
-Used by fixtures in the test modules (``tests/test_storage.py``); it is a plain module rather than a
+Used by fixtures in the test modules (``tests/io/test_storage.py``); it is a plain module rather than a
 conftest fixture so that it does not collide with other fixtures. Only ever binds to 127.0.0.1.
 """
 

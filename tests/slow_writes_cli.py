@@ -3,7 +3,7 @@ with announced phases at which a test can have a signal land.
 
 ``REPAIR_TEST_WRITE_DELAY`` seconds (default 0.1) are spent before and after each file an output
 writes, so that a signal sent at a random moment of a run lands inside the writing of its output as
-often as in its reading: the kill tests of tests/test_write_faults.py use it.
+often as in its reading: the kill tests of tests/io/test_write_faults.py use it.
 
 ``REPAIR_TEST_SIGNAL_AT=PHASE:N:SIGNAL`` (with ``REPAIR_TEST_EVENTS``, a directory) sends ``SIGNAL``
 to the run when phase ``PHASE`` is reached for the ``N``-th time, counted over all of the run's

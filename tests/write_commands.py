@@ -1,7 +1,7 @@
 """The write commands of the toolkit, as the fault tests run them: arguments, commit files, and
 session fixtures with their inputs (an export, a RocksDB directory without CURRENT) and reference runs.
 
-Used by tests/test_write_faults.py (kills and signals) and tests/test_disk_full.py (ENOSPC).
+Used by tests/io/test_write_faults.py (kills and signals) and tests/io/test_disk_full.py (ENOSPC).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ import org.apache.flink.util.MathUtils;
 
 /**
  * Prints Flink's own answers for key-group math and operator ids, so the Python port in
- * repair/formats/flink/keygroups.py can be checked against the real jar (tests/test_keygroups.py).
+ * repair/formats/flink/keygroups.py can be checked against the real jar (tests/formats/flink/test_keygroups.py).
  *
  * <p>Compile and run against flink-dist:
  *

@@ -36,7 +36,7 @@ import java.util.Map;
 /**
  * Flink's own RowDataSerializer on rows of many SQL types: prints one JSON object with the serializer
  * snapshot (as written into state meta data) and each sample row's bytes, hex. See
- * tests/test_row_data_samples.py for the values.
+ * tests/formats/flink/test_row_data_samples.py for the values.
  */
 public class RowDataSamples {
     public static void main(String[] args) throws Exception {

@@ -15,7 +15,7 @@ import org.apache.flink.types.RowKind;
 
 /**
  * Prints values serialized by Flink's own serializers, so the Python decoders in
- * repair/formats/flink/values.py can be checked against the real jar (tests/test_serializer_samples.py)
+ * repair/formats/flink/values.py can be checked against the real jar (tests/formats/flink/test_serializer_samples.py)
  * for formats the fixtures do not hold: every RowKind, legacy Rows (no kind), and Sets (Flink 2.x).
  *
  * <pre>

@@ -1,4 +1,4 @@
-"""Makes one Spark task die in the middle of writing its Parquet part (tests/test_spark_task_faults.py).
+"""Makes one Spark task die in the middle of writing its Parquet part (tests/ops/test_spark_task_faults.py).
 
 Put this directory on ``PYTHONPATH`` with ``REPAIR_TEST_FAIL_ONCE`` naming a directory: Python imports
 this module at start-up in the driver, the PySpark daemon and the workers it forks. The first call of

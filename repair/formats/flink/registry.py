@@ -23,7 +23,7 @@ capability          what it is                                       registered 
 ==================  ===============================================  ==================================
 
 A serializer lacking a capability falls back quietly (a slower path, raw bytes, a refused write-back), so
-every gap is written down in :data:`EXEMPTIONS` with the reason; ``tests/test_serializer_registry.py``
+every gap is written down in :data:`EXEMPTIONS` with the reason; ``tests/formats/flink/test_serializer_registry.py``
 fails on a gap without one, on an exemption that is no longer true, and on a serializer
 ``docs/serializers.md`` does not list with its capabilities. A composite has a capability when its
 builder gives it for nested serializers that have it (the test builds one of each with leaf nested

@@ -4,7 +4,7 @@ Flink writes the trailer with Java serialization (``Checkpoints.storeCheckpointM
 ``CheckpointProperties`` whose ``checkpointType`` is a ``SavepointType`` named ``Savepoint`` with
 ``formatType`` CANONICAL and ``postCheckpointAction`` NONE, ``forced`` set and every ``discard*`` flag
 off. The bytes are the same for every release that writes a trailer (1.16 to 2.3: the classes'
-``serialVersionUID`` did not change); ``tests/test_write_savepoint.py`` holds them equal to the trailer
+``serialVersionUID`` did not change); ``tests/ops/test_write_savepoint.py`` holds them equal to the trailer
 of every canonical savepoint among the fixtures.
 """
 

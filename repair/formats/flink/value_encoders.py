@@ -13,7 +13,7 @@ Python values the decoders give (a TTL value a :class:`~repair.formats.flink.val
 serializer it returns None: such values can only be written from their raw bytes.
 
 For every value ``v`` an encoder accepts, ``decoder.decode_all(encode(v)) == v``, and for bytes ``b``
-Flink wrote, ``encode(decode(b)) == b`` (``tests/test_value_encoders.py`` holds both on every fixture).
+Flink wrote, ``encode(decode(b)) == b`` (``tests/formats/flink/test_value_encoders.py`` holds both on every fixture).
 """
 
 from __future__ import annotations
