@@ -118,7 +118,7 @@ def size_history(path: str, *, checkpoint: int | None = None, html: str | None =
         raise UsageError("--history and --html show every retained checkpoint: they do not go with --checkpoint")
     storage = storage or st.default_storage()
     if html is not None:
-        new_output(html, [path], storage)
+        new_output(html, [path], storage, file=True)
     result = size(path, storage=storage, **options)
     growth = history(result.checkpoints)
     if show_history:

@@ -59,13 +59,19 @@ def test_the_page_renders_in_a_browser(tmp_path, read_only_guard):
     assert pixels[_rgb(SERIES_COLOURS[0])] > 2000  # its layer of the growth chart's bars
 
 
-def test_the_page_is_a_new_file_outside_the_input(tmp_path):
+def test_the_page_is_a_new_file_outside_the_input(tmp_path, capsys):
     assert main(["size", str(ROOT), "--html", str(ROOT / "size.html")]) == 2
     assert not (ROOT / "size.html").exists()
     taken = tmp_path / "taken.html"
     taken.write_text("mine")
+    capsys.readouterr()
     assert main(["size", str(ROOT), "--html", str(taken)]) == 2
     assert taken.read_text() == "mine"
+    assert "output file already exists" in capsys.readouterr().err
+    # an empty directory takes a new directory output, never a page written over it
+    (tmp_path / "empty").mkdir()
+    assert main(["size", str(ROOT), "--html", str(tmp_path / "empty")]) == 2
+    assert "output file already exists" in capsys.readouterr().err and not list((tmp_path / "empty").iterdir())
     assert main(["size", str(ROOT), "--html", str(tmp_path / "page.html"), "-c", "3"]) == 2
 
 
