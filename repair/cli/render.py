@@ -715,8 +715,10 @@ def render_export(result) -> None:
 
 
 def _runbook_command(path: str) -> str:
-    """``repair runbook NAME``, the way to read a runbook wherever repair is installed."""
-    return f"repair runbook {path.rsplit('/', 1)[-1].removesuffix('.md')}"
+    """``repair runbook NAME``, the way to read a runbook wherever repair is installed (one pasteable line)."""
+    from repair.ops.advice import runbook_command
+
+    return runbook_command(path).to_shell()
 
 
 #: Groups shown on a terminal when ``--top`` is not given.

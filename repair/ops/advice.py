@@ -51,6 +51,12 @@ def repair_command(*args: str, note: str = "") -> Command:
     return Command(("repair", *args), note)
 
 
+def runbook_command(runbook: str) -> Command:
+    """``repair runbook NAME`` for a runbook's file (``runbooks/NAME.md``): the way to read it wherever
+    repair is installed."""
+    return repair_command("runbook", runbook.rsplit("/", 1)[-1].removesuffix(".md"))
+
+
 def relocate_command(path: str, out: str, note: str = "") -> Command:
     return repair_command("relocate", path, "--out", out, note=note)
 
