@@ -290,12 +290,12 @@ def watch(
             raise UsageError(f"--on-bad: {error}") from None
     metrics = WatchMetrics()
     watcher = Watcher(path, state_dir=state_dir, workers=workers, on_bad=on_bad, on_verdict=print_log_line, metrics=metrics)
-    if textfile is not None:
-        watcher.check_output(textfile)
-    if metrics_port is not None:
-        port = metrics.serve(metrics_port)
-        typer.echo(f"metrics on http://0.0.0.0:{port}/metrics", err=True)
-    try:
+    try:  # the state directory's SQLite file is closed however the watch ends (a busy port, a bad --textfile)
+        if textfile is not None:
+            watcher.check_output(textfile)
+        if metrics_port is not None:
+            port = metrics.serve(metrics_port)
+            typer.echo(f"metrics on http://0.0.0.0:{port}/metrics", err=True)
         while True:
             result = watcher.run_pass()
             if textfile is not None:

@@ -238,15 +238,21 @@ def test_no_command_answers_bad_input_with_a_traceback(tmp_path, capsys, monkeyp
             assert err.count("\n") == 1, (argv, err)  # one line
 
 
-def test_watch_names_the_busy_port_the_state_dir_that_is_a_file_and_json_without_once(capsys, tmp_path):
+def test_watch_names_the_busy_port_the_state_dir_that_is_a_file_and_json_without_once(capsys, tmp_path, monkeypatch):
     import socket
 
+    from repair.ops.watch import Watcher
+
+    closed = []
+    close = Watcher.close
+    monkeypatch.setattr(Watcher, "close", lambda self: closed.append(self) or close(self))
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert main(["watch", str(ROOT_120), "--once", "--metrics-port", str(port)]) == 2
+        assert main(["watch", str(ROOT_120), "--once", "--metrics-port", str(port), "--state-dir", str(tmp_path / "s")]) == 2
     assert capsys.readouterr().err == f"error: watch: --metrics-port {port}: Address already in use\n"
+    assert len(closed) == 1  # the state directory's database is closed, not left to the exit
     a_file = tmp_path / "state"
     a_file.write_text("")
     assert main(["watch", str(ROOT_120), "--once", "--state-dir", str(a_file)]) == 2
