@@ -213,7 +213,7 @@ def written_back_with_edits(name: str, tmp_path: Path, edits: dict, key=lambda k
     from repair.ops.export.job import export
     from repair.ops.verify.engine import verify
     from repair.ops.write_savepoint import write_savepoint
-    from tests.ops.test_write_savepoint import _rows
+    from tests.writeback_testlib import export_rows
 
     first = tmp_path / "first"
     export(job_root(name), str(first))
@@ -237,7 +237,7 @@ def written_back_with_edits(name: str, tmp_path: Path, edits: dict, key=lambda k
     edited = values(first)  # the Parquet as changed above
     assert values(tmp_path / "second") == edited and all(edited[k] == v for k, v in changed.items())
     drop = ("value", "value_raw")  # the changed rows' values (compared above); keys and key groups are the same
-    assert _rows(tmp_path / "second", drop=drop) == _rows(first, drop=drop)
+    assert export_rows(tmp_path / "second", drop=drop) == export_rows(first, drop=drop)
     return changed
 
 
@@ -324,3 +324,13 @@ def s3_storage(s3):
             s3_secret_key=s3_server.SECRET_KEY,
         )
     )
+
+
+@pytest.fixture(scope="module")
+def local_spark():
+    """One local[2] Spark session for the module's Spark exports (export reuses it)."""
+    from repair.ops.runner import spark_session
+
+    session = spark_session("local[2]", "repair-tests")
+    yield "local[2]"
+    session.stop()

@@ -12,12 +12,17 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from repair.formats.bytes.random_access import BytesSource
+from repair.formats.rocksdb.table.checksum import stored_block_checksum
+from repair.formats.rocksdb.table.sst import open_table
 
 SST_DUMP = shutil.which("sst_dump")
 LDB = shutil.which("ldb")
@@ -338,3 +343,40 @@ def ldb_manifest_dump(manifest: Path) -> tuple[list[dict], dict]:
             version.update(next_file_number=int(m.group(1)) - 1, last_sequence=int(m.group(2)),
                            prev_log_number=int(m.group(3)), max_column_family=int(m.group(4)))
     return edits, version
+
+
+def random_damage(rng: random.Random, data: bytes) -> bytes:
+    """One random kind of damage: flipped bits, a block rewritten with a valid checksum, garbage ..."""
+    d = bytearray(data)
+    roll = rng.random()
+    if roll < 0.45:
+        # Change a block and re-seal it with a valid checksum: decompression has to find it.
+        table = open_table(BytesSource(data))
+        blocks = list(table.iter_block_handles())
+        offset, size = rng.choice(blocks).handle
+        if size:
+            what = rng.random()
+            if what < 0.4:
+                d[offset + rng.randrange(min(size, 4))] = rng.randrange(256)  # size header / prefix
+            elif what < 0.7:
+                d[offset + rng.randrange(size)] ^= 1 << rng.randrange(8)
+            else:
+                d[offset + size] = rng.choice([0, 1, 1, 2, 4, 7, 0x40, 9])  # another compression type
+            stored = stored_block_checksum(
+                table.footer.checksum_type, bytes(d[offset : offset + size]), d[offset + size],
+                table.footer.base_context_checksum, offset,
+            )
+            d[offset + size + 1 : offset + size + 5] = stored.to_bytes(4, "little")
+            return bytes(d)
+    if roll < 0.65:
+        for _ in range(rng.choice([1, 1, 3])):
+            d[rng.randrange(len(d))] ^= 1 << rng.randrange(8)
+    elif roll < 0.8:
+        d[len(d) - 1 - rng.randrange(min(len(d), 400))] = rng.randrange(256)  # index, metaindex, footer
+    elif roll < 0.9:
+        start = rng.randrange(len(d))
+        d[start : start + 16] = bytes(rng.randrange(256) for _ in range(len(d[start : start + 16])))
+    else:
+        d = d[: rng.randrange(len(d))]
+    return bytes(d)
+

@@ -16,7 +16,7 @@ from repair.cli.app import main
 from repair.cli.output import print_json
 from repair.results import CommandResult
 from tests import damage
-from tests.cli.test_json_contracts import ROOT_120, SEED_TRACE, UPGRADE_SOURCE
+from tests.samples import ROOT_120, SEED_TRACE, UPGRADE_SOURCE
 
 #: The compatibility matrix's Flink 1.20 snapshots: OLD, and the NEW of each change.
 COMPAT = ROOT_120.parents[2] / "compat" / "flink-1.20"
@@ -127,9 +127,9 @@ def test_sources_are_absolute_when_the_arguments_are_relative(tmp_path, capsys, 
 
 
 def test_rebuild_db_library_json_is_the_cli_json(tmp_path, capsys):
-    from tests.formats.rocksdb.test_manifest_builder import _flink_instances
+    from tests.flink_instances import flink_instances
 
-    db, out = _flink_instances("flink-1.20-p3-external-xxhash-lz4", tmp_path)[0], tmp_path / "new-db"
+    db, out = flink_instances("flink-1.20-p3-external-xxhash-lz4", tmp_path)[0], tmp_path / "new-db"
     for manifest in db.glob("MANIFEST-*"):
         manifest.unlink()
     _assert_the_cli_prints(repair.rebuild_db(str(db), str(out)), ["rebuild-manifest", str(db), "--out", str(out)], out, capsys)

@@ -14,8 +14,9 @@ import pytest
 
 from repair.cli.app import main
 from tests import damage
-from tests.conftest import FIXTURES, REPO, canonical_savepoint, fixture_info
+from tests.conftest import FIXTURES, REPO
 from tests.json_schemas import SCHEMAS, schema_name, schema_problems
+from tests.samples import ROOT_120, SEED_TRACE, UPGRADE_SOURCE
 
 CONTRACTS = REPO / "docs" / "json-contracts.md"
 SECTION = re.compile(r"^## `repair ([a-z-]+) ([^`]*)`\n(.*?)(?=^## |\Z)", re.S | re.M)
@@ -26,9 +27,6 @@ FIELD_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 #: Objects that are maps by meaning although their keys look like field names: the per-column decisions
 #: of an export (``key``, ``value``...) and the per-severity counts of doctor; their values are alike.
 MAP_FIELDS = ("columns", "counts")
-ROOT_120 = FIXTURES / "flink-1.20-default" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-default")["job_id"]
-UPGRADE_SOURCE = canonical_savepoint("flink-1.20-upgrade")  # Flink 1.20: Kryo 2.24 values, a POJO with collections
-SEED_TRACE = REPO / "tests" / "data" / "seeds" / "002_9f05c2d9aa2afda0.txt"  # a real incident report, kept in the repository
 
 
 def documented() -> dict[str, list]:
@@ -138,9 +136,9 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         salvaged = _run(capsys, "rebuild-manifest", str(_properties_damaged(tmp_path / "salvage")), "--out", str(tmp_path / "out-salvaged"), "--salvage")
         return [document, document["lost"][0], salvaged["salvaged"][0]]
     if command == "rebuild-manifest DB_DIR --out NEW_DB --json":
-        from tests.formats.rocksdb.test_manifest_builder import _flink_instances
+        from tests.flink_instances import flink_instances
 
-        db = _flink_instances("flink-1.20-p3-external-xxhash-lz4", tmp_path)[0]
+        db = flink_instances("flink-1.20-p3-external-xxhash-lz4", tmp_path)[0]
         for manifest in db.glob("MANIFEST-*"):
             manifest.unlink()
         return [_run(capsys, "rebuild-manifest", str(db), "--out", str(tmp_path / "new-db"))]
@@ -163,10 +161,10 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
     if command == "rescale CHECKPOINT --out SAVEPOINT --json":
         return [_run(capsys, "rescale", str(ROOT_120), "--out", str(tmp_path / "rescaled"), "--max-parallelism", "256")]
     if command == "watch ROOT --once --json":
-        from tests.ops.test_watch import IDS, _flip_new_sst, live_root
+        from tests.watch_testlib import IDS, flip_new_sst, live_root
 
         root = live_root(tmp_path, IDS)
-        _flip_new_sst(root)
+        flip_new_sst(root)
         return [_run(capsys, "watch", str(root), "--once", "--state-dir", str(tmp_path / "state"), "--on-bad", "true", "--workers", "1")]
     if command == "upgrade CHECKPOINT --to RELEASE --out SAVEPOINT --json":
         return [_run(capsys, "upgrade", str(UPGRADE_SOURCE), "--to", "2.1", "--out", str(tmp_path / "for-2.1"),

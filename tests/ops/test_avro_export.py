@@ -76,7 +76,7 @@ def test_inspect_describes_the_avro_records(exported):
 
 @pytest.mark.parametrize("name", AVRO_FIXTURE_NAMES)
 def test_every_avro_value_flink_wrote_encodes_back_to_its_bytes(name, tmp_path):
-    from tests.formats.flink.test_value_encoders import round_trip_raw_columns
+    from tests.encoder_testlib import round_trip_raw_columns
 
     checked, covered = round_trip_raw_columns(name, tmp_path)
     assert checked > 500 and "AvroSerializerSnapshot" in covered

@@ -34,7 +34,7 @@ from repair.io.snapshot import load_snapshot
 from repair.ops.export.job import export
 from repair.readers.changelog_state import iter_changelog_handle, replay_subtask
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, logs_state_changes
-from tests.ops.test_export import KEYED_UIDS, _rebuild
+from tests.export_testlib import KEYED_UIDS, rebuild
 
 NAME = "flink-1.20-changelog"
 #: Changelog over RocksDB (Flink 1.20) and over the heap backend (Flink 2.1).
@@ -72,7 +72,7 @@ def _change(op: str, key: int, window: int, *body: bytes, key_group: int = 7) ->
     return DataChange(op, 0, key_group, _long(key) + _window(window) + b"".join(body), 100)
 
 
-def _rows(state: StateMetaInfo, *records: bytes) -> list[dict]:
+def export_rows(state: StateMetaInfo, *records: bytes) -> list[dict]:
     """Materialized rows of ``state``, decoded from heap-snapshot records (namespace, key, value)."""
     decoder = HeapStateDecoder(state, LONG)
     return [row for record in records for row in decoder.rows(ByteReader(record), 7)]
@@ -99,7 +99,7 @@ def _list_bytes(*elements: int) -> bytes:
 
 
 def test_list_changes_append_to_the_materialized_list_and_merged_namespaces_follow_the_target():
-    materialized = _rows(LIST, _window(0) + _long(1) + _list_bytes(10, 11), _window(20) + _long(1) + _list_bytes(30),
+    materialized = export_rows(LIST, _window(0) + _long(1) + _list_bytes(10, 11), _window(20) + _long(1) + _list_bytes(30),
                          _window(40) + _long(2) + _list_bytes(50))
     rows = _replayed(
         LIST, materialized,
@@ -118,7 +118,7 @@ def test_list_changes_append_to_the_materialized_list_and_merged_namespaces_foll
 
 
 def test_list_cleared_or_set_replaces_the_materialized_list():
-    materialized = _rows(LIST, _window(0) + _long(1) + _list_bytes(10, 11), _window(0) + _long(2) + _list_bytes(20))
+    materialized = export_rows(LIST, _window(0) + _long(1) + _list_bytes(10, 11), _window(0) + _long(2) + _list_bytes(20))
     rows = _replayed(LIST, materialized, _change("CLEAR", 1, 0), _change("SET_INTERNAL", 2, 0, _list_bytes(21, 22)))
     assert rows == [(2, 0, None, 21, 0, None), (2, 0, None, 22, 1, None)]
 
@@ -127,7 +127,7 @@ def test_map_changes_put_and_remove_entries_over_the_materialized_map_or_a_clear
     def entry(user_key: int, value: int | None) -> bytes:
         return _int(user_key) + (b"\x01" if value is None else b"\x00" + _long(value))
 
-    materialized = _rows(MAP, _window(0) + _long(1) + _int(2) + entry(1, 100) + entry(2, 200),
+    materialized = export_rows(MAP, _window(0) + _long(1) + _int(2) + entry(1, 100) + entry(2, 200),
                          _window(0) + _long(2) + _int(1) + entry(5, 500))
     rows = _replayed(
         MAP, materialized,
@@ -141,7 +141,7 @@ def test_map_changes_put_and_remove_entries_over_the_materialized_map_or_a_clear
 
 
 def test_value_changes_set_or_clear_the_value():
-    materialized = _rows(VALUE, _window(0) + _long(1) + _long(10), _window(0) + _long(2) + _long(20), _window(0) + _long(3) + _long(30))
+    materialized = export_rows(VALUE, _window(0) + _long(1) + _long(10), _window(0) + _long(2) + _long(20), _window(0) + _long(3) + _long(30))
     rows = _replayed(VALUE, materialized, _change("SET", 1, 0, _long(11)), _change("CLEAR", 2, 0), _change("SET", 2, 10, _long(21)))
     assert rows == [(3, 0, None, 30, None, None), (1, 0, None, 11, None, None), (2, 10, None, 21, None, None)]
 
@@ -150,7 +150,7 @@ def test_timers_added_and_removed():
     def timer(timestamp: int, key: int) -> bytes:
         return struct.pack(">Q", (timestamp + 2**63) % 2**64) + _long(key) + _window(0)
 
-    materialized = _rows(TIMERS, timer(5, 1), timer(6, 2))
+    materialized = export_rows(TIMERS, timer(5, 1), timer(6, 2))
     replay = StateReplay(TIMERS, LONG)
     replay.apply(DataChange("ADD_ELEMENT", 0, 7, _int(2) + timer(7, 3) + timer(8, 3), 100))
     replay.apply(DataChange("REMOVE_ELEMENT", 0, 7, timer(5, 1), 100))
@@ -239,7 +239,7 @@ def test_export_of_every_retained_checkpoint_equals_what_real_flink_restores(tmp
         for uid in KEYED_UIDS:
             if operator_id_for_uid(uid) in skipped:
                 continue
-            assert _rebuild(out, name, uid, all_registered=False) == restored["keyed"][uid], (checkpoint.name, uid)
+            assert rebuild(out, name, uid, all_registered=False) == restored["keyed"][uid], (checkpoint.name, uid)
             compared += 1
             keys += len(restored["keyed"][uid])
         applied += sum(s.changelog["changes"] for op in result.operators for s in op.states if s.changelog)

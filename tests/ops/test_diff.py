@@ -13,7 +13,7 @@ from repair.ops.diff import diff
 from repair.ops.inspect import inspect
 from tests import damage
 from tests.conftest import FIXTURES
-from tests.ops.test_size import expected_bytes
+from tests.size_testlib import expected_bytes
 
 
 def roots() -> list:

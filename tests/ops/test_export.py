@@ -8,7 +8,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -16,17 +15,11 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 import pytest
 
-from fixtures import state_model
 from repair.errors import FormatError, RepairError, UsageError
 from repair.formats.flink.arrow import StateColumns, column_type
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.keygroups import (
-    assign_key_group,
-    java_int_hash,
-    java_long_hash,
-    java_string_hash,
     operator_id_for_uid,
-    operator_index_for_key_group,
 )
 from repair.formats.flink.serializers import SerializerSnapshot
 from repair.ops.export import parts as export_parts
@@ -36,20 +29,16 @@ from repair.readers.rocksdb import StateStream
 from tests.conftest import (
     FIXTURE_NAMES,
     FIXTURES,
-    expected_shape,
     fixture_info,
     fixture_spec,
     logs_state_changes,
-    namespaced,
     timers_in_raw_keyed_state,
     writes_rocksdb_instances,
 )
+from tests.export_testlib import KEYED_UIDS, assert_identical, operator_dir_of, parquet_parts, rebuild
 
-KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: fixture.json's operator state kinds -> the export's state kinds
 _OPERATOR_KINDS = {"list": "operator-list", "union": "union-list", "broadcast": "broadcast"}
-KEY_STRUCTS = {"Long": struct.Struct(">q"), "Integer": struct.Struct(">i")}
-KEY_HASHES = {"String": java_string_hash, "Long": java_long_hash, "Integer": java_int_hash}
 #: (fixture, which): the newest checkpoint of every fixture, and every native and canonical savepoint.
 SOURCES = [(name, "checkpoint") for name in FIXTURE_NAMES] + [
     (name, f"{form.lower()}-savepoint")
@@ -103,85 +92,10 @@ def exported(tmp_path_factory) -> dict[tuple[str, str], Path]:
 # -- reading the Parquet back --------------------------------------------------------------------
 
 
-def _operator_dir(out: Path, uid: str) -> Path:
-    """``operator=<uid>`` (metadata V5+), else ``operator=<operator id>`` (older metadata has no uids)."""
-    for label in (uid, operator_id_for_uid(uid)):
-        if (out / f"operator={partition_value(label)}").is_dir():
-            return out / f"operator={partition_value(label)}"
-    raise AssertionError(f"no directory for operator {uid} in {sorted(p.name for p in out.iterdir())}")
 
 
-def _parts(directory: Path) -> list[tuple[int, pa.Table]]:
-    files = sorted(directory.glob("part-*.parquet"))
-    assert files, directory
-    return [(int(f.stem.split("-")[1]), pq.read_table(f)) for f in files]
 
 
-def _rebuild(out: Path, name: str, uid: str, *, all_registered: bool = True) -> dict:
-    """Per key, the states of operator ``uid`` in expected.json's shape, from the Parquet files alone
-    (state names and kinds from fixture.json; key groups and subtasks checked with Flink's key math).
-    ``all_registered=False``: a state may be missing (an early checkpoint, before the job first used it)."""
-    info = fixture_info(FIXTURES / name)
-    spec = info["keyed_operators"][uid]
-    max_parallelism, parallelism = info["max_parallelism"], info["parallelism"]
-    key_hash = KEY_HASHES[spec["key_type"]]
-    states = dict(spec["states"])
-    for service in spec["timer_services"]:
-        states[f"_timer_state/event_{service}"] = "event-timers"
-        states[f"_timer_state/processing_{service}"] = "processing-timers"
-    operator_dir = _operator_dir(out, uid)
-    written = sorted(p.name for p in operator_dir.iterdir())
-    if all_registered:
-        assert written == sorted(f"state={partition_value(s)}" for s in states)
-    else:
-        assert set(written) <= {f"state={partition_value(s)}" for s in states}
-        states = {s: kind for s, kind in states.items() if f"state={partition_value(s)}" in written}
-    per_key: dict[str, dict] = {}
-    for state, kind in states.items():
-        parts = _parts(operator_dir / f"state={partition_value(state)}")
-        assert [subtask for subtask, _ in parts] == list(range(parallelism))
-        schemas = {table.schema for _, table in parts}
-        assert len(schemas) == 1, f"{state}: the parts' schemas differ"
-        for subtask, table in parts:
-            assert table.column_names == list(COLUMNS)
-            for row in table.to_pylist():
-                assert row["error"] is None, row["error"]
-                assert row["key_group"] == assign_key_group(key_hash(row["key"]), max_parallelism)
-                assert operator_index_for_key_group(max_parallelism, parallelism, row["key_group"]) == subtask
-                if spec["key_type"] in KEY_STRUCTS:
-                    key_raw = KEY_STRUCTS[spec["key_type"]].pack(row["key"])
-                    if kind.endswith("timers"):  # TimerSerializer: flipped timestamp, key, namespace
-                        window = row["namespace"]
-                        namespace_raw = b"\x00" if window is None else struct.pack(">qq", window["start"], window["end"])
-                        key_raw = struct.pack(">Q", (row["timestamp"] + 2**63) % 2**64) + key_raw + namespace_raw
-                    assert row["key_raw"] == key_raw
-                assert row["ttl_timestamp"] is None or state in spec["ttl_states"]
-                entry = per_key.setdefault(str(row["key"]), {})
-                value = expected_shape(row["value"])
-                # the namespace column of the operator's namespace type: a window's or always null
-                assert (row["namespace"] is not None) == (spec.get("namespace") == "TimeWindow")
-                if kind.endswith("timers"):
-                    assert row["value"] is None and row["value_raw"] == b""
-                    holder, slot = namespaced(entry, "timers" if kind == "event-timers" else "processing-timers", row["namespace"])
-                    holder.setdefault(slot, []).append(row["timestamp"])
-                    continue
-                assert row["timestamp"] is None
-                holder, slot = namespaced(entry, state, row["namespace"], row["namespace_raw"])
-                if kind == "list":
-                    items = holder.setdefault(slot, [])
-                    assert row["list_index"] == len(items)
-                    items.append(value)
-                elif kind == "map":
-                    assert str(row["user_key"]) not in holder.get(slot, {})
-                    holder.setdefault(slot, {})[str(row["user_key"])] = value
-                else:
-                    assert slot not in holder and row["list_index"] is None and row["user_key"] is None
-                    holder[slot] = value
-    for entry in per_key.values():
-        state_model.sort_timers(entry)
-        if "processing-timers" in entry:
-            state_model.sort_timers({"timers": entry["processing-timers"]})
-    return dict(sorted(per_key.items()))
 
 
 def _rebuild_operator_state(out: Path, name: str) -> dict:
@@ -190,10 +104,10 @@ def _rebuild_operator_state(out: Path, name: str) -> dict:
     declared = fixture_info(FIXTURES / name)["operator_states"]
     found: dict[str, dict] = {}
     for uid, states in declared.items():
-        operator_dir = _operator_dir(out, uid)
+        operator_dir = operator_dir_of(out, uid)
         for state, kind in states.items():
             values = found.setdefault(uid, {}).setdefault(state, [])
-            for _, table in _parts(operator_dir / f"state={partition_value(state)}"):
+            for _, table in parquet_parts(operator_dir / f"state={partition_value(state)}"):
                 assert table.column_names == list(COLUMNS)
                 for index, row in enumerate(table.to_pylist()):
                     assert row["error"] is None and row["key"] is None and row["key_group"] is None
@@ -215,7 +129,7 @@ def test_export_equals_expected_json(name, which, exported):
     out = exported[(name, which)]
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     for uid in KEYED_UIDS:
-        assert _rebuild(out, name, uid) == expected["keyed"][uid], uid
+        assert rebuild(out, name, uid) == expected["keyed"][uid], uid
     assert _rebuild_operator_state(out, name) == expected["operator"]
     document = json.loads((out / "_export.json").read_text())
     kinds = {(op["uid"] or op["operator_id"], s["state"]): s["kind"] for op in document["operators"] for s in op["states"]}
@@ -257,7 +171,7 @@ def test_columns_are_typed_from_the_serializer_snapshots(name, which, exported):
     info = fixture_info(FIXTURES / name)
 
     def schema(uid: str, state: str) -> pa.Schema:
-        return pq.read_schema(next((_operator_dir(out, uid) / f"state={partition_value(state)}").glob("part-*.parquet")))
+        return pq.read_schema(next((operator_dir_of(out, uid) / f"state={partition_value(state)}").glob("part-*.parquet")))
 
     assert schema("per-user", "count").field("value").type == pa.int64()
     assert schema("per-user", "count").field("key").type == pa.string()
@@ -299,7 +213,7 @@ def test_columns_are_typed_from_the_serializer_snapshots(name, which, exported):
         "tag": pa.string(), "ts": pa.int64()}
 
     # TTL: the value is the inner type and every row has its last-access timestamp
-    recent = pq.read_table(_operator_dir(out, "per-user") / "state=recent-tag")
+    recent = pq.read_table(operator_dir_of(out, "per-user") / "state=recent-tag")
     assert recent.schema.field("value").type == pa.string() and recent.num_rows > 0
     low, high = info["generated_between_ms"]
     assert all(low <= ts <= high for ts in recent.column("ttl_timestamp").to_pylist())
@@ -330,7 +244,7 @@ def test_hive_partitioning_and_skipped_state(exported):
     document = json.loads((out / "_export.json").read_text())
     assert not [s for s in document["skipped"] if s["what"] in ("operator-state", "full-snapshot-keyed-state")]
     assert "operator-list" in {s["kind"] for op in document["operators"] if op["uid"] == "records-seen" for s in op["states"]}
-    timer_dir = _operator_dir(out, "per-user") / f"state={partition_value('_timer_state/event_user-timers')}"
+    timer_dir = operator_dir_of(out, "per-user") / f"state={partition_value('_timer_state/event_user-timers')}"
     assert timer_dir.name == "state=_timer_state%2Fevent_user-timers"
     timers = ds.dataset(timer_dir, partitioning=ds.partitioning(flavor="hive"), partition_base_dir=str(out))
     table = timers.to_table(columns=["operator", "state", "timestamp"])
@@ -371,7 +285,7 @@ def test_both_lsm_engines_write_identical_files(name, which, exported, tmp_path)
     """RocksDB (the default, through rocksdict) and the Python merge resolve every instance to the same
     entries, and the column-wise and row-wise decoders turn them into the same Parquet bytes."""
     python = _export(_source(name, which), tmp_path / "python", workers=1, engine="python")
-    _assert_identical(exported[(name, which)], tmp_path / "python", document=False)
+    assert_identical(exported[(name, which)], tmp_path / "python", document=False)
     rocksdb = json.loads((exported[(name, which)] / "_export.json").read_text())
     for document, engine in ((rocksdb, "rocksdb"), (python, "python")):
         keyed = [op for op in document["operators"] if op["engines"]]
@@ -398,7 +312,7 @@ def test_row_by_row_decoding_writes_identical_files(name, exported, tmp_path, mo
 
     monkeypatch.setattr(export_parts.ColumnarStateDecoder, "decode", refuse)
     document = _export(_source(name, "checkpoint"), tmp_path / "rows", workers=1)
-    _assert_identical(exported[(name, "checkpoint")], tmp_path / "rows", document=False)
+    assert_identical(exported[(name, "checkpoint")], tmp_path / "rows", document=False)
     batches = [s["batches"] for op in document["operators"] for s in op["states"] if s["lsm"] is not None]
     assert batches and all(b["columnar"] == 0 for b in batches) and any(b["rows"] for b in batches)
 
@@ -417,7 +331,7 @@ def test_auto_falls_back_to_the_python_merge_where_rocksdb_cannot_open_an_instan
     fallen = [e for e in engines if e["engine"] == "python"]
     assert len(fallen) == 1 and harm.file.name in fallen[0]["reason"] and "not found" in fallen[0]["reason"]
     assert [e for e in engines if e["engine"] == "rocksdb"]
-    _assert_identical(exported[(name, "checkpoint")], tmp_path / "auto", document=False)
+    assert_identical(exported[(name, "checkpoint")], tmp_path / "auto", document=False)
     with pytest.raises(RepairError, match="RocksDB cannot serve this instance"):
         export(str(harm.root), str(tmp_path / "strict"), workers=1, engine="rocksdb")
     assert not (tmp_path / "strict").exists()
@@ -431,7 +345,7 @@ def test_auto_falls_back_to_the_python_merge_where_rocksdb_cannot_open_an_instan
 def test_process_pool_gives_identical_files(tmp_path, exported):
     name = "flink-2.1-p3-external-xxh3-zstd"
     pooled = _export(_source(name, "checkpoint"), tmp_path / "pool", workers=2)
-    _assert_identical(exported[(name, "checkpoint")], tmp_path / "pool")
+    assert_identical(exported[(name, "checkpoint")], tmp_path / "pool")
     assert pooled["rows"] == json.loads((exported[(name, "checkpoint")] / "_export.json").read_text())["rows"]
 
 
@@ -476,7 +390,7 @@ def test_files_left_by_dead_task_attempts_are_not_published(tmp_path, monkeypatc
     monkeypatch.setattr(export_module, "write_state_part", leaving_debris)
     name = "flink-2.1-default"
     _export(_source(name, "checkpoint"), tmp_path / "out", workers=1)
-    _assert_identical(exported[(name, "checkpoint")], tmp_path / "out")
+    assert_identical(exported[(name, "checkpoint")], tmp_path / "out")
 
 
 # -- the part writer: exact conversion, errors kept, bounded batches --------------------------------
@@ -597,7 +511,7 @@ def test_columns_decoded_and_raw_hold_the_same_state_as_both(name, exported, tmp
 
     monkeypatch.setattr(export_parts.ColumnarStateDecoder, "decode", refuse)
     _export(_source(name, "checkpoint"), tmp_path / "rows", workers=1, columns="decoded")
-    _assert_identical(outs["decoded"], tmp_path / "rows", document=False)
+    assert_identical(outs["decoded"], tmp_path / "rows", document=False)
 
 
 def test_columns_choice_from_the_cli_and_an_unknown_one_refused(tmp_path, capsys):
@@ -714,32 +628,6 @@ def test_a_failing_export_to_s3_leaves_no_key(s3, s3_storage, monkeypatch):
 # -- Spark ---------------------------------------------------------------------------------------
 
 
-def _assert_identical(a: Path, b: Path, *, document: bool = True) -> None:
-    """Same files with the same bytes (Parquet) and the same document (but for where it was written;
-    ``document=False``: Parquet only)."""
-    files_a = sorted(str(p.relative_to(a)) for p in a.rglob("*") if p.is_file())
-    files_b = sorted(str(p.relative_to(b)) for p in b.rglob("*") if p.is_file())
-    assert files_a == files_b
-    for relative in files_a:
-        if relative == "_export.json":
-            if not document:
-                continue
-            docs = [json.loads((d / relative).read_text()) for d in (a, b)]
-            for doc in docs:
-                doc.pop("out")
-            assert docs[0] == docs[1]
-        else:
-            assert (a / relative).read_bytes() == (b / relative).read_bytes(), relative
-
-
-@pytest.fixture(scope="module")
-def local_spark():
-    """One local[2] Spark session for the module's Spark exports (export reuses it)."""
-    from repair.ops.runner import spark_session
-
-    session = spark_session("local[2]", "repair-tests")
-    yield "local[2]"
-    session.stop()
 
 
 @pytest.mark.slow
@@ -747,7 +635,7 @@ def local_spark():
 def test_spark_local_export_is_identical(name, which, exported, local_spark, tmp_path):
     out = tmp_path / "spark"
     _export(_source(name, which), out, master=local_spark)
-    _assert_identical(exported[(name, which)], out)
+    assert_identical(exported[(name, which)], out)
 
 
 @pytest.mark.slow
@@ -758,7 +646,7 @@ def test_spark_standalone_cluster_on_loopback(exported, tmp_path):
         for name, which in SOURCES:  # every fixture and savepoint, as in-process (which equals expected.json)
             out = tmp_path / f"{name}-{which}"
             _export(_source(name, which), out, master=cluster.url)
-            _assert_identical(exported[(name, which)], out)
+            assert_identical(exported[(name, which)], out)
         apps = cluster.state()["activeapps"]
         assert [app["name"] for app in apps] == ["repair"] and apps[0]["cores"] == 1  # the executor ran on the worker
 

@@ -16,7 +16,7 @@ import pytest
 from repair.ops.export.job import export
 from repair.ops.write_savepoint import write_savepoint
 from tests.conftest import FIXTURES, fixture_info, job_root
-from tests.ops.test_write_savepoint import _rows
+from tests.writeback_testlib import export_rows
 
 
 @pytest.mark.slow  # a JVM per case
@@ -31,7 +31,7 @@ def test_real_flink_restores_the_written_savepoint_exactly(name, tmp_path):
     again = resnapshot(info["flink_version"], tmp_path / "written", job, tmp_path / "flink",
                        parallelism=info["parallelism"], state_backend=info["spec"]["state_backend"], extra_conf=info["spec"]["extra"])
     export(str(again), str(tmp_path / "again"))
-    first, restored = _rows(tmp_path / "export"), _rows(tmp_path / "again")
+    first, restored = export_rows(tmp_path / "export"), export_rows(tmp_path / "again")
     assert sorted(first) == sorted(restored)
     for state in first:
         assert restored[state] == first[state], state
@@ -48,7 +48,7 @@ def test_real_flink_restores_edited_kryo_values(name, tmp_path):
     exactly the rows of the written one: the edited values. (Not always the same bytes: Flink's Kryo
     writes a back-reference where one Java object is met twice, e.g. the one empty String every ``""``
     reads as, where the encoder wrote each element of the JSON list anew.)"""
-    from tests.formats.flink.test_kryo_encoder import DECODED, edit_export
+    from tests.kryo_testlib import DECODED, edit_export
 
     info = fixture_info(FIXTURES / name)
     export(job_root(name), str(tmp_path / "export"))
@@ -125,7 +125,7 @@ def test_changed_row_data_is_encoded_and_exports_back_as_changed(name, tmp_path)
     """RowData values and keys edited in the Parquet (an ARRAY, a MAP, a count) are written by the RowData
     encoder; everything else keeps Flink's bytes."""
     export(job_root(name), str(tmp_path / "export"))
-    first = _rows(tmp_path / "export")
+    first = export_rows(tmp_path / "export")
 
     def top_n(row):
         row["value"] = [{**kept, "f3": [*kept["f3"], "added"], "f5": [*kept["f5"], ("ünï", -1)]} for kept in row["value"]]
@@ -143,7 +143,7 @@ def test_changed_row_data_is_encoded_and_exports_back_as_changed(name, tmp_path)
     assert sorted(state for _, state in encoded) == ["accState", "data-state-with-append"]
     assert {column for (_, state), columns in encoded.items() if state == "accState" for column in columns} == {"value_raw"}
     export(str(tmp_path / "written"), str(tmp_path / "again"))
-    again = _rows(tmp_path / "again")
+    again = export_rows(tmp_path / "again")
     assert {k for k in first if again[k] != first[k]} == set(encoded)
     for row in (r for part in (tmp_path / "again").glob("operator=*/state=data-state-with-append/*.parquet")
                 for r in pq.read_table(part).to_pylist()):

@@ -8,13 +8,13 @@ import pytest
 
 from repair.cli.app import main
 from tests.conftest import AVRO_FIXTURE_NAMES, KRYO_FIXTURE_NAMES, SCALA_FIXTURE_NAMES, SQL_FIXTURE_NAMES, job_root
-from tests.ops.test_export import _assert_identical, local_spark  # noqa: F401  (a module fixture)
+from tests.export_testlib import assert_identical
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", SQL_FIXTURE_NAMES + KRYO_FIXTURE_NAMES + SCALA_FIXTURE_NAMES + AVRO_FIXTURE_NAMES)
-def test_spark_local_export_is_identical(name, local_spark, tmp_path):  # noqa: F811
+def test_spark_local_export_is_identical(name, local_spark, tmp_path):
     root = job_root(name)
     assert main(["export", root, "--out", str(tmp_path / "local"), "--workers", "1"]) == 0
     assert main(["export", root, "--out", str(tmp_path / "spark"), "--master", local_spark]) == 0
-    _assert_identical(tmp_path / "local", tmp_path / "spark")
+    assert_identical(tmp_path / "local", tmp_path / "spark")

@@ -39,7 +39,6 @@ from repair.io.snapshot import load_snapshot
 from repair.ops.inspect import inspect
 from repair.readers.rocksdb import read_handle_meta
 from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, export_of, exported_rows, fixture_info, job_root, newest_and_savepoints
-from tests.ops.test_export import local_spark  # noqa: F401  (a module fixture)
 
 
 def _value(text):
@@ -246,7 +245,7 @@ def test_a_lone_kryo_float_written_back_by_write_savepoint_exports_decoded(expor
 
 @pytest.mark.slow  # Spark
 @pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
-def test_a_lone_kryo_float_exports_decoded_on_spark(name, local_spark, tmp_path):  # noqa: F811
+def test_a_lone_kryo_float_exports_decoded_on_spark(name, local_spark, tmp_path):
     """The Kryo generation reaches Spark's executors too: the readers set it wherever they run."""
     assert main(["export", job_root(name), "--out", str(tmp_path / "source"), "--workers", "1"]) == 0
     savepoint = _lone_float_savepoint(name, tmp_path / "source", tmp_path)

@@ -26,7 +26,7 @@ from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.flink.value_encoders import encoder_for
 from repair.formats.flink.values import decoder_for
 from tests.conftest import POJO_FIXTURE_NAMES, export_of, exported_rows
-from tests.formats.flink.test_value_encoders import round_trip_raw_columns
+from tests.encoder_testlib import round_trip_raw_columns
 
 
 @pytest.fixture(scope="module", params=POJO_FIXTURE_NAMES)

@@ -8,10 +8,9 @@ with expected.json.
 from __future__ import annotations
 
 import json
-import re
 import shutil
 import struct
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -32,7 +31,7 @@ from repair.formats.flink.handles import (
     iter_stream_handles,
 )
 from repair.formats.flink.in_rocksdb.key_range import describe_boundary, key_group_span
-from repair.formats.flink.keygroups import assign_key_group, java_long_hash, java_string_hash, operator_id_for_uid
+from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.formats.flink.metadata import decode_metadata
 from repair.formats.flink.serializers import SerializerSnapshot
 from repair.formats.rocksdb.manifest import read_manifest, replay
@@ -42,19 +41,18 @@ from repair.ops.verify.engine import verify
 from tests import damage
 from tests._flink_state_files import local_file
 from tests.conftest import FIXTURES, fixture_info
-from tests.readers.test_state_reader import LONG, STRING, VOID_NS, _state, _string_value
-from tests.rocksdb_testlib import ldb_live_files, needs_ldb, needs_sst_dump, sst_dump, sst_dump_properties
-
-FIXTURES_WITH_FILES = ["flink-1.20-p3-external-xxhash-lz4", "flink-2.1-p3-external-xxh3-zstd"]
-
-
-def _instances(metadata_path):
-    metadata = decode_metadata(metadata_path.read_bytes())
-    for op in metadata.operators:
-        for sub in op.subtasks:
-            if isinstance(sub.managed_keyed_state, IncrementalKeyedHandle):
-                yield op.operator_id, sub.index, sub.managed_keyed_state
-
+from tests.rebuild_testlib import (
+    FIXTURES_WITH_FILES,
+    SstFacts,
+    _newest,
+    instances,
+    pick_count_sst,
+    restore_fixture_checkpoint,
+    rocksdb_key_prefix,
+    sst_dump_facts,
+)
+from tests.rocksdb_testlib import ldb_live_files, needs_ldb, needs_sst_dump, sst_dump_properties
+from tests.state_testlib import LONG, STRING, VOID_NS, _string_value, state_meta_info
 
 #: A MANIFEST deleted where it is a file, flipped where it is inline in ``_metadata`` (a full RocksDB
 #: checkpoint: every SST private to its chk-N/; an incremental one: SSTs shared).
@@ -85,10 +83,10 @@ def test_a_missing_or_broken_manifest_is_rebuilt_with_the_same_live_files(tmp_pa
     assert verify(str(tmp_path / "out" / f"chk-{newest}")).ok
 
     # The rebuilt instance lists exactly the SSTs (numbers and sizes) of the original MANIFEST.
-    original = {(op, i): h for op, i, h in _instances(FIXTURES / name / "checkpoints" / dmg.root.name / f"chk-{newest}" / "_metadata")}
+    original = {(op, i): h for op, i, h in instances(FIXTURES / name / "checkpoints" / dmg.root.name / f"chk-{newest}" / "_metadata")}
     rebuilt_instance = result.rebuilt[0]
     compared = 0
-    for op, index, handle in _instances(tmp_path / "out" / f"chk-{newest}" / "_metadata"):
+    for op, index, handle in instances(tmp_path / "out" / f"chk-{newest}" / "_metadata"):
         manifests = [e for e in handle.private if e.local_path.startswith("MANIFEST-")]
         assert len(manifests) == 1
         if not isinstance(manifests[0].handle, ByteStreamHandle) or not manifests[0].handle.name.startswith("repair-rebuild-manifest/"):
@@ -194,60 +192,12 @@ def _dstl_files(handle: ChangelogBackendHandle) -> list:
 # from the committed fixture before the copy is damaged; for what Flink restores, real Flink.
 
 
-@dataclass
-class SstFacts:
-    """One SST of the newest checkpoint as ``sst_dump`` sees it."""
-
-    operator_id: str
-    subtask: int
-    local_name: str
-    file: Path  # in the committed fixture
-    column_family: str
-    entries: int
-    first: bytes  # user keys
-    last: bytes
-    seqnos: tuple[int, int]
 
 
-def _newest(name: str) -> tuple[Path, Path]:
-    root = damage.checkpoint_root(FIXTURES / name)
-    return root, root / f"chk-{damage.checkpoint_ids(root)[-1]}" / "_metadata"
 
 
-def _sst_dump_facts(name: str, tmp_path: Path) -> list[SstFacts]:
-    """sst_dump's view of every SST of every keyed instance of the fixture's newest checkpoint."""
-    _root, metadata_path = _newest(name)
-    facts = []
-    for op_id, index, handle in _instances(metadata_path):
-        for entry in handle.shared:
-            file = local_file(FIXTURES / name, metadata_path, entry.handle)
-            named = tmp_path / "sst_dump" / f"{op_id}-{index}" / entry.local_path  # sst_dump wants a .sst name
-            named.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(file, named)
-            props = sst_dump_properties(named)
-            scan = sst_dump(f"--file={named}", "--command=scan", "--output_hex")
-            assert scan.returncode == 0, scan.stderr
-            rows = re.findall(r"'([0-9A-F]*)' seq:(\d+), type:(\d+) =>", scan.stdout)
-            seqnos = [int(seq) for _, seq, _ in rows]
-            facts.append(SstFacts(
-                op_id, index, entry.local_path, file, props["column family name"], int(props["# entries"]),
-                bytes.fromhex(rows[0][0]), bytes.fromhex(rows[-1][0]), (min(seqnos), max(seqnos)),
-            ))
-    return facts
 
 
-def _pick_count_sst(facts: list[SstFacts]) -> SstFacts:
-    """The SST to drop: the per-user ``count`` file holding the newest entries (most entries on a tie).
-
-    ``count`` is a value state that changes with every record, so an older version of a key never
-    equals its newest one; the newest ``count`` entries of an instance cannot be shadowed by another
-    file. Dropping this file therefore really loses state (the test is not vacuous): in the Flink 1.20
-    fixture its keys fall back to older counts that other files still hold (the resurrection case), in
-    the Flink 2.1 fixture (one fully compacted file per state) they lose their count.
-    """
-    per_user = operator_id_for_uid("per-user")
-    return max((f for f in facts if f.operator_id == per_user and f.column_family == "count"),
-               key=lambda f: (f.seqnos[1], f.entries))
 
 
 def _expected_overlaps(facts: list[SstFacts], dropped: SstFacts) -> tuple[set[str], set[str]]:
@@ -271,14 +221,14 @@ def _drop(name: str, tmp_path: Path, target: SstFacts, *, manifest_too: bool = F
     copy_root = damage.checkpoint_root(copy)
     (copy_root / target.file.relative_to(root)).unlink()
     if manifest_too:
-        handle = next(h for op, i, h in _instances(metadata_path) if (op, i) == (target.operator_id, target.subtask))
+        handle = next(h for op, i, h in instances(metadata_path) if (op, i) == (target.operator_id, target.subtask))
         manifest = next(e for e in handle.private if e.local_path.startswith("MANIFEST-"))
         (copy_root / local_file(FIXTURES / name, metadata_path, manifest.handle).relative_to(root)).unlink()
     return copy_root / metadata_path.parent.name
 
 
 def _rebuilt_manifest(new_metadata: Path, operator_id: str, subtask: int, tmp_path: Path) -> tuple[IncrementalKeyedHandle, Path]:
-    handle = next(h for op, i, h in _instances(new_metadata) if (op, i) == (operator_id, subtask))
+    handle = next(h for op, i, h in instances(new_metadata) if (op, i) == (operator_id, subtask))
     entry = next(e for e in handle.private if e.local_path.startswith("MANIFEST-"))
     assert isinstance(entry.handle, ByteStreamHandle) and entry.handle.name.startswith("repair-rebuild-manifest/")
     path = tmp_path / "rebuilt" / entry.local_path
@@ -289,7 +239,7 @@ def _rebuilt_manifest(new_metadata: Path, operator_id: str, subtask: int, tmp_pa
 
 def test_boundary_keys_give_key_group_and_flink_key():
     """Key-group prefixes of 1 byte (max parallelism <= 128) and 2 bytes, timers, range-tombstone ends."""
-    value_state = _state("count", "VALUE", LONG, VOID_NS)
+    value_state = state_meta_info("count", "VALUE", LONG, VOID_NS)
     one = describe_boundary(InternalKey(b"\x05" + _string_value("jürgen") + b"\x00", 7, ValueType.VALUE).encode(), value_state, STRING, 128)
     assert (one.key_group, one.key, one.seqno, one.exclusive, one.error) == (5, "jürgen", 7, False, None)
     two = describe_boundary(InternalKey(b"\x01\x2c" + _string_value("a") + b"\x00", 9, ValueType.DELETION).encode(), value_state, STRING, 1000)
@@ -317,8 +267,8 @@ def test_boundary_keys_give_key_group_and_flink_key():
 @needs_ldb
 @pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
 def test_drop_missing_leaves_out_exactly_the_lost_sst_and_reports_its_range(tmp_path, read_only_guard, name):
-    facts = _sst_dump_facts(name, tmp_path)
-    target = _pick_count_sst(facts)
+    facts = sst_dump_facts(name, tmp_path)
+    target = pick_count_sst(facts)
     checkpoint = _drop(name, tmp_path, target)
     read_only_guard(checkpoint.parent)
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), drop_missing=True)
@@ -329,7 +279,7 @@ def test_drop_missing_leaves_out_exactly_the_lost_sst_and_reports_its_range(tmp_
 
     # The rebuilt MANIFEST lists every original live file but the dropped one (our decoder and ldb agree).
     root, metadata_path = _newest(name)
-    original = next(h for op, i, h in _instances(metadata_path) if (op, i) == (target.operator_id, target.subtask))
+    original = next(h for op, i, h in instances(metadata_path) if (op, i) == (target.operator_id, target.subtask))
     original_manifest = next(e for e in original.private if e.local_path.startswith("MANIFEST-"))
     theirs = {n for _cf, _level, n, *_ in ldb_live_files(local_file(FIXTURES / name, metadata_path, original_manifest.handle))}
     handle, manifest = _rebuilt_manifest(new_metadata, target.operator_id, target.subtask, tmp_path)
@@ -360,7 +310,7 @@ def test_drop_missing_leaves_out_exactly_the_lost_sst_and_reports_its_range(tmp_
 @needs_sst_dump
 def test_drop_missing_with_the_manifest_gone_too_says_the_range_is_unknown(tmp_path, read_only_guard):
     name = FIXTURES_WITH_FILES[0]
-    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    target = pick_count_sst(sst_dump_facts(name, tmp_path))
     checkpoint = _drop(name, tmp_path, target, manifest_too=True)
     read_only_guard(checkpoint.parent)
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), drop_missing=True)
@@ -425,27 +375,12 @@ def test_cli_drop_missing_exit_code_json_and_table(tmp_path, capsys):
     assert said in " ".join(text.split()) and levels in text  # a count of SSTs, of column families, then the levels
 
 
-def restore_fixture_checkpoint(name: str, checkpoint: Path) -> tuple[dict, dict]:
-    """``checkpoint`` (a repaired copy of fixture ``name``'s) restored in the fixture's real Flink: the
-    restored state and the fixture's expected state."""
-    info = fixture_info(FIXTURES / name)
-    records = state_model.read_records(FIXTURES / name / "records.tsv")
-    restored = restore_state(info["flink_version"], checkpoint, records,
-                             parallelism=info["parallelism"], max_parallelism=info["spec"]["max_parallelism"])
-    return restored, json.loads((FIXTURES / name / "expected.json").read_text())
 
 
-def _rocksdb_key_prefix(operator: str, key: str, max_parallelism: int) -> bytes:
-    """Key group and serialized key: how every RocksDB key of ``key`` in a value/list/map state begins."""
-    if operator == "per-user":
-        key_group, serialized = assign_key_group(java_string_hash(key), max_parallelism), _string_value(key)
-    else:
-        key_group, serialized = assign_key_group(java_long_hash(int(key)), max_parallelism), struct.pack(">q", int(key))
-    return key_group.to_bytes(2 if max_parallelism > 128 else 1, "big") + serialized
 
 
 def _in_lost_range(lost: list, operator: str, key: str, state: str, max_parallelism: int) -> bool:
-    prefix = _rocksdb_key_prefix(operator, key, max_parallelism)
+    prefix = rocksdb_key_prefix(operator, key, max_parallelism)
     for item in lost:
         if item.operator_id != operator_id_for_uid(operator) or item.smallest is None:
             continue
@@ -463,7 +398,7 @@ def _in_lost_range(lost: list, operator: str, key: str, state: str, max_parallel
 @pytest.mark.slow
 @pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
 def test_real_flink_restores_all_but_the_reported_lost_range(tmp_path, name):
-    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    target = pick_count_sst(sst_dump_facts(name, tmp_path))
     checkpoint = _drop(name, tmp_path, target)
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), drop_missing=True)
     assert result.status == "rebuilt_with_losses"

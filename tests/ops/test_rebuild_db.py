@@ -33,7 +33,7 @@ from repair.ops.rebuild.db_evidence import OldManifest, assign_column_family_ids
 
 # rocksdict on a copy, with the DB's own OPTIONS file: every column family in full, each key also read
 # back by a point lookup (serves any DB with an OPTIONS file, not only Flink's)
-from tests.formats.rocksdb.test_manifest_builder import _flink_instances, _flink_rocksdict_contents
+from tests.flink_instances import flink_instances, flink_rocksdict_contents
 from tests.rocksdb_testlib import ldb, make_rocksdict_db, needs_ldb
 
 pytestmark = needs_ldb
@@ -116,10 +116,10 @@ def flink_dbs(tmp_path_factory):
     """Per fixture: a materialized instance (the one with most merge operands, then SSTs) and its contents."""
     out = {}
     for fixture in FLINK:
-        instances = _flink_instances(fixture, tmp_path_factory.mktemp(fixture))
+        instances = flink_instances(fixture, tmp_path_factory.mktemp(fixture))
         db = max(instances, key=lambda d: (_merge_operands(d), len(list(d.glob("*.sst")))))
         names = list(parse_options(next(db.glob("OPTIONS-*")).read_bytes()).cf_options)
-        out[fixture] = (db, names, _ldb_contents(db, names), _flink_rocksdict_contents(db))
+        out[fixture] = (db, names, _ldb_contents(db, names), flink_rocksdict_contents(db))
     return out
 
 
@@ -148,7 +148,7 @@ def test_flink_db_rebuilt_opens_with_the_same_contents(flink_dbs, tmp_path, read
         (cf.name, f.number, f.file_size) for cf, f in original.live_files()}
 
     assert _ldb_contents(new, expected_names) == {cf: ldb_before[cf] for cf in expected_names}
-    assert _flink_rocksdict_contents(new) == {cf: rocksdict_before[cf] for cf in expected_names}
+    assert flink_rocksdict_contents(new) == {cf: rocksdict_before[cf] for cf in expected_names}
     if damage in NAMES_LOST:
         assert result.options.action == "written"
         assert all(not ldb_before[cf].strip() for cf in set(names) - expected_names)  # only empty ones are unknown
@@ -175,7 +175,7 @@ def rocksdict_db(tmp_path_factory):
     options = Options(raw_mode=True)
     options.create_missing_column_families(True)
     Rdict(str(db), options, column_families={n: options for n in CFS}).close()  # adds "empty-state", without data
-    return db, _ldb_contents(db, ("default", *CFS)), _flink_rocksdict_contents(db)
+    return db, _ldb_contents(db, ("default", *CFS)), flink_rocksdict_contents(db)
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGES))
@@ -187,7 +187,7 @@ def test_rocksdict_db_rebuilt_opens_with_the_same_contents(rocksdict_db, tmp_pat
     assert result.ok, result.to_json()
     assert result.format == "frocksdb8"  # rocksdict's RocksDB 9.x
     names = {"default", *CFS} - ({"empty-state"} if damage in NAMES_LOST else set())
-    after = _flink_rocksdict_contents(tmp_path / "new")
+    after = flink_rocksdict_contents(tmp_path / "new")
     assert after == {n: rocksdict_before[n] for n in names}
     assert _ldb_contents(tmp_path / "new", names) == {n: ldb_before[n] for n in names}
     assert [w.name for w in result.wals if w.included] == []  # everything was flushed
@@ -237,7 +237,7 @@ def crashed_db(tmp_path_factory):
     db = tmp_path_factory.mktemp("crashed") / "db"
     subprocess.run([sys.executable, "-c", _CRASHED_WRITER, str(db)], check=True, timeout=120)
     names = ("default", "window", "values", "wal-only", "empty")
-    return db, _ldb_contents(db, names), _flink_rocksdict_contents(db)
+    return db, _ldb_contents(db, names), flink_rocksdict_contents(db)
 
 
 def test_wal_data_is_replayed_from_the_rebuilt_db(crashed_db, tmp_path, read_only_guard):
@@ -254,7 +254,7 @@ def test_wal_data_is_replayed_from_the_rebuilt_db(crashed_db, tmp_path, read_onl
     # "wal-only" has no SST: its id comes from the OPTIONS order, and must be the id its WAL entries carry
     assert by_name["wal-only"].id_source == "OPTIONS order" and by_name["wal-only"].wal_entries > 0
     assert by_name["wal-only"].id == _live(db).column_family("wal-only").id
-    assert _flink_rocksdict_contents(tmp_path / "new") == rocksdict_before
+    assert flink_rocksdict_contents(tmp_path / "new") == rocksdict_before
     assert _ldb_contents(tmp_path / "new", rocksdict_before) == ldb_before
 
 
@@ -296,7 +296,7 @@ def test_wal_entries_of_an_unknown_column_family_are_never_dropped_silently(cras
     assert result.status == "rebuilt_with_losses" and not result.ok
     (lost,) = result.lost
     assert lost.reason == "unknown_column_family" and lost.name.endswith(".log")
-    after = _flink_rocksdict_contents(tmp_path / "new")
+    after = flink_rocksdict_contents(tmp_path / "new")
     assert after == {n: rocksdict_before[n] for n in ("default", "window", "values")}
 
 

@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from fixtures.salvage_matrix import differing_states
 from repair.cli.app import main
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.handles import FileHandle
@@ -27,15 +28,14 @@ from repair.ops.rebuild import rebuild_manifest
 from repair.ops.verify.engine import verify
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
-from tests.ops.test_rebuild import (
+from tests.rebuild_testlib import (
     FIXTURES_WITH_FILES,
     SstFacts,
     _newest,
-    _pick_count_sst,
-    _rocksdb_key_prefix,
-    _sst_dump_facts,
-    differing_states,
+    pick_count_sst,
     restore_fixture_checkpoint,
+    rocksdb_key_prefix,
+    sst_dump_facts,
 )
 from tests.rocksdb_testlib import needs_sst_dump
 
@@ -58,7 +58,7 @@ def _damaged(name: str, tmp_path: Path, target: SstFacts, block: str) -> Path:
 
 @pytest.mark.parametrize("name", FIXTURES_WITH_FILES)
 def test_damaged_properties_lose_nothing_and_a_damaged_data_block_no_more_than_dropping(tmp_path, read_only_guard, name):
-    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    target = pick_count_sst(sst_dump_facts(name, tmp_path))
     checkpoint = _damaged(name, tmp_path, target, "properties")
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True)
     assert result.ok and result.status == "rebuilt" and result.lost == []
@@ -82,7 +82,7 @@ def test_damaged_properties_lose_nothing_and_a_damaged_data_block_no_more_than_d
 
 def test_the_json_document_lists_what_was_salvaged(tmp_path, capsys):
     name = FIXTURES_WITH_FILES[1]
-    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    target = pick_count_sst(sst_dump_facts(name, tmp_path))
     checkpoint = _damaged(name, tmp_path, target, "properties")
     code = main(["rebuild-manifest", str(checkpoint), "--out", str(tmp_path / "out"), "--salvage", "--json"])
     doc = json.loads(capsys.readouterr().out)
@@ -97,7 +97,7 @@ def test_real_flink_restores_a_checkpoint_salvaged_from_damaged_properties_exact
     """Every entry kept: the restored state is exactly the expected state (Flink 2.1; the multi-block test
     below restores our writer's files in Flink 1.20 too)."""
     name = FIXTURES_WITH_FILES[1]
-    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    target = pick_count_sst(sst_dump_facts(name, tmp_path))
     checkpoint = _damaged(name, tmp_path, target, "properties")
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True)
     assert result.ok and result.salvaged[0].entries_lost == 0
@@ -137,7 +137,7 @@ def _multi_block_damaged(name: str, tmp_path: Path, target: SstFacts, at=lambda 
 def test_real_flink_loses_exactly_the_entries_of_the_damaged_block(tmp_path, name):
     """The per-user ``count`` SST in several blocks, one damaged: real Flink restores every key with its
     expected state except exactly the keys of the lost block's entries (which lose their newest count)."""
-    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    target = pick_count_sst(sst_dump_facts(name, tmp_path))
     checkpoint, lost_keys, blocks = _multi_block_damaged(name, tmp_path, target)
     assert blocks > 3 and 0 < len(lost_keys) < target.entries
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True)
@@ -152,7 +152,7 @@ def test_real_flink_loses_exactly_the_entries_of_the_damaged_block(tmp_path, nam
     restored, expected = restore_fixture_checkpoint(name, tmp_path / "out" / checkpoint.name)
     assert restored["operator"] == expected["operator"]
     lost_users = {key for key in expected["keyed"]["per-user"]
-                  if any(lost.startswith(_rocksdb_key_prefix("per-user", key, max_parallelism)) for lost in lost_keys)}
+                  if any(lost.startswith(rocksdb_key_prefix("per-user", key, max_parallelism)) for lost in lost_keys)}
     assert lost_users
     assert set(differing_states(restored, expected)) == {("per-user", key, "count") for key in lost_users}
 
@@ -182,7 +182,7 @@ def test_a_lost_block_lists_its_keys_and_the_older_values_that_come_back(tmp_pat
     bytes still read, so --list-lost-keys lists exactly its keys; older files of the state overlapping
     its bounds are reported, and each key they hold shows its older value (real Flink 1.20 restores the
     older counts: the slow test above)."""
-    target = _pick_count_sst(_sst_dump_facts(name, tmp_path))
+    target = pick_count_sst(sst_dump_facts(name, tmp_path))
     checkpoint, lost_keys, _ = _multi_block_damaged(name, tmp_path, target, at=lambda block: block.offset + block.size + 2)
     result = rebuild_manifest(str(checkpoint), str(tmp_path / "out"), salvage=True, list_lost_keys=True)
     (item,) = result.salvaged

@@ -145,7 +145,7 @@ def test_a_collection_of_an_unknown_element_stays_raw_with_its_reason():
 
 @pytest.mark.parametrize("name", SCALA_FIXTURE_NAMES)
 def test_every_scala_value_flink_wrote_encodes_back_to_its_bytes(name, tmp_path):
-    from tests.formats.flink.test_value_encoders import round_trip_raw_columns
+    from tests.encoder_testlib import round_trip_raw_columns
 
     checked, covered = round_trip_raw_columns(name, tmp_path)
     assert checked > 500

@@ -25,6 +25,7 @@ from repair.ops.size import GROUPINGS, METADATA, UNKNOWN, size
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
 from tests.rocksdb_testlib import needs_sst_dump, sst_dump_properties
+from tests.size_testlib import expected_bytes
 
 EXTERNAL = "flink-2.1-p3-external-xxh3-zstd"  # inline threshold 0: every SST is a file
 
@@ -38,20 +39,6 @@ def snapshots() -> list[Path]:
     return found
 
 
-def expected_bytes(snapshot: Path, checkpoint: int | None) -> int:
-    """``_metadata`` plus each distinct file (or file-merging segment) the snapshot references: whole
-    files at their size on disk, segments at the size ``repair inspect`` reads for them."""
-    info = inspect(str(snapshot), checkpoint=checkpoint)
-    distinct = {}
-    for op in info.operators:
-        for sub in op.subtasks:
-            for entry in sub.files:
-                if entry.inline:
-                    continue
-                if entry.segment_start is None and entry.role != "changelog" and os.path.exists(entry.path):
-                    assert os.path.getsize(entry.path) == entry.size, entry.path
-                distinct[(entry.path, entry.segment_start)] = entry.size
-    return os.path.getsize(info.metadata_path) + sum(distinct.values())
 
 
 @pytest.mark.parametrize("snapshot", snapshots(), ids=lambda p: f"{p.parent.parent.name}/{p.parent.name}"[:60])

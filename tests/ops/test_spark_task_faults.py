@@ -18,7 +18,7 @@ import pytest
 
 from tests._flink_state_files import REPO
 from tests.conftest import TESTS
-from tests.ops.test_export import _assert_identical
+from tests.export_testlib import assert_identical
 from tests.write_commands import CHECKPOINT, files_below
 
 FAULT = TESTS / "spark_task_fault"
@@ -52,7 +52,7 @@ def test_a_task_that_dies_once_is_retried_and_the_export_is_complete(reference, 
     done = _export(out, "local[2,2]", tmp_path / "tmp", fail_once=tmp_path / "marker")
     assert (tmp_path / "marker" / "failed").exists(), "no task died: the fault was not injected"
     assert done.returncode == 0, done.stdout + done.stderr
-    _assert_identical(out, reference)
+    assert_identical(out, reference)
     assert not [p for p in tmp_path.iterdir() if p.name.startswith("export.tmp-")]
 
 
@@ -65,7 +65,7 @@ def test_a_task_that_dies_without_retries_fails_the_export_cleanly_and_a_rerun_s
     assert sorted(p.name for p in tmp_path.iterdir()) == ["marker", "tmp"]
     rerun = _export(out, "local[2]", tmp_path / "tmp")
     assert rerun.returncode == 0, rerun.stdout + rerun.stderr
-    _assert_identical(out, reference)
+    assert_identical(out, reference)
     assert files_below(out) == files_below(reference)
 
 

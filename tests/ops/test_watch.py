@@ -9,7 +9,6 @@ files first, ``chk-N/_metadata`` last. The real running job is in tests/ops/test
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import shutil
@@ -22,20 +21,15 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
 from repair.cli.app import main
 from repair.errors import UsageError
 from repair.io.storage import Storage
 from repair.ops.watch import Watcher, watch
 from repair.ops.watch.metrics import WatchMetrics
-from tests import damage
 from tests.conftest import REPO
 from tests.json_schemas import schema_problems
-
-FIXTURE = "flink-1.20-p3-external-xxhash-lz4"
-SOURCE = damage.checkpoint_root(damage.fixture_path(FIXTURE))
-IDS = damage.checkpoint_ids(SOURCE)  # 1..5
+from tests.watch_testlib import IDS, SOURCE, complete, flip_new_sst, live_root, metrics_of, new_sst, sst_names
 
 
 class CountingStorage(Storage):
@@ -53,45 +47,23 @@ class CountingStorage(Storage):
         return super().open_input(uri, scan=scan)
 
 
-def live_root(tmp_path: Path, completed: list[int]) -> Path:
-    """A job root holding every state file of the fixture and the ``_metadata`` of ``completed`` only."""
-    root = tmp_path / "job" / SOURCE.name
-    shutil.copytree(SOURCE, root, ignore=lambda d, names: ["_metadata"] if Path(d).name.startswith("chk-") else [])
-    for n in completed:
-        complete(root, n)
-    return root
 
 
-def complete(root: Path, n: int) -> None:
-    """Flink completes chk-n: its ``_metadata`` appears (written under another name, then renamed)."""
-    shutil.copyfile(SOURCE / f"chk-{n}" / "_metadata", root / f"chk-{n}" / "_metadata.tmp")
-    os.replace(root / f"chk-{n}" / "_metadata.tmp", root / f"chk-{n}" / "_metadata")
 
 
-@functools.cache
-def _sst_names(n: int) -> frozenset[str]:
-    """The names of the SSTs checkpoint ``n``'s ``_metadata`` names (found by their unique names in its bytes)."""
-    return frozenset(p.name for p in damage.referenced_files(SOURCE, n, damage.is_sst))
 
 
 def ssts_of(root: Path, ids: list[int]) -> set[str]:
     """The SSTs of checkpoints ``ids`` in the copy ``root``, as the paths the watch opens."""
-    return {str(root / "shared" / name) for n in ids for name in _sst_names(n)}
+    return {str(root / "shared" / name) for n in ids for name in sst_names(n)}
 
 
-def new_sst(n: int) -> str:
-    """The name of an SST checkpoint ``n`` is the first to reference."""
-    older = set().union(*(_sst_names(m) for m in IDS if m < n))
-    return sorted(_sst_names(n) - older)[0]
 
 
 def verdicts(result) -> dict[str, str]:
     return {c["name"]: c["verdict"] for c in result.checkpoints}
 
 
-def metrics_of(text: str) -> dict[tuple, float]:
-    """``{(name, labels...): value}`` of a Prometheus text exposition, read with the client's own parser."""
-    return {(s.name, *sorted(s.labels.items())): s.value for family in text_string_to_metric_families(text) for s in family.samples}
 
 
 # -- passes, cache, restart ----------------------------------------------------------------------
@@ -156,12 +128,6 @@ def _delete_new_sst(root: Path) -> str:
     return "missing_file"
 
 
-def _flip_new_sst(root: Path) -> str:
-    path = root / "shared" / new_sst(5)
-    data = bytearray(path.read_bytes())
-    data[7] ^= 0xFF  # inside the first data block
-    path.write_bytes(bytes(data))
-    return "block_checksum_mismatch"
 
 
 def _truncate_metadata(root: Path) -> str:
@@ -170,7 +136,7 @@ def _truncate_metadata(root: Path) -> str:
     return "metadata_undecodable"
 
 
-@pytest.mark.parametrize("damage_new", [_delete_new_sst, _flip_new_sst, _truncate_metadata])
+@pytest.mark.parametrize("damage_new", [_delete_new_sst, flip_new_sst, _truncate_metadata])
 def test_damage_in_a_new_checkpoint_is_flagged_and_last_good_stays_on_the_older(tmp_path, damage_new):
     root = live_root(tmp_path, [1, 2, 3, 4])
     received = tmp_path / "on-bad.json"
@@ -204,7 +170,7 @@ def test_a_checkpoint_flink_deletes_while_it_is_checked_is_no_damage(tmp_path):
     """Flink subsumes chk-1 while the watch reads it: its ``_metadata`` goes, then the files only it
     references. The watch lists the root again before judging the missing file: no alarm."""
     root = live_root(tmp_path, IDS)
-    only_first = sorted(root / "shared" / name for name in _sst_names(1) - set().union(*(_sst_names(n) for n in IDS[1:])))
+    only_first = sorted(root / "shared" / name for name in sst_names(1) - set().union(*(sst_names(n) for n in IDS[1:])))
     storage = CountingStorage()
 
     def subsume_chk_1(uri: str) -> None:
@@ -222,7 +188,7 @@ def test_a_checkpoint_flink_deletes_while_it_is_checked_is_no_damage(tmp_path):
 def test_a_missing_file_of_a_checkpoint_still_listed_is_damage(tmp_path):
     """The control of the test above: the same files gone, chk-1 still there."""
     root = live_root(tmp_path, IDS)
-    for name in _sst_names(1) - set().union(*(_sst_names(n) for n in IDS[1:])):
+    for name in sst_names(1) - set().union(*(sst_names(n) for n in IDS[1:])):
         (root / "shared" / name).unlink()
     watcher = Watcher(str(root), workers=1, relist_after=0)
     result = watcher.run_pass()
@@ -234,7 +200,7 @@ def test_a_missing_file_of_a_checkpoint_still_listed_is_damage(tmp_path):
 
 def test_watch_once_json_follows_its_schema_and_exit_codes(tmp_path, capsys):
     root = live_root(tmp_path, IDS)
-    _flip_new_sst(root)
+    flip_new_sst(root)
     state = tmp_path / "state"
     assert main(["watch", str(root), "--once", "--state-dir", str(state), "--json", "--workers", "1"]) == 1
     out, err = capsys.readouterr()
@@ -309,7 +275,7 @@ def test_fallback_and_triage_with_the_state_dir_read_only_what_changed_since(tmp
         assert {u for u in storage.opened if u in ssts_of(root, IDS)} == added  # only what chk-5 added
 
     # a file the watch verified, changed since (a new size or time): read again, its damage found
-    changed = root / "shared" / sorted(_sst_names(5) & _sst_names(4))[0]
+    changed = root / "shared" / sorted(sst_names(5) & sst_names(4))[0]
     data = bytearray(changed.read_bytes())
     data[7] ^= 0xFF
     changed.write_bytes(bytes(data))

@@ -21,7 +21,7 @@ import pytest
 from repair.ops.watch import Watcher
 from repair.ops.watch.metrics import WatchMetrics
 from tests import damage
-from tests.ops.test_watch import metrics_of
+from tests.watch_testlib import metrics_of
 
 JOB_ID = "5ec0ffee5ec0ffee5ec0ffee5ec0ffee"
 #: How long a wait for Flink may take before the test fails (the JVM's start on a loaded machine included).

@@ -34,6 +34,7 @@ from repair.ops.verify.engine import verify
 from repair.ops.write_savepoint import write_savepoint
 from tests import damage
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info
+from tests.writeback_testlib import export_rows
 
 DEFAULT = "flink-1.20-default"
 CANONICAL = sorted(p for p in FIXTURES.glob("*/savepoints/*/_metadata")
@@ -55,16 +56,6 @@ def _stream_bytes(savepoint: Path, handle) -> bytes:
     return delegate.data if isinstance(delegate, ByteStreamHandle) else (savepoint / delegate.relative_path).read_bytes()
 
 
-def _rows(export_dir: Path, *, drop: tuple[str, ...] = ()) -> dict[tuple[str, str], list]:
-    """Every state's rows of an export, order-free (``drop``: columns left out of the comparison)."""
-    manifest = json.loads((export_dir / "_export.json").read_text())
-    out = {}
-    for op in manifest["operators"]:
-        for state in op["states"]:
-            rows = pq.read_table(export_dir / state["path"]).to_pylist()
-            out[(op["operator_id"], state["state"])] = sorted(
-                repr(sorted((k, v) for k, v in row.items() if k not in drop)) for row in rows)
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +170,7 @@ def test_export_of_the_written_savepoint_equals_the_export(name, tmp_path, read_
     report = verify(str(tmp_path / "savepoint"), workers=1)  # the toolkit's own checks of every byte
     assert report.ok and not report.findings, [f.to_json() for f in report.findings]
     export(str(tmp_path / "savepoint"), str(tmp_path / "second"))
-    assert _rows(tmp_path / "second") == _rows(first)
+    assert export_rows(tmp_path / "second") == export_rows(first)
 
 
 HEAP_TIMERS = "flink-1.20-rocksdb-heap-timers"
@@ -222,8 +213,8 @@ def test_heap_timers_rescaled_up_and_down_come_back_as_they_were(tmp_path):
     export(str(_root(HEAP_TIMERS)), str(first))
     last = _rescale_chain(first, tmp_path, CHAIN)
     assert decode_metadata((last / "_metadata").read_bytes()).operator(PER_USER).max_parallelism == 128
-    assert _rows(tmp_path / f"export-{len(CHAIN) - 1}") == _rows(first)
-    assert any(state.startswith("_timer_state/") for _, state in _rows(first))
+    assert export_rows(tmp_path / f"export-{len(CHAIN) - 1}") == export_rows(first)
+    assert any(state.startswith("_timer_state/") for _, state in export_rows(first))
 
 
 @pytest.mark.parametrize("name", WRITABLE)
@@ -236,7 +227,7 @@ def test_a_savepoint_written_from_an_export_of_decoded_columns_holds_the_same_st
     result = write_savepoint(str(read_only_guard(tmp_path / "decoded")), str(tmp_path / "savepoint"))
     assert any(state.encoded for op in result.operators for state in op.states)
     export(str(tmp_path / "savepoint"), str(tmp_path / "again"))
-    assert _rows(tmp_path / "again") == _rows(tmp_path / "both")
+    assert export_rows(tmp_path / "again") == export_rows(tmp_path / "both")
 
 
 def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_computes(default_export, tmp_path):
@@ -250,8 +241,8 @@ def test_rescaled_savepoint_exports_the_same_rows_in_the_key_groups_flink_comput
     assert [s.managed_keyed_state.key_groups for s in keyed[0].subtasks] == [_range(0, 100), _range(100, 100), _range(200, 100)]
     assert not verify(str(tmp_path / "sp"), workers=1).findings
     export(str(tmp_path / "sp"), str(tmp_path / "rescaled"))
-    assert _rows(tmp_path / "rescaled", drop=("key_group",)) == _rows(default_export, drop=("key_group",))
-    assert _rows(tmp_path / "rescaled") != _rows(default_export)
+    assert export_rows(tmp_path / "rescaled", drop=("key_group",)) == export_rows(default_export, drop=("key_group",))
+    assert export_rows(tmp_path / "rescaled") != export_rows(default_export)
     write_savepoint(str(tmp_path / "rescaled"), str(tmp_path / "again"))
 
 
@@ -272,7 +263,7 @@ CHAIN = [(256, 3), (300, 2), (128, 2)]
 def test_rescaled_up_and_down_the_rows_come_back_with_flinks_key_groups(default_export, tmp_path):
     """128 -> 256 -> 300 -> 128: back at 128, every row is where Flink put it (key groups included)."""
     _rescale_chain(default_export, tmp_path, CHAIN)
-    assert _rows(tmp_path / f"export-{len(CHAIN) - 1}") == _rows(default_export)
+    assert export_rows(tmp_path / f"export-{len(CHAIN) - 1}") == export_rows(default_export)
 
 
 def test_rescale_is_export_and_write_savepoint_in_one(default_export, tmp_path, read_only_guard):
@@ -281,7 +272,7 @@ def test_rescale_is_export_and_write_savepoint_in_one(default_export, tmp_path, 
     result = rescale(str(read_only_guard(_root(DEFAULT))), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
     assert result.export is None and result.to_json()["export"] is None
     export(str(tmp_path / "sp"), str(tmp_path / "again"))
-    assert _rows(tmp_path / "again", drop=("key_group",)) == _rows(default_export, drop=("key_group",))
+    assert export_rows(tmp_path / "again", drop=("key_group",)) == export_rows(default_export, drop=("key_group",))
     assert decode_metadata((tmp_path / "sp" / "_metadata").read_bytes()).operators[0].max_parallelism == 256
     with pytest.raises(UsageError, match="needs a new max parallelism"):
         rescale(str(_root(DEFAULT)), str(tmp_path / "other"))
@@ -410,7 +401,7 @@ def test_a_failed_task_leaves_no_output_and_no_spilled_files(default_export, tmp
 PER_USER, PER_ACCOUNT, PER_TYPE = (operator_id_for_uid(uid) for uid in ("per-user", "per-account", "per-type"))
 
 
-def _edit(export_dir: Path, operator: str, state: str, change) -> None:
+def edit_value(export_dir: Path, operator: str, state: str, change) -> None:
     """``change(rows)`` on the rows (dicts) of every part of a state; the parts keep their schema."""
     for part in sorted((export_dir / f"operator={operator}" / f"state={quote(state, safe='')}").glob("*.parquet")):
         table = pq.read_table(part)
@@ -459,7 +450,7 @@ def _changed_export(default_export: Path, tmp_path: Path) -> tuple[Path, dict]:
     for operator, state, change in [(PER_ACCOUNT, "balance", balance), (PER_USER, "last-tag", last_tag),
                                     (PER_USER, "recent-tag", recent_tag), (PER_USER, "amount-by-tag", amount_by_tag),
                                     (PER_TYPE, "positive", positive), (PER_USER, "tags", tags)]:
-        _edit(copy, operator, state, change)
+        edit_value(copy, operator, state, change)
     for account in keyed["per-account"].values():
         if "balance" in account:
             account["balance"] += 1000
@@ -494,7 +485,7 @@ def test_changed_values_are_encoded_and_export_back_as_changed(default_export, t
         tmp_path / "again" / f"operator={PER_USER}" / "state=tags").to_pylist() if row["key"] == "a")
     assert [value for _, value in tags] == expected["keyed"]["per-user"]["a"]["tags"]
     # and unchanged states keep their bytes: the changed savepoint's export differs only where edited
-    assert {k for k, v in _rows(tmp_path / "again").items() if v != _rows(default_export)[k]} == set(encoded)
+    assert {k for k, v in export_rows(tmp_path / "again").items() if v != export_rows(default_export)[k]} == set(encoded)
 
 
 def test_a_changed_value_of_a_serializer_without_encoder_is_refused_not_dropped(default_export, tmp_path):
@@ -506,7 +497,7 @@ def test_a_changed_value_of_a_serializer_without_encoder_is_refused_not_dropped(
         if subtask == 0:
             rows[0]["value"] = {**rows[0]["value"], "owner": "someone else"}
 
-    _edit(copy, PER_ACCOUNT, "profile", rename_owner)
+    edit_value(copy, PER_ACCOUNT, "profile", rename_owner)
     with pytest.raises(FormatError) as refused:
         write_savepoint(str(copy), str(tmp_path / "sp"))
     assert "state=profile/part-00000.parquet, row 0" in str(refused.value) and "no encoder" in str(refused.value)
@@ -520,7 +511,7 @@ def test_a_new_key_goes_to_the_key_group_of_its_key(default_export, tmp_path):
         if subtask == 0:
             rows.append({**rows[0], "key": 123456789, "value": 5, "key_raw": None, "value_raw": None, "key_group": None})
 
-    _edit(copy, PER_ACCOUNT, "balance", add)
+    edit_value(copy, PER_ACCOUNT, "balance", add)
     write_savepoint(str(copy), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
     export(str(tmp_path / "sp"), str(tmp_path / "again"))
     rows = pq.read_table(tmp_path / "again" / f"operator={PER_ACCOUNT}" / "state=balance").to_pylist()
@@ -535,7 +526,7 @@ def test_a_value_the_serializer_cannot_write_names_file_and_row(default_export, 
         if subtask == 1:
             rows[3]["value"], rows[3]["value_raw"] = None, None
 
-    _edit(copy, PER_ACCOUNT, "balance", too_big)
+    edit_value(copy, PER_ACCOUNT, "balance", too_big)
     error = _fails(copy, tmp_path, "remove the row")
     assert f"{_part(copy, 'balance')}, row 3" in str(error)
 
@@ -609,7 +600,7 @@ def test_a_dropped_keyed_state_is_gone_with_its_meta_data(default_export, tmp_pa
     names = [s.name for s in decode_keyed_backend_meta(data).states]
     assert "recent-tag" not in names and len(names) == 7
     export(str(tmp_path / "sp"), str(tmp_path / "again"))
-    before, after = _rows(default_export), _rows(tmp_path / "again")
+    before, after = export_rows(default_export), export_rows(tmp_path / "again")
     assert after == {k: v for k, v in before.items() if k != (PER_USER, "recent-tag")}
     for value, match in [("per-user/nope", "no keyed state named 'nope'"), ("records-seen/records-seen", "no keyed state"),
                          ("nope/x", "no operator"), ("x", "OPERATOR/STATE")]:
@@ -660,14 +651,14 @@ def test_a_changed_operator_list_state_is_written_and_other_changes_refused(defa
         rows[0]["value"] = 999  # value_raw left stale
         rows.append({**rows[0], "list_index": 1, "value": 5, "value_raw": None})
 
-    _edit(copy, seen, "records-seen", change)
+    edit_value(copy, seen, "records-seen", change)
     result = write_savepoint(str(copy), str(tmp_path / "sp"))
     assert next(op for op in result.operators if op.operator_id == seen).rewritten == ["0/managed_operator_state"]
     export(str(tmp_path / "sp"), str(tmp_path / "again"))
     rows = pq.read_table(tmp_path / "again" / f"operator={seen}" / "state=records-seen").to_pylist()
     assert sorted((row["list_index"], row["value"]) for row in rows) == [(0, 999), (1, 5)]
     source = operator_id_for_uid("records")  # the source's split state: unchanged, copied
-    assert _rows(tmp_path / "again")[(source, "SourceReaderState")] == _rows(default_export)[(source, "SourceReaderState")]
+    assert export_rows(tmp_path / "again")[(source, "SourceReaderState")] == export_rows(default_export)[(source, "SourceReaderState")]
     (copy / f"operator={seen}" / "state=records-seen" / "part-00000.parquet").unlink()
     _fails(copy, tmp_path, "may not be added or removed")
 
@@ -734,7 +725,7 @@ def test_real_flink_restores_values_changed_in_the_parquet(default_export, tmp_p
     def seen(rows, subtask):  # operator list state too
         rows[0]["value"] = 12345
 
-    _edit(changed, operator_id_for_uid("records-seen"), "records-seen", seen)
+    edit_value(changed, operator_id_for_uid("records-seen"), "records-seen", seen)
     expected["operator"]["records-seen"]["records-seen"] = [12345]
     write_savepoint(str(changed), str(tmp_path / "sp"), max_parallelism=256, parallelism=3)
     from fixtures import state_model
@@ -793,7 +784,7 @@ def test_states_only_in_the_changelog_are_written_with_the_changelogs_meta_info(
     # the processing-time queue, never used, is never logged (Flink registers it anew on restore)
     assert set(theirs) - set(ours) == {"_timer_state/processing_user-timers"}
     export(str(tmp_path / "sp"), str(tmp_path / "again"))
-    assert _rows(tmp_path / "again", drop=("key_group",)) == _rows(tmp_path / "export", drop=("key_group",))
+    assert export_rows(tmp_path / "again", drop=("key_group",)) == export_rows(tmp_path / "export", drop=("key_group",))
 
 
 def test_an_operator_whose_key_serializer_nothing_records_is_refused_with_the_exports_reason(tmp_path):
@@ -815,7 +806,7 @@ def _snappy_seen_changed(tmp_path: Path) -> Path:
         rows[0]["value"] = 12345  # value_raw left stale
         rows.append({**rows[0], "list_index": 1, "value": 7, "value_raw": None})
 
-    _edit(tmp_path / "export", "records-seen", "records-seen", seen)  # metadata v5+: directories named by uid
+    edit_value(tmp_path / "export", "records-seen", "records-seen", seen)  # metadata v5+: directories named by uid
     return tmp_path / "export"
 
 

@@ -268,3 +268,66 @@ def test_the_path_checks_catch_a_command_that_decides_itself(tmp_path, source, p
     bad.parent.mkdir(parents=True)
     bad.write_text(source)
     assert any(problem in line for line in _path_decisions("repair.ops.bad", bad))
+
+
+# -- the tests' own layout (docs/testing.md, "Where the tests are") -------------------------------
+
+TESTS_DIR = REPO / "tests"
+#: The directories of tests/ that mirror repair/'s layers (formats split as repair/formats is), and
+#: tests/project/ for the project itself (docs, install, fixtures, scheduling).
+TEST_DIRECTORIES = {"formats/rocksdb", "formats/flink", "io", "readers", "ops", "cli", "project"}
+
+
+def _test_module_imports(path: Path) -> list[str]:
+    """The test modules (``tests....test_*``) that ``path`` imports, anywhere in it."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        names = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+        if isinstance(node, ast.ImportFrom) and node.module:
+            names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        found += [n for n in names if n.startswith("tests.") and any(part.startswith("test_") for part in n.split(".")[1:])]
+    return found
+
+
+def _misplaced_test_file(path: Path) -> str | None:
+    """Why a test file is not where the layout says, or None: in a layer's directory, or at the top
+    level when it tests a top-level module of the package (tests/test_results.py: repair/results.py)."""
+    where = path.parent.relative_to(TESTS_DIR).as_posix()
+    if where in TEST_DIRECTORIES:
+        return None
+    if where == "." and (PACKAGE / f"{path.stem.removeprefix('test_')}.py").is_file():
+        return None
+    return f"{path.relative_to(REPO)}: not in one of {sorted(TEST_DIRECTORIES)}"
+
+
+def test_test_modules_import_helpers_never_other_test_modules():
+    """Shared helpers live in tests/'s helper modules; a test module importing another one would run
+    the other's module-level set-up and tie two layers' tests together."""
+    offenders = {str(p.relative_to(REPO)): imports for p in sorted(TESTS_DIR.rglob("*.py")) if (imports := _test_module_imports(p))}
+    assert offenders == {}
+
+
+def test_test_files_sit_in_the_directory_of_their_layer():
+    assert [problem for p in sorted(TESTS_DIR.rglob("test_*.py")) if (problem := _misplaced_test_file(p))] == []
+
+
+@pytest.mark.parametrize("source", [
+    "from tests.ops.test_export import rebuild\n",
+    "def f():\n    from tests.readers.test_state_reader import LONG\n",
+    "import tests.ops.test_watch\n",
+])
+def test_the_test_layout_checks_catch_a_test_importing_a_test(tmp_path, source):
+    bad = tmp_path / "test_bad.py"
+    bad.write_text(source)
+    assert _test_module_imports(bad)
+
+
+def test_the_test_layout_checks_catch_a_misplaced_file(monkeypatch, tmp_path):
+    monkeypatch.setattr(f"{__name__}.TESTS_DIR", tmp_path / "tests")
+    monkeypatch.setattr(f"{__name__}.REPO", tmp_path)
+    for relative in ("tests/test_export.py", "tests/misc/test_verify.py", "tests/ops/test_verify.py", "tests/test_errors.py"):
+        (tmp_path / relative).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / relative).write_text("")
+    placed = {p.relative_to(tmp_path).as_posix(): _misplaced_test_file(p) for p in (tmp_path / "tests").rglob("test_*.py")}
+    # test_errors.py tests the top-level repair/errors.py; test_export.py names no top-level module
+    assert {name for name, problem in placed.items() if problem} == {"tests/test_export.py", "tests/misc/test_verify.py"}

@@ -33,7 +33,7 @@ from repair.io.resolved import read_resolved
 from repair.io.snapshot import load_snapshot
 from repair.readers.full_snapshot import iter_full_snapshot
 from tests.conftest import FIXTURE_NAMES, FIXTURES, fixture_info, fixture_spec, logs_state_changes
-from tests.readers.test_savepoint_reader import _canonical_dir, _snappy_framed, damaged_after, full_snapshot_state
+from tests.savepoint_testlib import canonical_dir, damaged_after, full_snapshot_state, snappy_framed
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 #: Heap-backend fixtures whose keyed state is key-group streams (under a changelog it is materialized
@@ -97,7 +97,7 @@ def test_the_layout_is_told_apart_by_the_bytes():
             meta = decode_keyed_backend_meta(data)
             assert detect_heap_layout(BytesSource(data), handle.key_groups, handle.offsets, compressed=meta.key_group_compression)
     for name in ("flink-1.20-default", "flink-2.1-default", UNCOMPRESSED):
-        snapshot, storage = _load_dir(_canonical_dir(name))
+        snapshot, storage = _load_dir(canonical_dir(name))
         for op in snapshot.metadata.operators:
             for sub in op.subtasks:
                 handle = sub.managed_keyed_state
@@ -136,7 +136,7 @@ def _compressed_copy(data: bytes, handle, chunk: int, *, extra: bytes = b"") -> 
         out += data[offset : offset + 4]  # int keyGroup, not compressed
         for start, end in (b for b in blocks if offset < b[0] and b[1] <= (handle.offsets[i + 1] if i + 1 < len(handle.offsets) else len(data))):
             payload = data[start:end] + (extra if end == len(data) else b"")
-            out += _snappy_framed(payload, chunk)
+            out += snappy_framed(payload, chunk)
     return bytes(out), dataclasses.replace(handle, offsets=offsets)
 
 

@@ -15,13 +15,10 @@ import struct
 from functools import lru_cache
 from pathlib import Path
 
-import cramjam
-import crc32c
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hst
 
-from fixtures import state_model
 from repair.errors import FormatError, RepairError, TruncatedError
 from repair.formats.bytes.random_access import BytesSource
 from repair.formats.flink.backend_meta import decode_keyed_backend_meta
@@ -29,29 +26,18 @@ from repair.formats.flink.full_snapshot import canonical_stream as flink_keygrou
 from repair.formats.flink.full_snapshot.canonical import SNAPPY_STREAM_IDENTIFIER, iter_key_group_entries
 from repair.formats.flink.full_snapshot.canonical_stream import index_key_groups, iter_state_entries
 from repair.formats.flink.handles import RelativeFileHandle
-from repair.formats.flink.in_rocksdb.keyed_rows import ROW_FIELDS
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.resolved import read_resolved
 from repair.io.snapshot import load_snapshot
-from repair.readers.full_snapshot import iter_full_snapshot, iter_key_groups_handle, read_key_groups_meta
+from repair.readers.full_snapshot import iter_full_snapshot, iter_key_groups_handle
 from tests.conftest import FIXTURES, fixture_info
-from tests.readers.test_state_reader import _add_row
+from tests.savepoint_testlib import KEYED_UIDS, canonical_dir, damaged_after, full_snapshot_state, snappy_framed
 
-KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
 SAVEPOINT_FIXTURES = ("flink-1.20-default", "flink-2.1-default")
 
 
-def _canonical_dir(name: str) -> Path:
-    storage = st.default_storage()
-    found = []
-    for entry in sorted((FIXTURES / name / "savepoints").iterdir()):
-        layout = discover(str(entry), storage)
-        if load_snapshot(layout.snapshots[0], layout.root, storage).savepoint_format == "canonical":
-            found.append(entry)
-    assert len(found) == 1, found
-    return found[0]
 
 
 def _load(directory: Path):
@@ -63,7 +49,7 @@ def _load(directory: Path):
 @lru_cache(maxsize=None)
 def _subtasks(name: str) -> list[tuple[str, int, bytes, object, int]]:
     """(uid, subtask, delegate bytes, handle, max parallelism) of every keyed subtask of the canonical savepoint."""
-    snapshot, storage = _load(_canonical_dir(name))
+    snapshot, storage = _load(canonical_dir(name))
     out = []
     for uid in KEYED_UIDS:
         op = snapshot.metadata.operator(operator_id_for_uid(uid))
@@ -78,41 +64,13 @@ def _subtasks(name: str) -> list[tuple[str, int, bytes, object, int]]:
 # -- real canonical savepoints ---------------------------------------------------------------------------------
 
 
-def full_snapshot_state(snapshot, storage) -> tuple[dict[str, dict], list[int], set[str]]:
-    """Every keyed operator's state read from a snapshot of full-snapshot handles, in expected.json's
-    shape; every row checked on the way. Returns (state by uid, TTL timestamps, state kinds seen)."""
-    keyed, ttl_timestamps, kinds = {}, [], set()
-    for uid in KEYED_UIDS:
-        op = snapshot.metadata.operator(operator_id_for_uid(uid))
-        per_key: dict[str, dict] = {}
-        for sub in op.subtasks:
-            handle = sub.managed_keyed_state
-            meta = read_key_groups_meta(snapshot, storage, handle)
-            names = []
-            for stream in iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism):  # rows before the next stream
-                names.append(stream.name)
-                kinds.add(stream.kind)
-                assert stream.kind == meta.state(stream.name).kind and stream.meta == meta.state(stream.name)
-                for row in stream.rows:
-                    assert set(row) == set(ROW_FIELDS) and row["error"] is None
-                    assert row["state"] == stream.name and row["key_group"] in handle.key_groups
-                    assert row["key_raw"] and (row["namespace_raw"] is not None or stream.kind == "priority-queue")
-                    _add_row(per_key.setdefault(str(row["key"]), {}), row)
-                    if row["ttl_timestamp"] is not None:
-                        ttl_timestamps.append(row["ttl_timestamp"])
-                assert stream.outside_key_groups == 0 and stream.stats is None
-            assert names == sorted(s.name for s in meta.states)
-        for entry in per_key.values():
-            state_model.sort_timers(entry)
-        keyed[uid] = dict(sorted(per_key.items()))
-    return keyed, ttl_timestamps, kinds
 
 
 @pytest.mark.parametrize("name", SAVEPOINT_FIXTURES)
 def test_canonical_savepoint_matches_expected_json(name, read_only_guard):
     expected = json.loads((FIXTURES / name / "expected.json").read_text())
     low, high = fixture_info(FIXTURES / name)["generated_between_ms"]
-    directory = read_only_guard(_canonical_dir(name))
+    directory = read_only_guard(canonical_dir(name))
     snapshot, storage = _load(directory)
     assert snapshot.savepoint_format == "canonical"
     keyed, ttl_timestamps, _ = full_snapshot_state(snapshot, storage)
@@ -149,7 +107,7 @@ def test_streamed_entries_equal_the_in_memory_decoder(read_size, monkeypatch):
 
 
 def test_state_filter_reads_only_the_named_states():
-    snapshot, storage = _load(_canonical_dir("flink-2.1-default"))
+    snapshot, storage = _load(canonical_dir("flink-2.1-default"))
     op = snapshot.metadata.operator(operator_id_for_uid("per-account"))
     handle = op.subtasks[1].managed_keyed_state
     streams = list(iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism, states={"balance", "nope"}))
@@ -161,21 +119,8 @@ def test_state_filter_reads_only_the_named_states():
 # -- Snappy-framed copies of the real files --------------------------------------------------------------------
 
 
-def _masked_crc(data: bytes) -> int:
-    crc = crc32c.crc32c(data)
-    return (((crc >> 15) | (crc << 17)) + 0xA282EAD8) & 0xFFFFFFFF
 
 
-def _snappy_framed(payload: bytes, chunk: int) -> bytes:
-    """The Snappy framing format as xerial's SnappyFramedOutputStream writes it: the stream identifier,
-    then per ``chunk`` bytes a compressed chunk (type 0) or, when that does not pay, an uncompressed one."""
-    out = bytearray(SNAPPY_STREAM_IDENTIFIER)
-    for i in range(0, len(payload), chunk):
-        piece = payload[i : i + chunk]
-        packed = bytes(cramjam.snappy.compress_raw(piece))
-        kind, body = (0x00, packed) if len(packed) < len(piece) * 0.85 else (0x01, piece)
-        out += bytes((kind,)) + (len(body) + 4).to_bytes(3, "little") + _masked_crc(piece).to_bytes(4, "little") + body
-    return bytes(out)
 
 
 def _compressed_copy(data: bytes, handle, chunk: int) -> tuple[bytes, list[int]]:
@@ -192,7 +137,7 @@ def _compressed_copy(data: bytes, handle, chunk: int) -> tuple[bytes, list[int]]
             offsets.append(0)
             continue
         offsets.append(len(out))
-        out += _snappy_framed(data[offset : ends[offset]], chunk)
+        out += snappy_framed(data[offset : ends[offset]], chunk)
     return bytes(out), offsets
 
 
@@ -364,7 +309,7 @@ def _rows_of(snapshot, storage) -> dict:
 
 
 def test_state_files_local_and_on_s3_give_the_same_rows(tmp_path, s3, s3_storage):
-    original = _canonical_dir("flink-2.1-default")
+    original = canonical_dir("flink-2.1-default")
     inline = _rows_of(*_load(original))
     copy = tmp_path / original.name
     shutil.copytree(original, copy)
@@ -384,7 +329,7 @@ def test_state_files_local_and_on_s3_give_the_same_rows(tmp_path, s3, s3_storage
 
 def test_damaged_file_names_the_file(tmp_path):
     copy = tmp_path / "savepoint"
-    shutil.copytree(_canonical_dir("flink-1.20-default"), copy)
+    shutil.copytree(canonical_dir("flink-1.20-default"), copy)
     snapshot, storage = _load(copy)
     _to_files(snapshot, copy)
     op = snapshot.metadata.operator(operator_id_for_uid("per-account"))
@@ -398,7 +343,7 @@ def test_damaged_file_names_the_file(tmp_path):
         list(iter_key_groups_handle(snapshot, storage, handle, op.max_parallelism))
     assert str(path) in str(info.value) and f"kv state id at offset {offset}" in str(info.value)
     # inline data is named by its _metadata
-    inline, _ = _load(_canonical_dir("flink-1.20-default"))
+    inline, _ = _load(canonical_dir("flink-1.20-default"))
     handle = inline.metadata.operator(operator_id_for_uid("per-account")).subtasks[0].managed_keyed_state
     handle.delegate = dataclasses.replace(handle.delegate, data=bytes(bad))
     with pytest.raises(FormatError) as info:
@@ -425,13 +370,3 @@ def test_damaged_streams_only_raise_repair_errors(data):
         pass
 
 
-def damaged_after(data, raw: bytes, start: int) -> bytes:
-    """``raw`` with, somewhere in ``[start, len(raw))`` drawn from hypothesis ``data``, a bit flipped or
-    everything from there on cut."""
-    damaged = bytearray(raw)
-    pos = data.draw(hst.integers(start, len(raw) - 1))
-    if data.draw(hst.booleans()):
-        damaged[pos] ^= 1 << data.draw(hst.integers(0, 7))
-    else:
-        del damaged[pos:]
-    return bytes(damaged)

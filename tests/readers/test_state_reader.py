@@ -14,7 +14,6 @@ from fixtures import state_model
 from repair.errors import FormatError, RepairError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.random_access import BytesSource
-from repair.formats.flink.backend_meta import KEYED_STATE_TYPE, StateMetaInfo
 from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
 from repair.formats.flink.keygroups import operator_id_for_uid
 from repair.formats.flink.serializers import SerializerSnapshot
@@ -28,12 +27,10 @@ from repair.io.layout import discover
 from repair.io.snapshot import load_snapshot
 from repair.readers.raw_timers import iter_raw_timers_handle
 from repair.readers.rocksdb import read_incremental_handle
-from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, expected_shape, fixture_info, namespaced
-from tests.flink_bytes import string_value
+from tests.conftest import FIXTURES, ROCKSDB_FIXTURE_NAMES, fixture_info
+from tests.state_testlib import LONG, STRING, VOID_NS, B, _string_value, add_row, state_meta_info
 
 KEYED_UIDS = tuple(state_model.KEYED_OPERATORS)
-#: The event-time timer states of the fixture job: its process functions' and its window operators'.
-TIMER_STATES = {f"_timer_state/event_{service}" for op in state_model.KEYED_OPERATORS.values() for service in op["timer_services"]}
 
 
 # -- real fixtures -----------------------------------------------------------------------------------
@@ -60,41 +57,20 @@ def _decoded(name: str, index: int) -> tuple[dict, list[int]]:
                 for row in rows:
                     assert row["error"] is None
                     assert row["key_group"] in handle.key_groups
-                    _add_row(per_key.setdefault(str(row["key"]), {}), row)
+                    add_row(per_key.setdefault(str(row["key"]), {}), row)
                     if row["ttl_timestamp"] is not None:
                         ttl_timestamps.append(row["ttl_timestamp"])
             if sub.raw_keyed_state is not None:  # RocksDB with timers on the heap: the timers are there
                 for stream in iter_raw_timers_handle(snapshot, storage, sub.raw_keyed_state):
                     for row in stream.rows:
                         assert row["error"] is None and row["key_group"] in handle.key_groups
-                        _add_row(per_key.setdefault(str(row["key"]), {}), row)
+                        add_row(per_key.setdefault(str(row["key"]), {}), row)
         for entry in per_key.values():
             state_model.sort_timers(entry)
         keyed[uid] = dict(sorted(per_key.items()))
     return keyed, ttl_timestamps
 
 
-def _add_row(entry: dict, row: dict) -> None:
-    """One decoded row into one key's entry, in expected.json's shape (state of a TimeWindow namespace
-    and its timers by window: ``namespaced``)."""
-    state, kind = row["state"], row["kind"]
-    if state in TIMER_STATES:
-        assert row["value_raw"] == b""
-        holder, slot = namespaced(entry, "timers", row["namespace"])
-        holder.setdefault(slot, []).append(row["timestamp"])
-        return
-    if kind == "priority-queue":
-        raise AssertionError(f"unexpected timer state {state}")
-    holder, slot = namespaced(entry, state, row["namespace"], row["namespace_raw"])
-    if kind == "list":
-        items = holder.setdefault(slot, [])
-        assert row["list_index"] == len(items)
-        items.append(expected_shape(row["value"]))
-    elif kind == "map":
-        holder.setdefault(slot, {})[str(row["user_key"])] = expected_shape(row["value"])
-    else:
-        assert slot not in holder
-        holder[slot] = expected_shape(row["value"])
 
 
 @pytest.mark.parametrize("name", ROCKSDB_FIXTURE_NAMES)
@@ -121,15 +97,10 @@ def test_older_retained_checkpoints_match_state_model(name, index):
 
 # -- value decoders ----------------------------------------------------------------------------------
 
-_B = "org.apache.flink.api.common.typeutils.base."
-STRING = SerializerSnapshot(_B + "StringSerializer$StringSerializerSnapshot", 3)
-LONG = SerializerSnapshot(_B + "LongSerializer$LongSerializerSnapshot", 3)
-VOID_NS = SerializerSnapshot("org.apache.flink.runtime.state.VoidNamespaceSerializer$VoidNamespaceSerializerSnapshot", 3)
-BYTES = SerializerSnapshot(_B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot", 3)
+BYTES = SerializerSnapshot(B + "array.BytePrimitiveArraySerializer$BytePrimitiveArraySerializerSnapshot", 3)
 TTL = "org.apache.flink.runtime.state.ttl.TtlStateFactory$TtlSerializerSnapshot"
 
 
-_string_value = string_value  # StringValue.writeString, written independently of the decoder
 
 
 @pytest.mark.parametrize("text", ["", "a", "jürgen", "用户-1", "emoji-\U0001F600", "x" * 200, None])
@@ -230,17 +201,12 @@ def test_corrupt_table_raises_a_typed_error_naming_the_file():
 # -- key layout corner cases -------------------------------------------------------------------------
 
 
-def _state(name: str, kind: str, value: SerializerSnapshot, namespace: SerializerSnapshot) -> StateMetaInfo:
-    return StateMetaInfo(
-        name, 0, options=[(KEYED_STATE_TYPE, kind)],
-        serializers=[("NAMESPACE_SERIALIZER", namespace), ("VALUE_SERIALIZER", value)],
-    )
 
 
 def test_ambiguity_suffixes_and_list_elements():
     # String key and byte[] namespace are both variable length: both lengths follow as suffixes
-    list_of_strings = SerializerSnapshot(_B + "ListSerializerSnapshot", 3, nested=[STRING])
-    decoder = KeyedStateDecoder(_state("s", "LIST", list_of_strings, BYTES), STRING, 300)
+    list_of_strings = SerializerSnapshot(B + "ListSerializerSnapshot", 3, nested=[STRING])
+    decoder = KeyedStateDecoder(state_meta_info("s", "LIST", list_of_strings, BYTES), STRING, 300)
     key_bytes, ns_bytes = _string_value("k"), b"\x00\x00\x00\x01\x09"
     key = b"\x01\x2c" + key_bytes + bytes([len(key_bytes)]) + ns_bytes + bytes([len(ns_bytes)])
     value = _string_value("a,b") + b"," + _string_value("") + b"," + _string_value(",")
@@ -256,7 +222,7 @@ def test_ambiguity_suffixes_and_list_elements():
 
 def test_unknown_value_serializer_keeps_raw_bytes():
     unknown = SerializerSnapshot("com.example.MySerializerSnapshot", 1)
-    decoder = KeyedStateDecoder(_state("v", "VALUE", unknown, VOID_NS), LONG, 128)
+    decoder = KeyedStateDecoder(state_meta_info("v", "VALUE", unknown, VOID_NS), LONG, 128)
     key = b"\x05" + struct.pack(">q", 42) + b"\x00"
     (row,) = decoder.rows(key, b"\x01\x02")
     assert row["value"] is None and row["value_raw"] == b"\x01\x02" and "cannot decode" in row["error"]
@@ -267,7 +233,7 @@ def test_keys_outside_the_handle_key_group_range_are_dropped_and_counted():
     from repair.formats.flink.handles import KeyGroupRange
     from repair.readers.rocksdb import read_keyed_instance
 
-    meta = KeyedBackendMeta(6, False, LONG, 1, [_state("balance", "VALUE", LONG, VOID_NS)])
+    meta = KeyedBackendMeta(6, False, LONG, 1, [state_meta_info("balance", "VALUE", LONG, VOID_NS)])
     mine = b"\x05" + struct.pack(">q", 1) + b"\x00"
     foreign = b"\x50" + struct.pack(">q", 2) + b"\x00"
     table = _table("balance", [(mine, 1, ValueType.VALUE, struct.pack(">q", 10)), (foreign, 2, ValueType.VALUE, struct.pack(">q", 20))])

@@ -28,9 +28,7 @@ from repair.formats.flink.kryo_encoder import KryoEncodeError, encode_like, infe
 from repair.ops.export.job import export
 from repair.ops.write_savepoint import write_savepoint
 from tests.conftest import FIXTURES, KRYO_FIXTURE_NAMES, fixture_info, job_root
-
-#: KryoJob's states whose values (and keys) are Kryo and decoded.
-DECODED = ("last", "history", "totals", "scalars", "arrays", "numbers", "lone", "uuid", "tag-set", "wave", "jdk")
+from tests.kryo_testlib import DECODED, edit_export, edit_value, state_rows
 
 
 def _generation(name: str) -> int:
@@ -44,8 +42,6 @@ def exported(request, tmp_path_factory):
     return request.param, out
 
 
-def _state_rows(out, state: str) -> list[dict]:
-    return [row for part in sorted(out.glob(f"operator=*/state={state}/*.parquet")) for row in pq.read_table(part).to_pylist()]
 
 
 def test_every_kryo_value_of_the_fixtures_is_written_back_byte_for_byte(exported):
@@ -53,7 +49,7 @@ def test_every_kryo_value_of_the_fixtures_is_written_back_byte_for_byte(exported
     generation = _generation(name)
     seen = 0
     for state in DECODED:
-        rows = _state_rows(out, state)
+        rows = state_rows(out, state)
         assert rows, state
         for row in rows:
             for raw, text in ((row["value_raw"], row["value"]), (row["key_raw"], row["key"])):
@@ -66,43 +62,15 @@ def test_every_kryo_value_of_the_fixtures_is_written_back_byte_for_byte(exported
     assert seen >= 2 * 40 * len(DECODED)
 
 
-def _edit(state: str, value):
-    """A changed value of ``state`` in the classes of the value it replaces."""
-    if state == "last":
-        return value + 1 if isinstance(value, int) else value + " ☃ edited"
-    if state == "history":
-        return [*value[1:], "edited", "ünïcode ☃", value[0]]
-    if state == "totals":
-        return [[op, total * 3] for op, total in value]  # a HashMap: new keys would take Java's hash order
-    if state == "scalars":
-        return [1.5, -0.25, -12, "é", 7, not value[5]]
-    if state == "arrays":
-        return [[1, -2, 3], [2**62], [], "chars ☃", [0.5], [1e300], [False], "00ff", ["x", None], [7, "y", None]]
-    if state == "numbers":
-        return [-(2**70), "-12.345", 0, [["a", 1], ["b", -2], ["~wave", 9]]]
-    if state == "lone":
-        return {float: 2.5, bool: not value, str: "ß"}.get(type(value), -3) if not isinstance(value, bool) else not value
-    if state == "uuid":
-        return "123e4567-e89b-12d3-a456-426614174000"
-    if state == "tag-set":
-        return sorted({*value, "added ☃"})
-    if state == "wave":
-        return {**value, "ordinal": (value["ordinal"] + 1) % 4}
-    if state == "jdk":  # Timestamp, java.sql Date and Time, URI, Pattern, Locale, Arrays.asList, BitSet, PriorityQueue, InetSocketAddress
-        timestamp, date, time, uri, pattern, locale, as_list, bits, queue, address = value
-        return [{"time": timestamp["time"] + 1001, "nanos": (timestamp["nanos"] // 1_000_000 + 1) % 1000 * 1_000_000 + 7},
-                date - 86_400_000, time + 1, uri + "&edited=☃", {**pattern, "pattern": "[a-z]+"}, locale,
-                [*as_list, "third"], sorted({*bits, 64, 130}), [*queue, 10**6], {"host": "edited.example.com", "port": 65535}]
-    raise AssertionError(state)
 
 
 def test_an_edited_kryo_value_is_written_in_the_classes_it_replaces_and_reads_back(exported):
     name, out = exported
     generation = _generation(name)
     for state in DECODED:
-        for row in _state_rows(out, state):
+        for row in state_rows(out, state):
             raw, old = row["value_raw"], json.loads(row["value"])
-            new = _edit(state, old)
+            new = edit_value(state, old)
             data = encode_like(new, raw, generation)
             assert data != raw, state
             back = kryo.read_class_and_object(ByteReader(data), generation=generation)
@@ -115,29 +83,29 @@ def test_edits_that_do_not_fit_the_classes_they_replace_are_refused(exported):
     name, out = exported
     generation = _generation(name)
     lone = {type(kryo.read_class_and_object(ByteReader(r["value_raw"]), generation=generation)): r["value_raw"]
-            for r in _state_rows(out, "lone")}
-    last = next(r["value_raw"] for r in _state_rows(out, "last") if isinstance(json.loads(r["value"]), int))
+            for r in state_rows(out, "lone")}
+    last = next(r["value_raw"] for r in state_rows(out, "last") if isinstance(json.loads(r["value"]), int))
     with pytest.raises(KryoEncodeError, match="Long"):
         encode_like("not a number", last, generation)
     with pytest.raises(KryoEncodeError, match="Boolean"):
         encode_like(3, lone[bool], generation)
     with pytest.raises(KryoEncodeError, match="Character"):
         encode_like("two", lone[str], generation)
-    short = next(r["value_raw"] for r in _state_rows(out, "lone") if r["value_raw"][0] - 2 == kryo.SHORT)
+    short = next(r["value_raw"] for r in state_rows(out, "lone") if r["value_raw"][0] - 2 == kryo.SHORT)
     with pytest.raises(KryoEncodeError, match="16-bit"):
         encode_like(40000, short, generation)
     with pytest.raises(KryoEncodeError, match="UUID"):
-        encode_like("not-a-uuid", _state_rows(out, "uuid")[0]["value_raw"], generation)
+        encode_like("not-a-uuid", state_rows(out, "uuid")[0]["value_raw"], generation)
     with pytest.raises(KryoEncodeError, match="enum"):
-        encode_like({"enum": "other.Enum", "ordinal": 1}, _state_rows(out, "wave")[0]["value_raw"], generation)
+        encode_like({"enum": "other.Enum", "ordinal": 1}, state_rows(out, "wave")[0]["value_raw"], generation)
     with pytest.raises(KryoEncodeError, match="BigDecimal"):
-        encode_like([1, "x", 2, []], _state_rows(out, "numbers")[0]["value_raw"], generation)
+        encode_like([1, "x", 2, []], state_rows(out, "numbers")[0]["value_raw"], generation)
     # a class Kryo wrote with a FieldSerializer: its fields are unknown, so nothing can be written in it
     with pytest.raises(KryoEncodeError, match="Java classes to write are unknown"):
-        encode_like({"op": "add"}, _state_rows(out, "note")[0]["value_raw"], generation)
+        encode_like({"op": "add"}, state_rows(out, "note")[0]["value_raw"], generation)
     with pytest.raises(KryoEncodeError, match="generation"):
         encode_like(1, last, None)
-    jdk = _state_rows(out, "jdk")[0]
+    jdk = state_rows(out, "jdk")[0]
     value = json.loads(jdk["value"])
     with pytest.raises(KryoEncodeError, match="nanos"):  # nanos that disagree with the time's milliseconds
         encode_like([{"time": value[0]["time"], "nanos": (value[0]["nanos"] + 1_000_000) % 1_000_000_000}, *value[1:]], jdk["value_raw"], generation)
@@ -167,35 +135,10 @@ def test_a_new_value_is_written_by_its_json_type_and_reads_back(value, generatio
     assert write_node(kryo.read_node(ByteReader(data), generation), generation) == data
 
 
-def _edit_json(out, state: str, change) -> int:
-    """Every row of ``state`` with its JSON ``value`` text changed by ``change`` (same schema)."""
-    changed = 0
-    for part in out.glob(f"operator=*/state={state}/*.parquet"):
-        table = pq.read_table(part)
-        rows = table.to_pylist()
-        for row in rows:
-            row["value"] = json_text(change(json.loads(row["value"])))
-            changed += 1
-        pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
-    return changed
 
 
-def edit_export(out) -> dict[str, dict[str, str]]:
-    """Every decoded Kryo state of the export ``out`` edited in its JSON text; the edited texts by state
-    and key."""
-    for state in DECODED:
-        assert _edit_json(out, state, lambda value, state=state: _edit(state, value)) > 0
-    assert _edit_json(out, "seen", _edit_seen) == 3  # the seen operator's ListState<Object>: operator state
-    edited = {state: {row["key"]: row["value"] for row in _state_rows(out, state)} for state in DECODED}
-    edited["seen"] = {row["list_index"]: row["value"] for row in _state_rows(out, "seen")}
-    return edited
 
 
-def _edit_seen(value):
-    """An element of the seen operator's list: its count (a Long), last user (a String), last tags (an ArrayList)."""
-    if isinstance(value, int):
-        return value + 1000
-    return value + " ☃" if isinstance(value, str) else [*value, "x"]
 
 
 @pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
@@ -207,9 +150,9 @@ def test_write_savepoint_writes_edited_kryo_json_and_exports_it_back(name, tmp_p
     assert set(encoded) == set(DECODED) and all(columns == {"value_raw": 40} for columns in encoded.values()), encoded
     export(str(tmp_path / "written"), str(tmp_path / "again"))
     for state in DECODED:
-        assert {row["key"]: row["value"] for row in _state_rows(tmp_path / "again", state)} == edited[state], state
-        assert all(row["error"] is None for row in _state_rows(tmp_path / "again", state))
-    assert {row["list_index"]: row["value"] for row in _state_rows(tmp_path / "again", "seen")} == edited["seen"]
+        assert {row["key"]: row["value"] for row in state_rows(tmp_path / "again", state)} == edited[state], state
+        assert all(row["error"] is None for row in state_rows(tmp_path / "again", state))
+    assert {row["list_index"]: row["value"] for row in state_rows(tmp_path / "again", "seen")} == edited["seen"]
 
 
 @pytest.mark.parametrize("name", KRYO_FIXTURE_NAMES)
@@ -229,7 +172,7 @@ def test_an_edited_kryo_key_is_written_into_its_key_group(name, tmp_path, capsys
     pq.write_table(pa.Table.from_pylist(rows, schema=table.schema), part)
     write_savepoint(str(tmp_path / "export"), str(tmp_path / "written"))
     export(str(tmp_path / "written"), str(tmp_path / "again"))
-    moved = [row for row in _state_rows(tmp_path / "again", "last") if row["key"] == json_text(new)]
+    moved = [row for row in state_rows(tmp_path / "again", "last") if row["key"] == json_text(new)]
     hashed = java_long_hash(new) if isinstance(new, int) else java_string_hash(new)
     assert len(moved) == 1 and moved[0]["key_group"] == assign_key_group(hashed, 128) and moved[0]["value"] == rows[0]["value"]
     assert main(["verify", str(tmp_path / "written"), "--json", "--workers", "1"]) == 0
@@ -258,7 +201,7 @@ def test_the_key_group_of_every_kryo_key_is_computed_from_its_bytes(name, tmp_pa
     assert checked > 1000
     write_savepoint(str(tmp_path / "export"), str(tmp_path / "rescaled"), max_parallelism=256, parallelism=3)
     export(str(tmp_path / "rescaled"), str(tmp_path / "again"))
-    assert all(key_group_of(hasher, 0, 256, r["key_raw"]) == r["key_group"] for r in _state_rows(tmp_path / "again", "last"))
+    assert all(key_group_of(hasher, 0, 256, r["key_raw"]) == r["key_group"] for r in state_rows(tmp_path / "again", "last"))
 
 
 def test_nan_and_back_references_survive():

@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import os
 import shutil
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,7 +18,6 @@ import pytest
 
 from repair.errors import FormatError, UsageError
 from repair.formats.bytes.random_access import BytesSource
-from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.rocksdb.files import decode_current, file_number
 from repair.formats.rocksdb.manifest import read_manifest, replay
 from repair.formats.rocksdb.manifest_builder import (
@@ -32,11 +30,7 @@ from repair.formats.rocksdb.manifest_builder import (
     epoch_numbers_for,
 )
 from repair.formats.rocksdb.table.block import MAX_SEQUENCE_NUMBER, InternalKey, ValueType, decode_internal_key
-from repair.io import storage as st
-from repair.io.layout import discover
-from repair.io.resolved import read_resolved
-from repair.io.snapshot import load_snapshot
-from tests.conftest import FIXTURES
+from tests.flink_instances import flink_instances, flink_rocksdict_contents, ldb_scan
 from tests.rocksdb_testlib import ldb, ldb_live_files, ldb_manifest_dump, needs_ldb
 
 # -- helpers -----------------------------------------------------------------------------------
@@ -64,14 +58,6 @@ def _numbers(db: Path) -> set[int]:
     return {n for p in db.iterdir() if (n := file_number(p.name)) is not None}
 
 
-def _ldb_scan(db: Path, cf: str, *extra: str) -> str:
-    work = db.parent / (db.name + "-ldb")  # ldb may write into the DB directory: scan a copy
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(db, work)
-    out = ldb(f"--db={work}", f"--column_family={cf}", *extra, "scan", "--hex")
-    shutil.rmtree(work, ignore_errors=True)
-    assert out.returncode == 0, out.stderr + out.stdout
-    return out.stdout
 
 
 def _levels_hold_newer_above_older(db_files: dict[int, tuple[int, object]], summaries) -> None:
@@ -207,7 +193,7 @@ def test_rebuilt_manifest_opens_with_the_same_contents(rocksdict_db, tmp_path, m
     assert _rocksdict_contents(copy) == before
     if shutil.which("ldb"):
         for name in ("default", *CFS):
-            assert _ldb_scan(copy, name, "--try_load_options=false") == _ldb_scan(rocksdict_db, name, "--try_load_options=false")
+            assert ldb_scan(copy, name, "--try_load_options=false") == ldb_scan(rocksdict_db, name, "--try_load_options=false")
         assert "OK" in ldb(f"--db={copy}", "--try_load_options=false", "checkconsistency").stdout
         # ldb's own reading of our MANIFEST lists every file at the level we chose
         dumped = ldb_live_files(copy / rebuilt.manifest_name)
@@ -280,62 +266,14 @@ def test_build_manifest_refuses_bad_arguments(rocksdict_db):
 # -- (b) real Flink checkpoints ----------------------------------------------------------------
 
 
-def _flink_instances(fixture: str, tmp_path: Path) -> list[Path]:
-    """Every RocksDB instance of the fixture's last but one checkpoint, materialized under its local file names."""
-    storage = st.default_storage()
-    root = FIXTURES / fixture / "checkpoints"
-    layout = discover(str(root / next(iter(os.listdir(root)))), storage)
-    # chk-4 (the last but one): its instances hold L0 flushes over compacted L1 files
-    snapshot = load_snapshot(layout.snapshots[-2], layout.root, storage)
-    dirs = []
-    for op in snapshot.metadata.operators:
-        for sub in op.subtasks:
-            keyed = sub.managed_keyed_state
-            if not isinstance(keyed, IncrementalKeyedHandle):
-                continue
-            d = tmp_path / f"{len(dirs)}"
-            d.mkdir(parents=True)
-            for entry in list(keyed.shared) + list(keyed.private):
-                name = entry.local_path
-                assert "/" not in name and name not in ("", ".", "..")
-                (d / name).write_bytes(read_resolved(storage, snapshot.resolver.resolve(entry.handle), max_size=1 << 30))
-            dirs.append(d)
-    return dirs
 
 
-def _flink_rocksdict_contents(db: Path) -> dict[str, list[tuple[bytes, bytes]]]:
-    from rocksdict import AccessType, Options, Rdict
-
-    work = db.parent / (db.name + "-rd")
-    shutil.rmtree(work, ignore_errors=True)
-    shutil.copytree(db, work)
-    options, cf_options = Options.load_latest(str(work), ignore_unknown_options=True)
-    options.set_wal_dir(str(work))  # the OPTIONS file names Flink's local directory
-    opened = Rdict(str(work), options, column_families=cf_options, access_type=AccessType.read_only(False))
-    try:
-        out = {}
-        for name in cf_options:
-            cf = opened.get_column_family(name)
-            it = cf.iter()
-            it.seek_to_first()
-            items = []
-            while it.valid():
-                items.append((it.key(), it.value()))
-                it.next()
-            it.status()
-            for key, value in items:
-                assert cf[key] == value
-            out[name] = items
-    finally:
-        opened.close()
-        shutil.rmtree(work, ignore_errors=True)
-    return out
 
 
 @needs_ldb
 @pytest.mark.parametrize("fixture,fmt", [("flink-1.20-p3-external-xxhash-lz4", "frocksdb6"), ("flink-2.1-p3-external-xxh3-zstd", "frocksdb8")])
 def test_flink_checkpoint_instances(fixture, fmt, tmp_path):
-    instances = _flink_instances(fixture, tmp_path / "orig")
+    instances = flink_instances(fixture, tmp_path / "orig")
     assert instances
     overlapping_seen = False
     for db in instances:
@@ -381,13 +319,13 @@ def _check_rebuilt_reads_like_original(db: Path, original, summaries, rebuilt, f
     for cf in original.column_families.values():
         # OPTIONS written by FRocksDB 8.10 name options 7.8.3 lacks; loading it gives ldb Flink's merge
         # operator (StringAppendTESTOperator, delimiter ","), so merge operands come out merged
-        expected = _ldb_scan(db, cf.name, "--ignore_unknown_options")
+        expected = ldb_scan(db, cf.name, "--ignore_unknown_options")
         assert expected.strip() or not cf.files
-        assert _ldb_scan(copy, cf.name, "--ignore_unknown_options") == expected, cf.name
+        assert ldb_scan(copy, cf.name, "--ignore_unknown_options") == expected, cf.name
     check = ldb(f"--db={copy}", "--ignore_unknown_options", "checkconsistency")
     assert "OK" in check.stdout, check.stderr
     # RocksDB 10.x (rocksdict) too: merge operator and CFs from the OPTIONS file; Get and iteration
-    assert _flink_rocksdict_contents(copy) == _flink_rocksdict_contents(db), label
+    assert flink_rocksdict_contents(copy) == flink_rocksdict_contents(db), label
 
 
 # -- (c) level assignment corner cases ---------------------------------------------------------
@@ -517,7 +455,7 @@ READ_BACK_FIXTURES = ["flink-1.15-default", "flink-1.20-p3-external-xxhash-lz4",
 @pytest.mark.parametrize("fixture", READ_BACK_FIXTURES)
 def test_ldb_and_our_decoder_read_back_exactly_the_edits_written(fixture, fmt, tmp_path):
     """Log framing, CRCs and VersionEdit encoding: RocksDB's own reader sees every field we wrote."""
-    for db in _flink_instances(fixture, tmp_path):
+    for db in flink_instances(fixture, tmp_path):
         original = replay(read_manifest(BytesSource((db / decode_current((db / "CURRENT").read_bytes())).read_bytes())))
         rebuilt = build_manifest(_summaries(db), [(cf.id, cf.name) for cf in original.column_families.values()],
                                  format=fmt, existing_numbers=_numbers(db))

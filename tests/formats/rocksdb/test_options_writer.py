@@ -36,7 +36,7 @@ from repair.ops.rebuild.db_evidence import OldManifest, choose_format, rocksdb7_
 from repair.ops.verify.engine import verify
 from tests import damage
 from tests.conftest import FIXTURES, fixture_info
-from tests.formats.rocksdb.test_manifest_builder import _flink_instances, _flink_rocksdict_contents, _ldb_scan
+from tests.flink_instances import flink_instances, flink_rocksdict_contents, ldb_scan
 from tests.rocksdb_testlib import make_rocksdict_db, needs_ldb
 
 #: Keys that decide how data is read (and written back compatibly); they must agree with Flink's file.
@@ -83,7 +83,7 @@ def _written_for(db: Path) -> tuple[bytes, str]:
 
 @pytest.mark.parametrize("fixture", sorted(FIXTURE_FORMATS))
 def test_written_options_agree_with_flinks_own(fixture, tmp_path):
-    instances = _flink_instances(fixture, tmp_path)
+    instances = flink_instances(fixture, tmp_path)
     assert instances
     for db in instances:
         theirs = parse_options(next(db.glob("OPTIONS-*")).read_bytes())
@@ -113,7 +113,7 @@ MERGE_OPERAND_FIXTURES = ("flink-1.15-default", "flink-1.20-p3-external-xxhash-l
 @pytest.mark.parametrize("fixture", [*MERGE_OPERAND_FIXTURES, "flink-2.1-p3-external-xxh3-zstd"])
 def test_ldb_and_rocksdict_open_the_db_with_the_written_file(fixture, tmp_path):
     # the instance with the most merge operands (Flink's list state before a compaction merges them)
-    db = max(_flink_instances(fixture, tmp_path / "orig"), key=_merge_operands)
+    db = max(flink_instances(fixture, tmp_path / "orig"), key=_merge_operands)
     if fixture in MERGE_OPERAND_FIXTURES:
         assert _merge_operands(db) > 0
     copy = tmp_path / "copy"
@@ -125,17 +125,17 @@ def test_ldb_and_rocksdict_open_the_db_with_the_written_file(fixture, tmp_path):
     names = list(parse_options(next(db.glob("OPTIONS-*")).read_bytes()).cf_options)
     scanned = 0
     for cf in names:
-        expected = _ldb_scan(db, cf, "--ignore_unknown_options")
+        expected = ldb_scan(db, cf, "--ignore_unknown_options")
         # no --ignore_unknown_options: every key we write is known to RocksDB 7.8. With merge operands in
         # the SSTs, the scans agree only if ldb loaded the merge operator (and its delimiter) from our file.
-        assert _ldb_scan(copy, cf, "--try_load_options") == expected, cf
+        assert ldb_scan(copy, cf, "--try_load_options") == expected, cf
         scanned += bool(expected.strip())
     assert scanned >= 5
     from rocksdict import Options
 
     _, cf_options = Options.load_latest(str(copy), ignore_unknown_options=False)
     assert sorted(cf_options) == sorted(names)
-    assert _flink_rocksdict_contents(copy) == _flink_rocksdict_contents(db)
+    assert flink_rocksdict_contents(copy) == flink_rocksdict_contents(db)
 
 
 def test_rocksdict_db_with_filters_and_partitioned_index(tmp_path):

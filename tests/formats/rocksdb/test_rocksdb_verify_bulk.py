@@ -21,8 +21,7 @@ from repair.formats.rocksdb.table import sst
 from repair.formats.rocksdb.table.block import BlockReader, bulk_index_arrays
 from repair.formats.rocksdb.table.checksum import ChecksumType, mismatched_blocks, stored_block_checksum
 from repair.formats.rocksdb.table.sst import BlockKind, open_table, verify_table
-from tests.formats.rocksdb.test_rocksdb_verify_paths import _damage
-from tests.rocksdb_testlib import make_rocksdict_db, sst_files
+from tests.rocksdb_testlib import make_rocksdict_db, random_damage, sst_files
 
 # -- the bulk index decoder --------------------------------------------------------------------
 
@@ -235,7 +234,7 @@ def test_fast_and_general_paths_agree_on_big_tables(big_tables, monkeypatch):
                 assert fast == _report(data, fast=False, chunk_size=chunk_size, decompress=decompress, monkeypatch=monkeypatch)
                 assert json.loads(fast)["ok"]
         for _ in range(25):
-            damaged = _damage(rng, data)
+            damaged = random_damage(rng, data)
             chunk_size = rng.choice([4096, 1 << 20])
             decompress = rng.random() < 0.7
             fast = _report(damaged, fast=True, chunk_size=chunk_size, decompress=decompress, monkeypatch=monkeypatch)

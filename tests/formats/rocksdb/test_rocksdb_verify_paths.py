@@ -18,7 +18,7 @@ from repair.formats.rocksdb.table import sst
 from repair.formats.rocksdb.table.block import BlockReader
 from repair.formats.rocksdb.table.checksum import ChecksumType, stored_block_checksum
 from repair.formats.rocksdb.table.sst import BlockKind, open_table, verify_table
-from tests.rocksdb_testlib import make_rocksdict_db, sst_files
+from tests.rocksdb_testlib import make_rocksdict_db, random_damage, sst_files
 
 # (format_version, checksum, compression, partitioned, index restart interval)
 CONFIGS = [
@@ -56,40 +56,6 @@ def _report(data: bytes, *, fast: bool, chunk_size: int, decompress: bool = True
     return json.dumps(report.to_json()), progress
 
 
-def _damage(rng: random.Random, data: bytes) -> bytes:
-    """One random kind of damage: flipped bits, a block rewritten with a valid checksum, garbage ..."""
-    d = bytearray(data)
-    roll = rng.random()
-    if roll < 0.45:
-        # Change a block and re-seal it with a valid checksum: decompression has to find it.
-        table = open_table(BytesSource(data))
-        blocks = list(table.iter_block_handles())
-        offset, size = rng.choice(blocks).handle
-        if size:
-            what = rng.random()
-            if what < 0.4:
-                d[offset + rng.randrange(min(size, 4))] = rng.randrange(256)  # size header / prefix
-            elif what < 0.7:
-                d[offset + rng.randrange(size)] ^= 1 << rng.randrange(8)
-            else:
-                d[offset + size] = rng.choice([0, 1, 1, 2, 4, 7, 0x40, 9])  # another compression type
-            stored = stored_block_checksum(
-                table.footer.checksum_type, bytes(d[offset : offset + size]), d[offset + size],
-                table.footer.base_context_checksum, offset,
-            )
-            d[offset + size + 1 : offset + size + 5] = stored.to_bytes(4, "little")
-            return bytes(d)
-    if roll < 0.65:
-        for _ in range(rng.choice([1, 1, 3])):
-            d[rng.randrange(len(d))] ^= 1 << rng.randrange(8)
-    elif roll < 0.8:
-        d[len(d) - 1 - rng.randrange(min(len(d), 400))] = rng.randrange(256)  # index, metaindex, footer
-    elif roll < 0.9:
-        start = rng.randrange(len(d))
-        d[start : start + 16] = bytes(rng.randrange(256) for _ in range(len(d[start : start + 16])))
-    else:
-        d = d[: rng.randrange(len(d))]
-    return bytes(d)
 
 
 def test_fast_and_general_paths_agree_on_healthy_tables(tables, monkeypatch):
@@ -107,7 +73,7 @@ def test_fast_and_general_paths_agree_on_damaged_tables(tables, monkeypatch, see
     rng = random.Random(seed)
     with_findings = 0
     for _ in range(250):
-        data = _damage(rng, rng.choice(tables))
+        data = random_damage(rng, rng.choice(tables))
         chunk_size = rng.choice([300, 4096, 1 << 20])
         decompress = rng.random() < 0.8
         fast = _report(data, fast=True, chunk_size=chunk_size, decompress=decompress, monkeypatch=monkeypatch)
