@@ -223,3 +223,48 @@ def test_real_flink_restores_the_replaced_checkpoint_exactly(tmp_path):
     restored = restore_state(INFO["flink_version"], tmp_path / "out" / chk.name, state_model.read_records(FIXTURE / "records.tsv"),
                              parallelism=1, max_parallelism=None, state_backend="rocksdb")
     assert restored["operator"] == expected["operator"] and differing_states(restored, expected) == []
+
+
+def test_a_copy_is_never_the_original_of_another_file_of_the_same_size():
+    """Hand-built bytes for the corner cases: another file of the same size (a data byte changed and its
+    block's checksum written anew, so every block of it proves itself) is not the damaged file's original,
+    nor is a damaged file compared with itself, nor a copy of another size; the damaged original is."""
+    from repair.formats.rocksdb.table.checksum import stored_block_checksum
+    from repair.formats.rocksdb.table.same_file import intact_original
+
+    name = next(n for n in SHARED_WITH_A if SST_B[n][1] == "count")
+    intact = (ROOT_B / "shared" / name).read_bytes()
+    table = open_table(BytesSource(intact))
+    handle = next(b.handle for b in table.iter_block_handles() if b.kind == BlockKind.DATA)
+    other = bytearray(intact)
+    other[handle.offset + 3] ^= 0x20
+    checksum = stored_block_checksum(table.footer.checksum_type, bytes(other[handle.offset:handle.offset + handle.size]),
+                                     other[handle.offset + handle.size], table.footer.base_context_checksum, handle.offset)
+    other[handle.offset + handle.size + 1:handle.offset + handle.size + 5] = checksum.to_bytes(4, "little")
+    damaged_original = bytearray(intact)
+    damaged_original[handle.offset + 3] ^= 0x20
+    assert intact_original(bytes(damaged_original), intact, len(intact))  # the damaged original: proven
+    assert intact_original(bytes(other), intact, len(intact)) is None  # a block proving itself with other bytes
+    assert intact_original(intact, intact, len(intact)) is None  # not damaged at all
+    assert intact_original(bytes(damaged_original), intact, len(intact) + 1) is None  # not the recorded size
+
+
+def test_the_text_report_says_what_was_replaced_and_what_each_lost_key_shows_in_the_source(tmp_path, capsys):
+    from repair.cli.app import main
+
+    base = _copy(tmp_path)
+    root_a, root_b, chk = _roots(base)
+    _damage(root_b / "shared" / next(n for n in SHARED_WITH_A if SST_B[n][1] == "count"), "flipped")
+    assert main(["rebuild-manifest", str(chk), "--out", str(tmp_path / "out"), "--older", str(root_a)]) == 0
+    text = capsys.readouterr().out
+    assert "replaced by their intact original (--older), nothing lost" in text and "byte-identical" in text
+
+    base = _copy(tmp_path / "second")
+    root_a, root_b, chk = _roots(base)
+    _damage(root_b / "shared" / next(n for n in ONLY_IN_B if SST_B[n][1] == "count"), "checksum")
+    assert main(["rebuild-manifest", str(chk), "--out", str(tmp_path / "out2"), "--salvage", "--older", str(root_a)]) == 1
+    text = capsys.readouterr().out
+    result = rebuild_manifest(str(chk), str(tmp_path / "out3"), salvage=True, older=[str(root_a)])
+    for key in [k for item in [*result.lost, *result.salvaged] for k in item.lost_keys.keys if k.older is not None]:
+        assert key.older.describe() in text
+    assert f"recoverable from {root_a / ('chk-' + str(FIRST['retained_checkpoints'][-1]))}" in text

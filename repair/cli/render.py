@@ -474,7 +474,7 @@ def _render_replaced(replaced) -> None:
                       f"{item.source.directory} {item.copy_local_name}", str(item.source.checkpoint_id))
     console.print(table)
     for item in replaced:
-        console.print(f"  {item.local_name}: {item.evidence}", highlight=False, markup=False)
+        console.print(f"  {item.local_name}: {item.evidence}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _render_salvaged(salvaged) -> None:
@@ -541,7 +541,8 @@ def _render_lost_keys(where: str, lost_keys) -> None:
     for key in lost_keys.keys:
         fate = fates[key.fate].format(key.other_file)
         older = f"; {key.older.describe()}" if key.older is not None else ""
-        console.print(f"    {escape(_boundary(key.key))}  (key group {key.key.key_group}): {fate}{escape(older)}", highlight=False, markup=True)
+        console.print(f"    {escape(_boundary(key.key))}  (key group {key.key.key_group}): {fate}{escape(older)}", highlight=False, markup=True,
+                      soft_wrap=bool(older))  # a source's path stays whole on one line
 
 
 def _boundary(boundary) -> str:

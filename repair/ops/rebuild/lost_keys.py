@@ -22,7 +22,7 @@ now; a deletion lost brings the key back), or ``newer_kept`` (a newer value or d
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 from repair.errors import RepairError
 from repair.formats.bytes.random_access import BytesSource
@@ -31,7 +31,7 @@ from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.flink.in_rocksdb.key_range import BoundaryKey, describe_boundary
 from repair.formats.rocksdb.table.block import InternalKey, ValueType
 from repair.formats.rocksdb.table.salvage import Salvage, SalvageError, salvage_table
-from repair.formats.rocksdb.table.sst import open_table
+from repair.formats.rocksdb.table.sst import InternalEntry, open_table
 from repair.io import storage as st
 from repair.io.resolved import close, open_resolved
 from repair.io.snapshot import LoadedSnapshot
@@ -150,18 +150,25 @@ def _other_versions(
             else:
                 source = open_resolved(storage, snapshot.resolver.resolve(entry.handle))
             try:
-                table = open_table(source)
-                cf = table.properties.column_family_name if table.properties is not None else None
-                if cf not in families:
-                    continue
-                for e in table.entries():
-                    if (cf, bytes(e.user_key)) in wanted:
-                        found.setdefault((cf, bytes(e.user_key)), []).append((e.seqno, e.value_type, entry.local_path))
+                for cf, user_key, e in wanted_entries(source, families, wanted):
+                    found.setdefault((cf, user_key), []).append((e.seqno, e.value_type, entry.local_path))
             finally:
                 close(source)
         except RepairError:
             continue  # a remaining file that does not read: the rebuild itself reports it
     return found
+
+
+def wanted_entries(source, families: set[str], wanted: set[tuple[str, bytes]]) -> Iterator[tuple[str, bytes, InternalEntry]]:
+    """The entries of the table ``source`` whose ``(column family, user key)`` is ``wanted`` (none when its column
+    family, from its properties, is not one of ``families``)."""
+    table = open_table(source)
+    cf = table.properties.column_family_name if table.properties is not None else None
+    if cf not in families:
+        return
+    for entry in table.entries():
+        if (cf, bytes(entry.user_key)) in wanted:
+            yield cf, bytes(entry.user_key), entry
 
 
 def _fate(key: InternalKey, others: list[tuple[int, int, str]]) -> tuple[str, str | None]:

@@ -39,12 +39,13 @@ from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
 from repair.formats.rocksdb.manifest_builder import describe_sst
 from repair.formats.rocksdb.table.block import ValueType, value_type_name
 from repair.formats.rocksdb.table.same_file import intact_original
-from repair.formats.rocksdb.table.sst import open_table, verify_table
+from repair.formats.rocksdb.table.sst import verify_table
 from repair.io import storage as st
 from repair.io.layout import SAVEPOINTS_DIR, SNAPSHOT_KINDS, ResolvedFile, classify, normalize_uri
 from repair.io.resolved import close, open_resolved, read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.rebuild.losses import LostFile
+from repair.ops.rebuild.lost_keys import wanted_entries
 from repair.ops.rebuild.salvage import open_as_it_is
 
 #: Where replaced SSTs go, relative to the new ``_metadata``: ``replaced/<random>.sst``.
@@ -322,14 +323,8 @@ def _versions(
         try:
             source = open_resolved(storage, resolved)
             try:
-                table = open_table(source)
-                cf = table.properties.column_family_name if table.properties is not None else None
-                if cf not in families:
-                    continue
-                for entry in table.entries():
-                    if (cf, bytes(entry.user_key)) in wanted:
-                        found.setdefault((cf, bytes(entry.user_key)), []).append(
-                            (snapshot, local_name, entry.seqno, entry.value_type, bytes(entry.value)))
+                for cf, user_key, entry in wanted_entries(source, families, wanted):
+                    found.setdefault((cf, user_key), []).append((snapshot, local_name, entry.seqno, entry.value_type, bytes(entry.value)))
             finally:
                 close(source)
         except RepairError:
