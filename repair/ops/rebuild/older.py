@@ -148,9 +148,12 @@ def find_replacements(
         if item.reason == "unreadable":
             continue  # a storage fault, not damage: the file may be intact
         damaged = None if item.reason == "missing" else _bytes_as_they_are(item, storage)
+        tried: set[str] = set()  # a file the checkpoints of one root share is compared once
         for snapshot, local_name, resolved in _candidate_files(sources, operator_id, handle):
-            if resolved.size != item.file_size:
+            if resolved.size != item.file_size or resolved.uri in tried:
                 continue
+            if resolved.uri is not None:
+                tried.add(resolved.uri)
             try:
                 copy = read_resolved(storage, resolved)
             except RepairError:
@@ -317,19 +320,31 @@ def _versions(
     sources: OlderSources, operator_id: str, handle: IncrementalKeyedHandle, families: set[str],
     wanted: set[tuple[str, bytes]], storage: st.Storage,
 ) -> dict[tuple[str, bytes], list]:
-    """``(column family, user key) -> [(source, file, seqno, type, value)]`` of the sources' entries of ``wanted``."""
+    """``(column family, user key) -> [(source, file, seqno, type, value)]`` of the sources' entries of ``wanted``.
+
+    A file the checkpoints of one root share is read once (its entries count for each snapshot holding it)."""
     found: dict[tuple[str, bytes], list] = {}
+    read: dict[str, list] = {}  # uri -> its wanted entries
     for snapshot, local_name, resolved in _candidate_files(sources, operator_id, handle):
-        try:
-            source = open_resolved(storage, resolved)
-            try:
-                for cf, user_key, entry in wanted_entries(source, families, wanted):
-                    found.setdefault((cf, user_key), []).append((snapshot, local_name, entry.seqno, entry.value_type, bytes(entry.value)))
-            finally:
-                close(source)
-        except RepairError:
-            continue  # a source file that does not read holds nothing we can offer
+        entries = read.get(resolved.uri) if resolved.uri is not None else None
+        if entries is None:
+            entries = _wanted_in(resolved, families, wanted, storage)
+            if resolved.uri is not None:
+                read[resolved.uri] = entries
+        for cf, user_key, seqno, value_type, value in entries:
+            found.setdefault((cf, user_key), []).append((snapshot, local_name, seqno, value_type, value))
     return found
+
+
+def _wanted_in(resolved: ResolvedFile, families: set[str], wanted: set[tuple[str, bytes]], storage: st.Storage) -> list:
+    try:
+        source = open_resolved(storage, resolved)
+        try:
+            return [(cf, user_key, e.seqno, e.value_type, bytes(e.value)) for cf, user_key, e in wanted_entries(source, families, wanted)]
+        finally:
+            close(source)
+    except RepairError:
+        return []  # a source file that does not read holds nothing we can offer
 
 
 def _decode(decoders: dict, cf: str, meta: KeyedBackendMeta | None, max_parallelism: int, user_key: bytes, value_type: int,
