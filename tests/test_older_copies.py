@@ -268,3 +268,18 @@ def test_the_text_report_says_what_was_replaced_and_what_each_lost_key_shows_in_
     for key in [k for item in [*result.lost, *result.salvaged] for k in item.lost_keys.keys if k.older is not None]:
         assert key.older.describe() in text
     assert f"recoverable from {root_a / ('chk-' + str(FIRST['retained_checkpoints'][-1]))}" in text
+
+
+def test_a_missing_sst_is_replaced_by_the_copy_its_manifest_record_describes(tmp_path):
+    """A missing file has no bytes to compare: its copy must verify and have the recorded size and the column
+    family, key range and sequence numbers the instance's MANIFEST records for it."""
+    name = next(n for n in SHARED_WITH_A if SST_B[n][1] == "count")
+    base = _copy(tmp_path)
+    root_a, root_b, chk = _roots(base)
+    intact = (root_b / "shared" / name).read_bytes()
+    (root_b / "shared" / name).unlink()
+    result = rebuild_manifest(str(chk), str(tmp_path / "out"), older=[str(root_a)])
+    (item,) = result.replaced
+    assert result.ok and item.reason == "missing" and "MANIFEST" in item.evidence and "file creation time" in item.evidence
+    assert (tmp_path / "out" / chk.name / item.new_file).read_bytes() == intact
+    assert verify(str(tmp_path / "out" / chk.name)).ok

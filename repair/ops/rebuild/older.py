@@ -39,7 +39,7 @@ from repair.formats.flink.in_rocksdb.keyed_rows import KeyedStateDecoder
 from repair.formats.rocksdb.manifest_builder import describe_sst
 from repair.formats.rocksdb.table.block import ValueType, value_type_name
 from repair.formats.rocksdb.table.same_file import intact_original
-from repair.formats.rocksdb.table.sst import verify_table
+from repair.formats.rocksdb.table.sst import read_table_properties, verify_table
 from repair.io import storage as st
 from repair.io.layout import SAVEPOINTS_DIR, SNAPSHOT_KINDS, ResolvedFile, classify, normalize_uri
 from repair.io.resolved import close, open_resolved, read_resolved
@@ -188,16 +188,21 @@ def _same_as_recorded(copy: bytes, item: LostFile) -> str | None:
         if not verify_table(BytesSource(copy)).ok:
             return None
         summary = describe_sst(BytesSource(copy), item.local_name)
+        props = read_table_properties(BytesSource(copy))
     except RepairError:
         return None
     if summary.column_family_name != item.column_family:
         return None
+    created = props.file_creation_time if props is not None else None
+    if item.file_creation_time and created != item.file_creation_time:
+        return None  # the record names the second the file was written: another file
     same = (summary.smallest == item.smallest.internal_key.encode() and summary.largest == item.largest.internal_key.encode()
             and (summary.smallest_seqno, summary.largest_seqno) == (item.smallest_seqno, item.largest_seqno))
     if not same:
         return None
+    created = f", file creation time ({item.file_creation_time})" if item.file_creation_time else ""
     return (f"the copy verifies, has the recorded size ({item.file_size} bytes), and the column family, smallest and largest "
-            f"keys and sequence numbers {', '.join(item.sources[:1]) or 'the MANIFEST'} records for the missing file")
+            f"keys, sequence numbers{created} {', '.join(item.sources[:1]) or 'the MANIFEST'} records for the missing file")
 
 
 def _candidate_files(sources: OlderSources, operator_id: str, handle: IncrementalKeyedHandle) -> Iterator[tuple[OlderSnapshot, str, ResolvedFile]]:
