@@ -189,6 +189,7 @@ def fallback(
 def triage(
     path: str = typer.Argument(..., metavar="ROOT", help="Job checkpoint root: the directory holding chk-*/ and shared/ (local path or URI)."),
     savepoints: Optional[str] = typer.Option(None, "--savepoints", metavar="DIR", help="Also consider the savepoints in this directory (or this one savepoint)."),
+    older: Optional[list[str]] = typer.Option(None, "--older", metavar="PATH", help="Another source of the job's state (the root of the job restored from, a native savepoint, a copy); repeatable: a damaged SST it holds an intact copy of is replaced, nothing lost."),
     lineage: Optional[int] = typer.Option(None, "--lineage", metavar="N", help="When the root holds checkpoints of several jobs or deployments: the ways back of this lineage only."),
     master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Run the file checks as a Spark job on this master."),
     workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes for in-process verification."),
@@ -201,7 +202,7 @@ def triage(
 
     _say_spark(master)
     with progress_bar("verifying") as on_progress:
-        result = run_triage(path, savepoints=savepoints, lineage=lineage, master=master, workers=workers, on_progress=on_progress,
+        result = run_triage(path, savepoints=savepoints, older=older or (), lineage=lineage, master=master, workers=workers, on_progress=on_progress,
                             state_dir=state_dir)
     _show(result, json_output, _renderer("render_triage"))
 
@@ -355,6 +356,10 @@ def rebuild_manifest(
         False, "--list-lost-keys", metavar="",
         help="With --drop-missing or --salvage: list the decoded keys whose entries were lost, where the damaged file still tells them, and what each key shows after the restore (lost, an older value back, a newer version kept).",
     ),
+    older: Optional[list[str]] = typer.Option(
+        None, "--older", metavar="PATH",
+        help="Another source of the same job's state (a native savepoint, a directory of savepoints, a job root, a checkpoint, a copy); repeatable. A damaged or missing SST whose intact original it holds is replaced by that copy (nothing lost); each lost key says whether a source holds the lost value (recoverable from it) or an older one. Implies --list-lost-keys.",
+    ),
     manifest_format: Optional[Literal["frocksdb6", "frocksdb8"]] = typer.Option(
         None, "--format", help="RocksDB directory only: write the MANIFEST for frocksdb6 (Flink <= 1.20) or frocksdb8 (Flink 2.x) instead of the format the evidence points to.",
     ),
@@ -365,7 +370,7 @@ def rebuild_manifest(
     from repair.ops.rebuild.db import RebuildDbResult
 
     result = run_rebuild(path, _output(out, to), copy=copy, drop_missing=drop_missing, salvage=salvage, format=manifest_format,
-                         list_lost_keys=list_lost_keys)
+                         list_lost_keys=list_lost_keys, older=older or ())
     _show(result, json_output, _renderer("render_rebuild_db" if isinstance(result, RebuildDbResult) else "render_rebuild"))
 
 

@@ -423,7 +423,7 @@ def render_rebuild(result) -> None:
     console = stdout()
     if _render_unrepairable(result, "not rebuilt: these problems are not in a MANIFEST or CURRENT; nothing was written"):
         return
-    if not result.rebuilt:
+    if not result.rebuilt and not result.replaced:
         console.print("[yellow]every MANIFEST and CURRENT is sound; the new checkpoint is a relocated copy[/]", markup=True)
     for inst in result.rebuilt:
         levels = sorted(set(inst.levels.values()))
@@ -436,6 +436,10 @@ def render_rebuild(result) -> None:
             + (f"; wrote {inst.options_written} from the SST properties" if inst.options_written else ""),
             highlight=False, markup=False,
         )
+    if result.replaced:
+        _render_replaced(result.replaced)
+    for note in result.older.notes if result.older is not None else []:
+        console.print(f"  --older: {note}", highlight=False, markup=False)
     if result.salvaged:
         _render_salvaged(result.salvaged)
     if result.lost:
@@ -458,6 +462,19 @@ def _file_table(headline: str, columns: tuple[str, ...], *, right: tuple[str, ..
     for column in columns:
         table.add_column(column, justify="right" if column in right else "left", overflow="fold")
     return table
+
+
+def _render_replaced(replaced) -> None:
+    """The table of damaged or missing SSTs replaced by their intact originals from ``--older`` sources."""
+    console = stdout()
+    table = _file_table(f"[bold green]{len(replaced)} SST file(s) replaced by their intact original (--older), nothing lost:[/]",
+                        ("subtask", "file", "why", "state", "from", "checkpoint"), right=("checkpoint",))
+    for item in replaced:
+        table.add_row(f"{operator_label(item.operator)}[{item.subtask}]", item.local_name, item.reason, item.column_family or "?",
+                      f"{item.source.directory} {item.copy_local_name}", str(item.source.checkpoint_id))
+    console.print(table)
+    for item in replaced:
+        console.print(f"  {item.local_name}: {item.evidence}", highlight=False, markup=False, soft_wrap=True)
 
 
 def _render_salvaged(salvaged) -> None:
@@ -523,7 +540,9 @@ def _render_lost_keys(where: str, lost_keys) -> None:
                   highlight=False, markup=True)
     for key in lost_keys.keys:
         fate = fates[key.fate].format(key.other_file)
-        console.print(f"    {escape(_boundary(key.key))}  (key group {key.key.key_group}): {fate}", highlight=False, markup=True)
+        older = f"; {key.older.describe()}" if key.older is not None else ""
+        console.print(f"    {escape(_boundary(key.key))}  (key group {key.key.key_group}): {fate}{escape(older)}", highlight=False, markup=True,
+                      soft_wrap=bool(older))  # a source's path stays whole on one line
 
 
 def _boundary(boundary) -> str:

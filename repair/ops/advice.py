@@ -61,9 +61,9 @@ def relocate_command(path: str, out: str, note: str = "") -> Command:
     return repair_command("relocate", path, "--out", out, note=note)
 
 
-def rebuild_command(path: str, out: str, *, drop_missing: bool = False, salvage: bool = False) -> Command:
+def rebuild_command(path: str, out: str, *, drop_missing: bool = False, salvage: bool = False, older: tuple[str, ...] = ()) -> Command:
     flags = ["--salvage"] if salvage else ["--drop-missing"] if drop_missing else []
-    return repair_command("rebuild-manifest", path, "--out", out, *flags)
+    return repair_command("rebuild-manifest", path, "--out", out, *flags, *(arg for source in older for arg in ("--older", source)))
 
 
 def restore_commands(path: str, version: int) -> list[Command]:

@@ -11,6 +11,9 @@ savepoint under ``savepoints``), then each way back is listed:
 - **rebuild-manifest** a newer, broken checkpoint whose only problems are MANIFEST, CURRENT or
   OPTIONS files (and damaged paths, which the rebuilt ``_metadata`` records where the files are):
   nothing is lost;
+- **rebuild-manifest --older** a newer checkpoint whose damaged or missing SSTs an older source (``older``,
+  and the native savepoints under ``savepoints``) holds intact copies of: each is replaced by its copy,
+  nothing is lost (:mod:`repair.ops.rebuild.older`);
 - **rebuild-manifest --salvage** a newer checkpoint whose SSTs are corrupt: each is replaced by the
   entries of its sound blocks, and exactly what is lost is said per file (entries, key groups, key
   bounds; nothing when only a metadata block is damaged), missing files dropped whole;
@@ -49,6 +52,7 @@ from repair.ops.advice import (
 from repair.ops.fallback import Lineage, judge, watched_files
 from repair.ops.rebuild.checkpoint import plan_rebuild
 from repair.ops.rebuild.losses import LostFile
+from repair.ops.rebuild.older import OlderSources, Replacement, load_older
 from repair.ops.rebuild.salvage import SalvagedFile
 from repair.ops.renamed import renamed
 from repair.ops.verify.engine import DAMAGED_PATH, SnapshotSummary, VerifyResult, verify
@@ -59,8 +63,9 @@ RELOCATE = "relocate"
 REBUILD = "rebuild-manifest"
 REBUILD_DROPPING = "rebuild-manifest --drop-missing"
 REBUILD_SALVAGING = "rebuild-manifest --salvage"
+REBUILD_REPLACING = "rebuild-manifest --older"
 #: Of two ways back from the same checkpoint, the one that loses less first.
-_ACTION_ORDER = {RESTORE: 0, RELOCATE: 0, REBUILD: 0, REBUILD_SALVAGING: 1, REBUILD_DROPPING: 2}
+_ACTION_ORDER = {RESTORE: 0, RELOCATE: 0, REBUILD: 0, REBUILD_REPLACING: 0, REBUILD_SALVAGING: 1, REBUILD_DROPPING: 2}
 
 
 @dataclass
@@ -86,6 +91,8 @@ class WayBack:
     lost: list[LostFile] = field(default_factory=list)
     #: With REBUILD_SALVAGING: every SST replaced by its salvaged copy and what it lost.
     salvaged: list[SalvagedFile] = field(default_factory=list)
+    #: With REBUILD_REPLACING: every SST replaced by its intact original from an older source.
+    replaced: list[Replacement] = field(default_factory=list)
     #: Files recorded under another root and read where they are now (a copied or moved checkpoint).
     relocated_from: dict[str, str] = field(default_factory=dict)
     rank: int = 0
@@ -119,6 +126,7 @@ class WayBack:
             "alternatives_argv": alternatives_argv, "relocated_from": self.relocated_from,
             "lost": [item.to_json() for item in self.lost],
             "salvaged": [item.to_json() for item in self.salvaged],
+            "replaced": [item.to_json() for item in self.replaced],
         }
 
 
@@ -185,13 +193,15 @@ class TriageResult(CommandResult):
 def triage(
     path: str, *, savepoints: str | None = None, storage: st.Storage | None = None, workers: int | None = None,
     master: str | None = None, on_progress=None, now: float | None = None, lineage: int | None = None,
-    state_dir: str | None = None,
+    state_dir: str | None = None, older: list[str] | tuple[str, ...] = (),
 ) -> TriageResult:
     """Verify every retained checkpoint of the job root ``path`` (and the savepoints under ``savepoints``); rank the ways back.
 
     With checkpoints of several jobs or deployments in ``root``, every lineage's ways are listed but none
     is called best (and the result is not ``ok``) until ``lineage`` chooses one. ``state_dir``: as for
-    :func:`repair.ops.fallback.fallback` (a ``repair watch``'s verified SSTs not read again).
+    :func:`repair.ops.fallback.fallback` (a ``repair watch``'s verified SSTs not read again). ``older``: other
+    sources of the job's state (native savepoints, the root of the job restored from, copies), read with
+    ``savepoints`` for intact originals of damaged SSTs (:mod:`repair.ops.rebuild.older`).
     """
     storage = storage or st.default_storage()
     now = time.time() if now is None else now
@@ -201,6 +211,8 @@ def triage(
     if layout.kind != JOB_ROOT:
         raise UsageError(f"triage needs a job checkpoint root (the directory holding chk-*/ and shared/), got a {layout.kind}", source=root)
     saved_layout = _savepoints_layout(savepoints, storage) if savepoints else None
+    older_paths = tuple(st.absolute(p) for p in older) + ((savepoints,) if saved_layout is not None else ())
+    sources = load_older(list(older_paths), storage) if older_paths else None
     report = verify(layout, storage=storage, workers=workers, master=master, on_progress=on_progress,
                     checked_files=watched_files(state_dir, storage))
     verdicts = judge(report, root)
@@ -226,7 +238,7 @@ def triage(
             if verdict.verdict == "unknown":  # unread is not broken: no repair is planned from a storage fault
                 unknown.append(verdict.name)
                 continue
-            repairs, reasons = _repair(verdict.name, report, root, storage, times, now, label)
+            repairs, reasons = _repair(verdict.name, report, root, storage, times, now, label, sources)
             ways += repairs
             if not repairs:
                 beyond.append(BeyondRepair(verdict.name, verdict.path, reasons))
@@ -285,7 +297,7 @@ def _restore(summary: SnapshotSummary, root: str, times: dict, now: float, linea
 
 def _repair(
     name: str, report: VerifyResult, root: str, storage: st.Storage, times: dict,
-    now: float, lineage: int | None,
+    now: float, lineage: int | None, sources: OlderSources | None = None,
 ) -> tuple[list[WayBack], list[str]]:
     """The ways that bring the broken checkpoint ``name`` back (a relocate when only recorded paths are damaged,
     else rebuilds: salvaging, then dropping, when SSTs are damaged), or none and why there is none."""
@@ -309,10 +321,12 @@ def _repair(
     written, source = times.get(name, (None, None))
 
     def way(action: str, lossless: bool, why: str, plan_) -> WayBack:
-        command = rebuild_command(summary.path, target, drop_missing=action == REBUILD_DROPPING, salvage=action == REBUILD_SALVAGING)
+        older = tuple(sorted({item.source.given for item in plan_.replaced}))
+        command = rebuild_command(summary.path, target, drop_missing=action == REBUILD_DROPPING, salvage=action == REBUILD_SALVAGING,
+                                  older=older)
         commands, alternatives = _steps([command], st.join(target, name), version)
         return WayBack(action, name, "checkpoint", summary.path, summary.checkpoint_id, lossless, written, _age(written, now),
-                       commands, why, lineage, alternatives, plan_.lost, salvaged=plan_.salvaged,
+                       commands, why, lineage, alternatives, plan_.lost, salvaged=plan_.salvaged, replaced=plan_.replaced,
                        relocated_from=dict(summary.relocated_from), age_source=source)
 
     if not plan.lost:
@@ -321,6 +335,18 @@ def _repair(
                     f"{len(plan.rebuilt)} RocksDB instance(s) are broken ({', '.join(kinds)}): rebuilt from their SSTs, "
                     "nothing is lost", plan)], []
     ways = []
+    replacing = None
+    if sources is not None and sources.snapshots:
+        try:
+            replacing = plan_rebuild(replace(snapshot, metadata=copy.deepcopy(pristine)), findings, drop_missing=False,
+                                     older=sources, storage=storage)
+        except RepairError:
+            replacing = None
+    if replacing is not None and replacing.replaced and not replacing.unrepairable:
+        ways.append(way(REBUILD_REPLACING, True, (
+            f"newer than every valid checkpoint; each of its {len(replacing.replaced)} damaged or missing SST file(s) is "
+            f"replaced by its intact original from an older source ({', '.join(sorted({r.source.directory for r in replacing.replaced}))}): "
+            "nothing is lost"), replacing))
     try:
         salvaged = plan_rebuild(replace(snapshot, metadata=pristine), findings, drop_missing=True, salvage=True, storage=storage)
     except RepairError:

@@ -100,6 +100,28 @@ def _properties_damaged(tmp_path: Path) -> Path:
     return root / f"chk-{newest}"
 
 
+def _replaced_from_older(tmp_path: Path, capsys) -> dict:
+    """``rebuild-manifest --older``'s ``replaced[0]``: in a copy of the older-copies fixture, an SST of the
+    restored job's checkpoint that the first job's root holds byte for byte gets a data byte flipped."""
+    import hashlib
+
+    from repair.formats.bytes.random_access import BytesSource
+    from repair.formats.rocksdb.table.sst import BlockKind, open_table
+
+    base = tmp_path / "older-copies"
+    shutil.copytree(FIXTURES / "older_copies" / "flink-1.20-no-claim", base)
+    first, second = json.loads((base / "fixture.json").read_text())["runs"]
+    root_a, root_b = base / "checkpoints" / first["job_id"], base / "checkpoints" / second["job_id"]
+    in_a = {hashlib.sha1(p.read_bytes()).digest() for p in (root_a / "shared").iterdir()}
+    sst = next(p for p in sorted((root_b / "shared").iterdir()) if hashlib.sha1(p.read_bytes()).digest() in in_a
+               and p.read_bytes()[-8:] == bytes.fromhex("f7cff485b741e288"))  # a table (block-based magic), not a MANIFEST
+    data = bytearray(sst.read_bytes())
+    data[next(b.handle.offset for b in open_table(BytesSource(bytes(data))).iter_block_handles() if b.kind == BlockKind.DATA) + 3] ^= 0x20
+    sst.write_bytes(bytes(data))
+    chk = root_b / f"chk-{second['retained_checkpoints'][-1]}"
+    return _run(capsys, "rebuild-manifest", str(chk), "--out", str(tmp_path / "out-older"), "--older", str(root_a))["replaced"][0]
+
+
 def _real_documents(command: str, tmp_path: Path, capsys) -> list:
     """The documents a real run prints for ``command``'s section, one per example block."""
     if command == "inspect PATH --json":
@@ -134,7 +156,7 @@ def _real_documents(command: str, tmp_path: Path, capsys) -> list:
         newest = max(damage.checkpoint_ids(root))
         document = _run(capsys, "rebuild-manifest", str(root / f"chk-{newest}"), "--out", str(tmp_path / "out"), "--drop-missing")
         salvaged = _run(capsys, "rebuild-manifest", str(_properties_damaged(tmp_path / "salvage")), "--out", str(tmp_path / "out-salvaged"), "--salvage")
-        return [document, document["lost"][0], salvaged["salvaged"][0]]
+        return [document, document["lost"][0], salvaged["salvaged"][0], _replaced_from_older(tmp_path, capsys)]
     if command == "rebuild-manifest DB_DIR --out NEW_DB --json":
         from tests.flink_instances import flink_instances
 

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 def rebuild_manifest(
     path: str, out: str, *, copy: bool = False, drop_missing: bool = False, salvage: bool = False,
-    format: str | None = None, list_lost_keys: bool = False, storage: st.Storage | None = None,
+    format: str | None = None, list_lost_keys: bool = False, older: list[str] | tuple[str, ...] = (),
+    storage: st.Storage | None = None,
 ) -> "RebuildResult | RebuildDbResult":
     """Rebuild the broken MANIFESTs (and CURRENT) of the checkpoint or RocksDB directory at ``path`` into ``out``.
 
@@ -30,7 +31,9 @@ def rebuild_manifest(
     ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held;
     ``salvage`` (checkpoints only) replaces corrupt and truncated ones by what their sound blocks hold.
     ``list_lost_keys`` (checkpoints only) lists the decoded keys whose entries were lost, where they can
-    be known (:mod:`repair.ops.rebuild.lost_keys`).
+    be known (:mod:`repair.ops.rebuild.lost_keys`). ``older`` (checkpoints only): other sources of the
+    same job's state (native savepoints, job roots, checkpoints, copies) whose intact originals replace
+    damaged SSTs and whose versions of the lost keys are reported (:mod:`repair.ops.rebuild.older`).
     """
     storage = storage or st.default_storage()
     layout = classify(path, storage, accept=SNAPSHOT_KINDS | {ROCKSDB_DIR})
@@ -41,6 +44,8 @@ def rebuild_manifest(
             raise UsageError("salvage is for checkpoints: a RocksDB directory's damaged SSTs can only be dropped (drop_missing)")
         if list_lost_keys:
             raise UsageError("list_lost_keys is for checkpoints: a RocksDB directory's report has no keys to list")
+        if older:
+            raise UsageError("older is for checkpoints: a RocksDB directory has no older copies to compare")
         if copy:
             raise UsageError("copy is for checkpoints: a RocksDB directory is always rebuilt into a copy")
         return rebuild_db(layout, out, format=format, drop_missing=drop_missing, storage=storage)
@@ -49,4 +54,4 @@ def rebuild_manifest(
     from repair.ops.rebuild.checkpoint import rebuild_checkpoint
 
     return rebuild_checkpoint(layout, out, copy=copy, drop_missing=drop_missing, salvage=salvage, list_lost_keys=list_lost_keys,
-                              storage=storage)
+                              older=older, storage=storage)

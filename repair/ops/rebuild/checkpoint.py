@@ -18,6 +18,10 @@ is written but not ``ok``: data was lost. With ``salvage``, corrupt and truncate
 block by block instead (:mod:`repair.ops.rebuild.salvage`): each is replaced by a new SST under the
 output holding every entry of its sound blocks (:attr:`RebuildResult.salvaged` says what each lost);
 missing and unreadable files, and files nothing of which can be salvaged, are still dropped whole.
+With ``older`` sources of the same job's state (:mod:`repair.ops.rebuild.older`), a damaged or missing
+SST whose intact original one of them holds is replaced by that copy (:attr:`RebuildResult.replaced`:
+nothing lost, and an instance whose only problems were such files keeps its MANIFEST), and each listed
+lost key says whether a source holds the same entry (recoverable from there) or an older version.
 """
 
 from __future__ import annotations
@@ -33,10 +37,12 @@ from repair.formats.rocksdb.files import file_number
 from repair.formats.rocksdb.manifest_builder import build_manifest, describe_sst
 from repair.io import storage as st
 from repair.io.layout import Layout
+from repair.io.outputs import new_output
 from repair.io.resolved import close, open_resolved, read_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.rebuild.losses import LostFile, add_overlaps, describe_lost_files, is_sst_file_finding, loss_reason, overlapping
 from repair.ops.rebuild.lost_keys import add_lost_keys
+from repair.ops.rebuild.older import OlderSources, Replacement, add_older_versions, find_replacements, load_older
 from repair.ops.rebuild.options import instance_options, is_options_name, options_file_name, options_number_if_missing
 from repair.ops.rebuild.salvage import SalvagedFile, check_salvaged, lost_ranges, new_file_name, salvage_file
 from repair.ops.relocate import RelocateResult, single_snapshot, write_snapshot
@@ -90,6 +96,10 @@ class RebuildResult(CommandResult):
     salvaged: list[SalvagedFile] = field(default_factory=list)
     #: What `repair verify` found in the source checkpoint: what made the rebuild necessary.
     findings: list[CheckpointFinding] = field(default_factory=list)
+    #: SSTs replaced by their intact original from an ``older`` source (nothing lost).
+    replaced: list[Replacement] = field(default_factory=list)
+    #: The ``older`` sources read (None without any), and the snapshots among them that could not be used.
+    older: OlderSources | None = None
 
     @property
     def written_clean(self) -> bool:
@@ -121,6 +131,9 @@ class RebuildResult(CommandResult):
             "rebuilt": [r.to_json() for r in self.rebuilt],
             "lost": [item.to_json() for item in self.lost],
             "salvaged": [item.to_json() for item in self.salvaged],
+            "replaced": [item.to_json() for item in self.replaced],
+            "older_sources": [s.to_json() for s in self.older.snapshots] if self.older is not None else None,
+            "older_notes": self.older.notes if self.older is not None else [],
             "unrepairable": self.unrepairable,
             "hint": self.hint,
             "output_verified": self.output_verified,
@@ -131,28 +144,34 @@ class RebuildResult(CommandResult):
 
 def rebuild_checkpoint(
     path: str | Layout, out: str, *, copy: bool = False, drop_missing: bool = False, salvage: bool = False,
-    list_lost_keys: bool = False, storage: st.Storage | None = None,
+    list_lost_keys: bool = False, older: list[str] | tuple[str, ...] = (), storage: st.Storage | None = None,
 ) -> RebuildResult:
     """Rebuild the broken MANIFESTs of the checkpoint at ``path`` into a new checkpoint under ``out``.
 
     ``drop_missing`` leaves missing, truncated, corrupt or unreadable SSTs out and reports what they held;
     ``salvage`` replaces corrupt and truncated ones by what their sound blocks hold (and drops the rest).
+    ``older``: paths of other sources of the same job's state (native savepoints, job roots, checkpoints,
+    copies): a damaged SST whose intact original one holds is replaced by it, and the lost keys (listed
+    as with ``list_lost_keys``) say what the sources hold of each.
     ``path`` may be the :class:`~repair.io.layout.Layout` :func:`~repair.io.layout.classify` gave for it.
     The checkpoint's ``_metadata`` is decoded once, by the verification the rebuild starts from.
     """
     storage = storage or st.default_storage()
     layout = single_snapshot(path, storage, out=out)
-    report = verify(layout, storage=storage)
     ref = layout.snapshots[0]
+    sources = load_older(list(older), storage, exclude=ref.metadata_uri) if older else None
+    if sources is not None:
+        new_output(out, sources.inputs, storage)
+    report = verify(layout, storage=storage)
     snapshot = report.loaded.get(ref.name) or load_snapshot(ref, layout.root, storage)  # undecodable: its error
     findings = report.findings
     result = plan_rebuild(snapshot, findings, drop_missing=drop_missing, salvage=salvage, list_lost_keys=list_lost_keys,
-                          storage=storage)
+                          storage=storage, older=sources)
     result.out, result.findings = st.absolute(out), findings
     if result.unrepairable:
         return result
     result.written = write_snapshot(snapshot, out, copy=copy, storage=storage,
-                                    new_files={item.new_file: item.data for item in result.salvaged})
+                                    new_files={item.new_file: item.data for item in [*result.salvaged, *result.replaced]})
     if result.written.ok:
         result.output_verified = verify(result.written.new_metadata, storage=storage).ok
     return result
@@ -160,7 +179,7 @@ def rebuild_checkpoint(
 
 def plan_rebuild(
     snapshot: LoadedSnapshot, findings: list[CheckpointFinding], *, drop_missing: bool, storage: st.Storage,
-    salvage: bool = False, list_lost_keys: bool = False,
+    salvage: bool = False, list_lost_keys: bool = False, older: OlderSources | None = None,
 ) -> RebuildResult:
     """Everything :func:`rebuild_checkpoint` does short of writing: ``snapshot``'s metadata edited in place
     (MANIFESTs rebuilt, with ``drop_missing`` lost SSTs left out), what was rebuilt, lost or cannot be.
@@ -168,8 +187,8 @@ def plan_rebuild(
     ``findings`` are verify's findings about this snapshot. :mod:`repair.ops.triage` uses it to say
     what a rebuild would lose without writing anything.
     """
-    result = RebuildResult(st.absolute(snapshot.ref.metadata_uri))
-    broken, dropped = _classify(findings, drop_missing or salvage, result)
+    result = RebuildResult(st.absolute(snapshot.ref.metadata_uri), older=older)
+    broken, dropped = _classify(findings, drop_missing or salvage or older is not None, result)
     if result.unrepairable:
         return result
     format_ = "frocksdb8" if snapshot.metadata.version >= 5 else "frocksdb6"
@@ -184,12 +203,30 @@ def plan_rebuild(
             if not findings or not isinstance(handle, IncrementalKeyedHandle):
                 continue
             lost = describe_lost_files(snapshot, op, sub.index, handle, drops, storage) if drops else []
+            copies: dict[str, bytes] = {}  # local name -> the bytes of its intact original (older sources)
+            if older is not None and lost:
+                replaced_here = find_replacements(older, label, op.operator_id, sub.index, handle, lost, storage)
+                for item in replaced_here:
+                    _point_at(handle, item.local_name, RelativeFileHandle(item.new_file, item.size))
+                result.replaced.extend(replaced_here)
+                copies = {item.local_name: item.data for item in replaced_here}
+                gone = {item.local_name for item in replaced_here}
+                lost = [item for item in lost if item.local_name not in gone]
+                drops = {name: fs for name, fs in drops.items() if name not in gone}
+                findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]
+                if not findings:  # only replaced files were damaged: the instance's MANIFEST lists them as they are
+                    continue
+                if drops and not (drop_missing or salvage):  # --older alone loses nothing: the rest stays unrepairable
+                    result.unrepairable.extend(
+                        f"{f.describe()} [no --older source holds its intact original; --salvage or --drop-missing can rebuild without it]"
+                        for fs in drops.values() for f in fs)
+                    continue
             meta = _backend_meta(snapshot, handle, storage) if lost else None
             salvaged: list[SalvagedFile] = []
             if salvage and lost:
                 salvaged = _salvage_instance(snapshot, op, label, sub.index, handle, lost, meta, storage)
                 result.salvaged.extend(salvaged)
-            replaced = {item.local_name: item.data for item in salvaged}
+            replaced = {**copies, **{item.local_name: item.data for item in salvaged}}
             damaged = {item.local_name: item for item in lost}
             lost = [item for item in lost if item.local_name not in replaced]
             drops = {name: fs for name, fs in drops.items() if name not in replaced}
@@ -198,8 +235,10 @@ def plan_rebuild(
             add_overlaps(lost, instance.summaries, instance.levels)
             for item in salvaged:
                 _add_salvaged_overlaps(item, damaged[item.local_name], instance)
-            if list_lost_keys:
+            if list_lost_keys or older is not None:
                 add_lost_keys(snapshot, handle, lost, salvaged, replaced, meta, op.max_parallelism, storage)
+            if older is not None:
+                add_older_versions([*lost, *salvaged], older, op.operator_id, handle, meta, op.max_parallelism, storage)
             result.rebuilt.append(instance)
             result.lost.extend(lost)
     return result

@@ -115,6 +115,9 @@ class LostFile:
     #: The column family's id, as the MANIFEST's record of the file says (not in the JSON document: a
     #: salvaged copy of the file is written with it when its own properties are unreadable).
     column_family_id: int | None = None
+    #: The file's creation time as the MANIFEST's record says (not in the JSON document: an older copy of a
+    #: missing file must carry the same one in its properties, :mod:`repair.ops.rebuild.older`).
+    file_creation_time: int | None = None
     #: Where the facts come from: ``MANIFEST-000004`` and/or ``SST properties``.
     sources: list[str] = field(default_factory=list)
     #: Why the key range is unknown (None when known).
@@ -249,6 +252,7 @@ def _from_manifest(
     item.sources.append(manifest_name)
     item.column_family, item.level = cf_name, record.level
     item.smallest_seqno, item.largest_seqno = record.smallest_seqno, record.largest_seqno
+    item.file_creation_time = record.file_creation_time
     state = meta.state(cf_name) if meta is not None else None
     key_serializer = meta.key_serializer if meta is not None else None
     try:

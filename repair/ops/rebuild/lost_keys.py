@@ -21,8 +21,8 @@ now; a deletion lost brings the key back), or ``newer_kept`` (a newer value or d
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
+from dataclasses import dataclass, field
+from typing import Any, Iterator
 
 from repair.errors import RepairError
 from repair.formats.bytes.random_access import BytesSource
@@ -31,7 +31,7 @@ from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.flink.in_rocksdb.key_range import BoundaryKey, describe_boundary
 from repair.formats.rocksdb.table.block import InternalKey, ValueType
 from repair.formats.rocksdb.table.salvage import Salvage, SalvageError, salvage_table
-from repair.formats.rocksdb.table.sst import open_table
+from repair.formats.rocksdb.table.sst import InternalEntry, open_table
 from repair.io import storage as st
 from repair.io.resolved import close, open_resolved
 from repair.io.snapshot import LoadedSnapshot
@@ -47,11 +47,18 @@ class LostKey:
     fate: str  # lost | older_value_back | newer_kept
     #: The remaining file holding the version the key shows (None when ``lost``).
     other_file: str | None
+    #: With ``--older``: an older source's version of the key (the same entry, recoverable from there, or an
+    #: older one), :class:`repair.ops.rebuild.older.OlderVersion`; None when no source holds the key.
+    older: Any = None
+    #: The lost entry's value bytes where known: from a sound block, or as a damaged block still reads
+    #: them (not in the JSON document; :mod:`repair.ops.rebuild.older` compares them with the sources').
+    value: bytes | None = field(default=None, repr=False)
 
     def to_json(self) -> dict[str, Any]:
         out = self.key.to_json()
         del out["exclusive"]
-        return {**out, "fate": self.fate, "other_file": self.other_file}
+        return {**out, "fate": self.fate, "other_file": self.other_file,
+                "older": self.older.to_json() if self.older is not None else None}
 
 
 @dataclass
@@ -74,27 +81,27 @@ def add_lost_keys(
 ) -> None:
     """Set ``lost_keys`` of every dropped and salvaged file of one instance (``handle`` as rebuilt: its
     remaining SSTs, ``replaced`` the salvaged copies' bytes by local name)."""
-    listed: list[tuple[LostFile | SalvagedFile, str, list[InternalKey], bool, str]] = []
+    listed: list[tuple[LostFile | SalvagedFile, str, list[tuple[InternalKey, bytes | None]], bool, str]] = []
     for item in lost:
         keys, complete, source = _dropped_keys(item, storage)
         listed.append((item, item.column_family or "", keys, complete, source))
     for item in salvaged:
         keys, complete = _read_keys(item.salvage)
         listed.append((item, item.column_family, keys, complete, "the lost blocks' damaged bytes as they still read"))
-    wanted = {(cf, k.user_key) for _, cf, keys, _, _ in listed for k in keys}
+    wanted = {(cf, k.user_key) for _, cf, keys, _, _ in listed for k, _ in keys}
     versions = _other_versions(snapshot, handle, replaced, wanted, storage)
     serializer = meta.key_serializer if meta is not None else None
     for item, cf, keys, complete, source in listed:
         state = meta.state(cf) if meta is not None else None
         out = []
-        for key in keys:
+        for key, value in keys:
             fate, other = _fate(key, versions.get((cf, key.user_key), []))
             boundary = describe_boundary(key.encode(), state, serializer, max_parallelism)
-            out.append(LostKey(boundary, fate, other))
+            out.append(LostKey(boundary, fate, other, value=value))
         item.lost_keys = LostKeys(out, complete, source)
 
 
-def _dropped_keys(item: LostFile, storage: st.Storage) -> tuple[list[InternalKey], bool, str]:
+def _dropped_keys(item: LostFile, storage: st.Storage) -> tuple[list[tuple[InternalKey, bytes | None]], bool, str]:
     """A dropped file's keys: its sound blocks' entries and its damaged blocks' keys as they read."""
     if item.reason in ("missing", "unreadable") or item.salvage is None and item.resolved is None:
         return [], False, "none: the file's bytes cannot be read (its key range is reported from the MANIFEST)"
@@ -111,15 +118,16 @@ def _dropped_keys(item: LostFile, storage: st.Storage) -> tuple[list[InternalKey
         if item.largest is not None:
             salvage = salvage.ending_at(item.largest.internal_key)
     lost_keys, complete = _read_keys(salvage)
-    return ([k for k, _ in salvage.entries] + lost_keys, complete and not salvage.range_tombstones,
+    return ([(k, bytes(v)) for k, v in salvage.entries] + lost_keys, complete and not salvage.range_tombstones,
             "the file's sound blocks and its damaged blocks as they still read")
 
 
-def _read_keys(salvage: Salvage | None) -> tuple[list[InternalKey], bool]:
-    """The keys of a salvage's lost blocks as they still read, and whether they are all the lost entries."""
+def _read_keys(salvage: Salvage | None) -> tuple[list[tuple[InternalKey, bytes | None]], bool]:
+    """The keys (and values) of a salvage's lost blocks as they still read, and whether they are all the lost entries."""
     if salvage is None:
         return [], False
-    keys = [k for block in salvage.lost_blocks for k in (block.read_keys or ())]
+    keys = [(k, v) for block in salvage.lost_blocks
+            for k, v in zip(block.read_keys or (), block.read_values or [None] * len(block.read_keys or ()))]
     every_block = all(block.read_keys is not None for block in salvage.lost_blocks)
     complete = (every_block and salvage.scan_stopped_at is None and salvage.entries_lost == len(keys)
                 and salvage.range_deletions_lost == 0)
@@ -142,18 +150,25 @@ def _other_versions(
             else:
                 source = open_resolved(storage, snapshot.resolver.resolve(entry.handle))
             try:
-                table = open_table(source)
-                cf = table.properties.column_family_name if table.properties is not None else None
-                if cf not in families:
-                    continue
-                for e in table.entries():
-                    if (cf, bytes(e.user_key)) in wanted:
-                        found.setdefault((cf, bytes(e.user_key)), []).append((e.seqno, e.value_type, entry.local_path))
+                for cf, user_key, e in wanted_entries(source, families, wanted):
+                    found.setdefault((cf, user_key), []).append((e.seqno, e.value_type, entry.local_path))
             finally:
                 close(source)
         except RepairError:
             continue  # a remaining file that does not read: the rebuild itself reports it
     return found
+
+
+def wanted_entries(source, families: set[str], wanted: set[tuple[str, bytes]]) -> Iterator[tuple[str, bytes, InternalEntry]]:
+    """The entries of the table ``source`` whose ``(column family, user key)`` is ``wanted`` (none when its column
+    family, from its properties, is not one of ``families``)."""
+    table = open_table(source)
+    cf = table.properties.column_family_name if table.properties is not None else None
+    if cf not in families:
+        return
+    for entry in table.entries():
+        if (cf, bytes(entry.user_key)) in wanted:
+            yield cf, bytes(entry.user_key), entry
 
 
 def _fate(key: InternalKey, others: list[tuple[int, int, str]]) -> tuple[str, str | None]:

@@ -82,6 +82,8 @@ class LostBlock:
     #: its bounds), else ``None``. Proven only collectively: when every lost block reads so and their
     #: counts add up to the entries lost (then :attr:`entries` is set from them), see :func:`_count_lost`.
     read_keys: tuple[InternalKey, ...] | None = None
+    #: The values of those entries as the damaged bytes read (unproven: the block fails its checksum).
+    read_values: tuple[bytes, ...] | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -351,13 +353,14 @@ def _count_lost(lost: list, props: TableProperties | None, kept: int) -> list[Lo
         counts = [len(r) for r in reads]
     else:
         counts = [None] * len(lost)
-    return [LostBlock(h.offset, h.size, reason, count, after, up_to, read)
+    return [LostBlock(h.offset, h.size, reason, count, after, up_to,
+                      None if read is None else tuple(k for k, _ in read), None if read is None else tuple(v for _, v in read))
             for (h, reason, after, up_to, read), count in zip(lost, counts)]
 
 
 def _read_damaged(source: RandomAccess, format_version: int, handle: BlockHandle, after: Separator | None,
-                  up_to: Separator) -> tuple[InternalKey, ...] | None:
-    """The keys of a damaged data block as its bytes still read (checksum ignored), when all of it
+                  up_to: Separator) -> tuple[tuple[InternalKey, bytes], ...] | None:
+    """The entries (keys and values) of a damaged data block as its bytes still read (checksum ignored), when all of it
     decompresses and decodes in order within its index bounds; ``None`` otherwise."""
     try:
         raw = read_exactly(source, handle.offset, handle.size + 1, "damaged data block")
@@ -365,7 +368,7 @@ def _read_damaged(source: RandomAccess, format_version: int, handle: BlockHandle
         block = decode_data_block(data, handle.offset, compressed=raw[-1] != CompressionType.NONE, after=after, up_to=up_to)
     except (FormatError, IndexError, ValueError):
         return None
-    return tuple(key for key, _ in block)
+    return tuple((key, bytes(value)) for key, value in block)
 
 
 def _compression(props: TableProperties | None, block_types: list[int]) -> int:
