@@ -321,3 +321,14 @@ def s3_storage(s3):
             s3_secret_key=s3_server.SECRET_KEY,
         )
     )
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _restores_in_one_jvm():
+    """Real-Flink restores of the fixture job run in long-lived JVMs, one per Flink version and worker
+    (``fixtures/restore_server.py``): each restore as in a JVM of its own, without the JVM's start and
+    Flink's class loading each time (docs/testing.md). A run with no restore starts none."""
+    from fixtures.restore import restores_in_one_jvm
+
+    with restores_in_one_jvm():
+        yield
