@@ -334,3 +334,14 @@ def local_spark():
     session = spark_session("local[2]", "repair-tests")
     yield "local[2]"
     session.stop()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _restores_in_one_jvm():
+    """Real-Flink restores of the fixture job run in long-lived JVMs, one per Flink version and worker
+    (``fixtures/restore_server.py``): each restore as in a JVM of its own, without the JVM's start and
+    Flink's class loading each time (docs/testing.md). A run with no restore starts none."""
+    from fixtures.restore import restores_in_one_jvm
+
+    with restores_in_one_jvm():
+        yield

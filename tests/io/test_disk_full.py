@@ -18,14 +18,13 @@ import errno
 import os
 import shutil
 import subprocess
-import sys
+import tempfile
 from pathlib import Path
 
 import pytest
 
 from repair.cli.app import main
 from repair.io import storage as st
-from tests._flink_state_files import REPO
 from tests.write_commands import COMMANDS, files_below
 
 # -- a real full disk ---------------------------------------------------------------------------
@@ -55,28 +54,30 @@ def _fill(disk: Path, leave: int) -> Path:
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
-def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, write_outputs, small_disk):
+def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, write_outputs, small_disk, monkeypatch, capsys):
+    """In this process (the CLI's ``main``, as a process would run it): the disk, not the process, is
+    what the test is about. The scratch space is the small disk's, as ``TMPDIR`` would make it."""
     expected = write_outputs[command.name]
+    scratch = small_disk / "tmp"
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))  # gettempdir() reads TMPDIR once per process
     for leave in (0, 48 * 1024, 400 * 1024):
         filler = _fill(small_disk, leave)
-        scratch = small_disk / "tmp"
         scratch.mkdir(exist_ok=True)
-        env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch)}
         target = small_disk / "out"
-        done = subprocess.run([sys.executable, "-m", "repair.cli", *command.args(write_inputs, target)], cwd=REPO, env=env,
-                              capture_output=True, text=True, timeout=300)
-        if done.returncode == 0:  # it fitted: complete
+        capsys.readouterr()
+        code = main(command.args(write_inputs, target))
+        output = "".join(capsys.readouterr())
+        if code == 0:  # it fitted: complete
             assert files_below(target) == expected
             shutil.rmtree(target)
         else:
-            output = done.stdout + done.stderr
-            assert done.returncode == 2 and "No space left on device" in output and "Traceback" not in output, output
+            assert code == 2 and "No space left on device" in output and "Traceback" not in output, output
             assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "tmp"], f"{leave} bytes free: left behind"
             assert not list(scratch.iterdir()), f"{leave} bytes free: scratch left behind"
         filler.unlink()
-        rerun = subprocess.run([sys.executable, "-m", "repair.cli", *command.args(write_inputs, target)], cwd=REPO, env=env,
-                               capture_output=True, text=True, timeout=300)
-        assert rerun.returncode == 0, rerun.stdout + rerun.stderr
+        rerun = main(command.args(write_inputs, target))
+        assert rerun == 0, "".join(capsys.readouterr())
         assert files_below(target) == expected
         shutil.rmtree(target)
 
