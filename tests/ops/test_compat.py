@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from fixtures.compat_matrix import CELLS_BY_NAME, RESULTS, new_snapshot, old_snapshot
+from fixtures.compat_matrix import CELLS_BY_NAME, RESULTS, baseline_key, new_snapshot, old_snapshot
 from repair.cli.app import main
 from repair.errors import RepairError
 from repair.ops.compat import LOST, RESTORES, UNKNOWN, compat, default_max_parallelism
@@ -33,7 +33,7 @@ def outcome_of(result) -> tuple[str, list[str]]:
 @pytest.mark.parametrize(("cell", "version"), MATRIX, ids=[f"{v}-{c}" for c, v in MATRIX])
 def test_verdict_is_the_recorded_restore_outcome(cell, version):
     recorded = RECORD["cells"][cell]["flink"][version]
-    result = compat(str(old_snapshot(version, CELLS_BY_NAME[cell].base)), str(new_snapshot(version, cell)))
+    result = compat(str(old_snapshot(version, cell)), str(new_snapshot(version, cell)))
     assert outcome_of(result) == (recorded["outcome"], recorded.get("lost", []))
     assert result.exit_code == (0 if recorded["outcome"] == "restored" else 1)
     assert not schema_problems(result.to_json(), "compat")
@@ -156,10 +156,41 @@ def test_real_flink_gives_the_recorded_outcome_again(tmp_path, version, cell):
     (tmp_path / "restore").mkdir()
     spec = CELLS_BY_NAME[cell]
     new = generate(version, spec, tmp_path / "snapshot", tmp_path / "new")
-    again = restore_outcome(version, spec, old_snapshot(version), RECORD["baseline"][version], tmp_path / "restore")
+    again = restore_outcome(version, spec, old_snapshot(version, cell), RECORD["baseline"][baseline_key(version, cell)],
+                            tmp_path / "restore")
     recorded = RECORD["cells"][cell]["flink"][version]
     assert again["outcome"] == recorded["outcome"]
     assert again.get("lost", []) == recorded.get("lost", [])
     if recorded["outcome"] == "failed":
         assert again["root_cause"]["class"] == recorded["root_cause"]["class"]
-    assert outcome_of(compat(str(old_snapshot(version)), str(new))) == (recorded["outcome"], recorded.get("lost", []))
+    assert outcome_of(compat(str(old_snapshot(version, cell)), str(new))) == (recorded["outcome"], recorded.get("lost", []))
+
+
+@pytest.mark.parametrize(("snapshot", "backend"), [
+    ("flink-1.20-heap", "heap"),  # the heap backend's checkpoint: full key groups
+    ("flink-2.1-heap-changelog", "heap"),  # its materialized state under the changelog
+    ("flink-1.20-rocksdb-full-snappy", "rocksdb"),  # RocksDB's full checkpoints are SST files too
+    ("flink-1.20-changelog", "rocksdb"),
+])
+def test_the_backend_a_checkpoint_names(snapshot, backend):
+    from repair.io import storage as st
+    from repair.ops.compat import _one_snapshot
+    from repair.ops.compat.states import operator_states
+
+    root = FIXTURES / snapshot / "checkpoints" / json.loads((FIXTURES / snapshot / "fixture.json").read_text())["job_id"]
+    latest = max(root.glob("chk-*"), key=lambda p: int(p.name.removeprefix("chk-")))
+    storage = st.default_storage()
+    keyed = [op for op in operator_states(_one_snapshot(str(latest), storage, "NEW"), storage) if op.keyed]
+    assert keyed and {op.backend for op in keyed} == {backend}
+
+
+def test_a_canonical_savepoint_names_no_backend_and_ttl_migration_says_what_the_heap_does():
+    """Flink 2.x migrates TTL turned on on RocksDB; its heap backend refuses it. A heap checkpoint as NEW
+    says incompatible; a canonical savepoint (every backend writes the same) gives RocksDB's verdict and
+    names the heap backend's refusal."""
+    heap = compat(str(old_snapshot("2.1.1", "hashmap-ttl-on")), str(new_snapshot("2.1.1", "hashmap-ttl-on")))
+    savepoint = compat(str(old_snapshot("2.1.1", "ttl-on")), str(new_snapshot("2.1.1", "ttl-on")))
+    (on_heap,) = [e for e in heap.entries if e.state == "last-tag"]
+    (unknown,) = [e for e in savepoint.entries if e.state == "last-tag"]
+    assert on_heap.verdict == "incompatible" and "heap backend refuses" in on_heap.reason
+    assert unknown.verdict == "compatible-after-migration" and "heap backend refuses" in unknown.reason

@@ -223,7 +223,8 @@ def _operator(old_path: str, before: OperatorStates, after: OperatorStates, *, f
         elif key.verdict != AS_IS:
             entries.append(CompatEntry(label, op_id, None, key.verdict, key.reason))
     for name, state in before.keyed.items():
-        entries.append(_state(label, op_id, name, state, after.keyed.get(name), flink2=flink2, keyed=True, registered=after.keyed))
+        entries.append(_state(label, op_id, name, state, after.keyed.get(name), flink2=flink2, keyed=True, registered=after.keyed,
+                              backend=after.backend))
     for name, state in before.operator.items():
         entries.append(_state(label, op_id, name, state, after.operator.get(name), flink2=flink2, keyed=False))
     for name in sorted((set(after.keyed) - set(before.keyed)) | (set(after.operator) - set(before.operator))):
@@ -245,7 +246,7 @@ def _timer_service_in_use(name: str, registered: dict) -> bool:
 
 
 def _state(label: str, op_id: str, name: str, before, after, *, flink2: bool, keyed: bool,
-           registered: dict | None = None) -> CompatEntry:
+           registered: dict | None = None, backend: str | None = None) -> CompatEntry:
     if after is None and _timer_service_in_use(name, registered or {}):
         return CompatEntry(label, op_id, name, AS_IS, "the new job uses this timer service (its other time domain is "
                            "registered): the queue is registered again at the restore")
@@ -263,7 +264,7 @@ def _state(label: str, op_id: str, name: str, before, after, *, flink2: bool, ke
         old_snapshot = before.serializer(key)
         what = {"VALUE_SERIALIZER": "value", "NAMESPACE_SERIALIZER": "namespace", "KEY_SERIALIZER": "key"}.get(key, key)
         if key == "VALUE_SERIALIZER":
-            resolution = resolution.worse(resolve_value(old_snapshot, new_snapshot, flink2=flink2, what=what))
+            resolution = resolution.worse(resolve_value(old_snapshot, new_snapshot, flink2=flink2, backend=backend, what=what))
         else:
             resolution = resolution.worse(resolve(old_snapshot, new_snapshot, what))
     entry = CompatEntry(label, op_id, name, resolution.verdict, resolution.reason)

@@ -30,6 +30,9 @@ INCOMPATIBLE = "incompatible"
 #: Worse answers later: a composite is as compatible as its least compatible part.
 _ORDER = (AS_IS, RECONFIGURED, MIGRATION, UNKNOWN, INCOMPATIBLE)
 _GENERIC_RECORD = "org.apache.avro.generic.GenericRecord"
+#: The keyed state backends a snapshot's handles can name (:mod:`repair.ops.compat.states`).
+ROCKSDB = "rocksdb"
+HEAP = "heap"
 
 
 @dataclass(frozen=True)
@@ -63,16 +66,26 @@ def without_ttl(snapshot: SerializerSnapshot | None) -> tuple[bool, SerializerSn
     return ttl, None
 
 
-def resolve_value(old: SerializerSnapshot | None, new: SerializerSnapshot | None, *, flink2: bool, what: str = "value") -> Resolution:
-    """A state's value serializer: TTL turned on or off is a migration in Flink 2.x (its TtlAwareSerializer)
-    and refused in Flink 1.x (the TTL serializer and the plain one are different classes)."""
+def resolve_value(old: SerializerSnapshot | None, new: SerializerSnapshot | None, *, flink2: bool,
+                  backend: str | None = None, what: str = "value") -> Resolution:
+    """A state's value serializer, restored by the new job's ``backend`` (None: not known). TTL turned on or
+    off is refused in Flink 1.x (the TTL serializer and the plain one are different classes); Flink 2.x
+    migrates it on RocksDB (its ``TtlAwareSerializer``), and its heap backend refuses it
+    (``HeapKeyedStateBackend.tryRegisterStateTable``: ``TtlAwareSerializer.needTtlStateMigration`` gives a
+    ``StateMigrationException``, "For heap backends, the new state serializer ... must not need ttl state
+    migration")."""
     old_ttl, old_inner = without_ttl(old)
     new_ttl, new_inner = without_ttl(new)
     if old_ttl != new_ttl:
         change = "turned on" if new_ttl else "turned off"
         if not flink2:
             return Resolution(INCOMPATIBLE, f"TTL {change}: Flink 1.x cannot migrate between a state with TTL and one without")
-        return Resolution(MIGRATION, f"TTL {change}: Flink 2.x migrates the values").worse(resolve(old_inner, new_inner, what))
+        if backend == HEAP:
+            return Resolution(INCOMPATIBLE, f"TTL {change}: Flink 2.x's heap backend refuses to migrate between a state "
+                              "with TTL and one without")
+        caveat = "" if backend == ROCKSDB else (" (on RocksDB; the heap backend refuses it, and NEW, a savepoint, does not "
+                                                "say which backend the new job runs: a checkpoint of it does)")
+        return Resolution(MIGRATION, f"TTL {change}: Flink 2.x migrates the values{caveat}").worse(resolve(old_inner, new_inner, what))
     return resolve(old_inner, new_inner, what)
 
 

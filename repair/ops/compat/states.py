@@ -1,18 +1,35 @@
 """What one snapshot says about the job that wrote it, for ``repair compat``: per operator its ids, max
 parallelism, key serializer and registered states with their serializer snapshots (keyed states from the
-backend meta data of every subtask, a changelog's registrations included; operator states from their files)."""
+backend meta data of every subtask, a changelog's registrations included; operator states from their files),
+and the keyed state backend where the snapshot's handles say it."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from repair.formats.flink.backend_meta import StateMetaInfo
-from repair.formats.flink.handles import ChangelogBackendHandle, IncrementalKeyedHandle, KeyGroupsHandle, OperatorStateHandle
+from repair.formats.flink.handles import (
+    ChangelogBackendHandle,
+    HandleType,
+    IncrementalKeyedHandle,
+    KeyGroupsHandle,
+    OperatorStateHandle,
+)
 from repair.formats.flink.serializers import SerializerSnapshot
 from repair.io import storage as st
 from repair.io.snapshot import LoadedSnapshot
+from repair.ops.compat.rules import HEAP, ROCKSDB
 from repair.readers.changelog import keyed_handle_meta, materialized_handles, metadata_changes, recorded_key_serializer
 from repair.readers.operator_state import read_operator_states
+
+
+def backend_of(handle: IncrementalKeyedHandle | KeyGroupsHandle) -> str | None:
+    """The backend a keyed handle comes from: RocksDB's are incremental (its checkpoints, full ones too, and
+    native savepoints: SST files); a full snapshot of key groups in a checkpoint is the heap backend's; a
+    canonical savepoint's (``KeyGroupsSavepointStateHandle``) is every backend's."""
+    if isinstance(handle, IncrementalKeyedHandle):
+        return ROCKSDB
+    return None if handle.type_code == HandleType.SAVEPOINT_KEY_GROUPS else HEAP
 
 
 @dataclass
@@ -27,6 +44,9 @@ class OperatorStates:
     key_serializer: SerializerSnapshot | None = None
     keyed: dict[str, StateMetaInfo] = field(default_factory=dict)
     operator: dict[str, StateMetaInfo] = field(default_factory=dict)
+    #: The keyed state backend that wrote the snapshot (:data:`ROCKSDB`, :data:`HEAP`), None where its handles
+    #: do not say (a canonical savepoint: every backend writes the same one).
+    backend: str | None = None
 
     @property
     def label(self) -> str:
@@ -64,6 +84,7 @@ def _keyed(snapshot: LoadedSnapshot, storage: st.Storage, keyed, info: OperatorS
     elif isinstance(keyed, (IncrementalKeyedHandle, KeyGroupsHandle)):
         handles = [keyed]
     for handle in handles:
+        info.backend = info.backend or backend_of(handle)
         meta = keyed_handle_meta(snapshot, storage, handle)
         if meta is not None:
             if info.key_serializer is None:
