@@ -29,7 +29,7 @@ import dataclasses
 import enum
 from bisect import bisect_right
 from dataclasses import dataclass, field
-from itertools import compress, islice, repeat
+from itertools import islice, repeat
 from operator import add, gt, lt, sub
 from typing import Any, Callable, Iterator, NamedTuple
 
@@ -848,16 +848,7 @@ class Table:
                 base_context_checksum=base_context, offsets=offsets[i:j] if base_context else None,
             )
             slow: list[tuple[int, bool]] = [(i + k, False) for k in bad]
-            if decompress and not bad:
-                count = _snappy_all(chunk, starts, stops, scratch, max_block_size)
-                if count is not None:
-                    decompressed += count
-                    decompress_each = False
-                else:
-                    decompress_each = True
-            else:
-                decompress_each = decompress
-            if decompress_each:
+            if decompress:
                 skip = set(bad)
                 for k, start, end in zip(range(i, j), starts, stops):
                     end -= 1  # the type byte
@@ -933,37 +924,6 @@ class Table:
             except FormatError as exc:
                 report.add(_decompression_finding(exc, BlockInfo(BlockKind(kind_value), BlockHandle(offset, size)), type_byte))
         return 0
-
-
-def _snappy_all(chunk, starts: list[int], stops: list[int], scratch: bytearray, max_block_size: int) -> int | None:
-    """Decompress every compressed block of a chunk whose checksums all matched, when all are Snappy:
-    the number decompressed, or ``None`` when the block-by-block loop must do it (another codec, a
-    payload of 2 bytes or less, a block that does not decompress into ``scratch`` or decompresses to
-    more than ``max_block_size``), which then gives the exact finding.
-
-    Block ``k`` is ``chunk[starts[k]:stops[k] - 1]``, its type byte at ``stops[k] - 1``. The slices and
-    the decoder's calls are made by ``map`` (no Python bytecode per block). A success means what the
-    general path (:func:`decompress_block`) also accepts: the decoder reads the same varint length
-    header, checks that the output has exactly that length, and valid Snappy expands at most 22-fold
-    (a 3-byte copy of 64 bytes), within the general path's bound of 32-fold plus 64.
-    """
-    ends = list(map(sub, stops, repeat(1)))
-    types = bytes(map(chunk.__getitem__, ends))
-    snappy = types.count(1)
-    if not snappy:
-        return 0 if types.count(0) == len(types) else None
-    if snappy + types.count(0) != len(types):
-        return None
-    if snappy != len(types):
-        starts = list(compress(starts, types))
-        ends = list(compress(ends, types))
-    if min(map(sub, ends, starts)) <= 2:
-        return None
-    try:
-        written = list(map(cramjam.snappy.decompress_raw_into, map(chunk.__getitem__, map(slice, starts, ends)), repeat(scratch)))
-    except Exception:  # the block-by-block loop names the problem
-        return None
-    return snappy if max(written) <= max_block_size else None
 
 
 def _varint(data, pos: int, max_bytes: int = 9) -> tuple[int, int]:
