@@ -23,8 +23,6 @@ import importlib.machinery
 import importlib.util
 import struct
 import sys
-from itertools import repeat
-from operator import add
 
 import xxhash as _xxhash
 
@@ -173,25 +171,6 @@ def checksum_function(kind: int):
 _U32 = struct.Struct("<I")
 
 
-def _lanes(value: int, n: int) -> int:
-    """``value`` (32 bits) repeated in ``n`` 32-bit lanes of one integer (lane ``k`` at bits ``32k``)."""
-    return int.from_bytes(value.to_bytes(4, "little") * n, "little")
-
-
-def _lanes_add(a: int, b: int, n: int) -> int:
-    """Lane-wise ``(a + b) mod 2^32`` of two integers of ``n`` 32-bit lanes, no carry crossing a lane:
-    the low 31 bits of each lane are added (their sum fits the lane), the top bits XORed in."""
-    low = _lanes(0x7FFFFFFF, n)
-    return ((a & low) + (b & low)) ^ ((a ^ b) & _lanes(0x80000000, n))
-
-
-def _masked_lanes(crcs: int, n: int) -> int:
-    """:func:`mask_crc` of every 32-bit lane: rotate right by 15 (two shifts, each masked to its lane's
-    bits), then add the delta lane-wise."""
-    rotated = ((crcs >> 15) & _lanes(0x0001FFFF, n)) | ((crcs << 17) & _lanes(0xFFFE0000, n))
-    return _lanes_add(rotated, _lanes(_MASK_DELTA, n), n)
-
-
 def mismatched_blocks(kind: int, data, starts: list[int], stops: list[int], *, base_context_checksum: int = 0,
                       offsets: list[int] | None = None) -> list[int]:
     """The indices ``k`` of the blocks whose stored checksum does not match, in increasing order.
@@ -200,41 +179,34 @@ def mismatched_blocks(kind: int, data, starts: list[int], stops: list[int], *, b
     stored checksum the 4 bytes at ``stops[k]``, as in a table. ``offsets[k]`` (the blocks' file
     offsets) are needed with a ``base_context_checksum`` (format_version >= 6). The same answer as
     comparing :func:`stored_block_checksum` with the stored value block by block, with less work per
-    block (the verification loop's main cost): per block one C call for the hash over a memoryview
-    slice (CRC32C: the slices and calls made by ``map``, no Python bytecode per block); the stored
-    values are gathered into one byte string (``join``), and both sides compared as two integers of
-    one 32-bit lane per block, CRC32C's masking and the context done lane-wise on the whole integer.
+    block (the verification loop's main cost): one C call for the hash over a memoryview slice, a
+    few integer operations, one C call for the stored value, and one list comparison for all blocks.
     """
     if kind == ChecksumType.NONE or not starts:
         return []
-    view = data if isinstance(data, memoryview) else memoryview(data)
-    n = len(starts)
     mask = 0xFFFFFFFF
     if kind == ChecksumType.CRC32C:
-        crcs = map(_crc32c.crc32c, map(view.__getitem__, map(slice, starts, stops)))
-        computed = _masked_lanes(int.from_bytes(struct.pack(f"<{n}I", *crcs), "little"), n)
+        # crc32c::Mask: rotate right by 15 (v * (2^32 + 1) >> 15 holds the rotated value in its low
+        # 32 bits), add the delta.
+        crc, delta = _crc32c.crc32c, _MASK_DELTA
+        values = [((crc(data[a:b]) * 0x100000001 >> 15) + delta) & mask for a, b in zip(starts, stops)]
+    elif kind == ChecksumType.XXH3:
+        xxh3, mix = _xxhash.xxh3_64_intdigest, _XXH3_TYPE_MIX
+        values = [(xxh3(data[a : b - 1]) & mask) ^ mix[data[b - 1]] for a, b in zip(starts, stops)]
+    elif kind == ChecksumType.XXHASH32:
+        xxh32 = _xxhash.xxh32_intdigest
+        values = [xxh32(data[a:b]) for a, b in zip(starts, stops)]
+    elif kind == ChecksumType.XXHASH64:
+        xxh64 = _xxhash.xxh64_intdigest
+        values = [xxh64(data[a:b]) & mask for a, b in zip(starts, stops)]
     else:
-        if kind == ChecksumType.XXH3:
-            xxh3, mix = _xxhash.xxh3_64_intdigest, _XXH3_TYPE_MIX
-            values = [(xxh3(data[a : b - 1]) & mask) ^ mix[data[b - 1]] for a, b in zip(starts, stops)]
-        elif kind == ChecksumType.XXHASH32:
-            xxh32 = _xxhash.xxh32_intdigest
-            values = [xxh32(data[a:b]) for a, b in zip(starts, stops)]
-        elif kind == ChecksumType.XXHASH64:
-            xxh64 = _xxhash.xxh64_intdigest
-            values = [xxh64(data[a:b]) & mask for a, b in zip(starts, stops)]
-        else:
-            raise ValueError(f"unknown checksum type {kind}")
-        computed = int.from_bytes(struct.pack(f"<{n}I", *values), "little")
+        raise ValueError(f"unknown checksum type {kind}")
     if base_context_checksum:
         # ChecksumModifierForContext, added to the checksum: base ^ (low32(offset) + high32(offset)).
         base = base_context_checksum
-        modifiers = [(((o & mask) + (o >> 32)) & mask) ^ base for o in offsets]
-        computed = _lanes_add(computed, int.from_bytes(struct.pack(f"<{n}I", *modifiers), "little"), n)
-    stored = b"".join(map(view.__getitem__, map(slice, stops, map(add, stops, repeat(4)))))
-    if len(stored) != 4 * n:
-        raise ValueError(f"a stored checksum lies past the end of the {len(view)} bytes")
-    if computed == int.from_bytes(stored, "little"):
+        values = [(v + ((((o & mask) + (o >> 32)) & mask) ^ base)) & mask for v, o in zip(values, offsets)]
+    unpack = _U32.unpack_from
+    stored = [unpack(data, b)[0] for b in stops]
+    if values == stored:
         return []
-    values = computed.to_bytes(4 * n, "little")
-    return [k for k in range(n) if values[4 * k : 4 * k + 4] != stored[4 * k : 4 * k + 4]]
+    return [k for k, (x, y) in enumerate(zip(values, stored)) if x != y]
