@@ -152,23 +152,22 @@ def parse_options(text: str | bytes) -> OptionsFile:
     result = OptionsFile()
     current: dict[str, str] | None = None
     seen_headers: set[tuple[str, str | None]] = set()
-    line_start = 0  # in characters (see _syntax)
+    line_offset = 0
     for line_no, raw_line in enumerate(text.splitlines(keepends=True), start=1):
-        start = line_start
-        line_start += len(raw_line)
-        line = (_strip_comment(raw_line) if "#" in raw_line else raw_line).strip()
+        offset, line_offset = line_offset, line_offset + len(raw_line.encode("utf-8"))
+        line = _strip_comment(raw_line).strip()
         if not line:
             continue
-        if line[0] == "[":
+        if line.startswith("["):
             match = _SECTION.fullmatch(line)
             if match is None:
-                raise _syntax(text, start, line_no, 'a section header like [DBOptions] or [CFOptions "name"]', line)
+                raise _syntax(line_no, offset, 'a section header like [DBOptions] or [CFOptions "name"]', line)
             section, arg = match.group(1), match.group(2)
             arg = None if arg is None else unescape_option_string(arg)
             if (section, arg) in seen_headers:
-                raise _syntax(text, start, line_no, "each section once", line, detail="duplicate section")
+                raise _syntax(line_no, offset, "each section once", line, detail="duplicate section")
             if not seen_headers and section != "Version":
-                raise _syntax(text, start, line_no, "[Version] as the first section", line)
+                raise _syntax(line_no, offset, "[Version] as the first section", line)
             seen_headers.add((section, arg))
             current = {}
             if section == "Version":
@@ -177,21 +176,21 @@ def parse_options(text: str | bytes) -> OptionsFile:
                 result.db_options = current
             elif section == "CFOptions":
                 if arg is None:
-                    raise _syntax(text, start, line_no, '[CFOptions "<column family name>"]', line)
+                    raise _syntax(line_no, offset, '[CFOptions "<column family name>"]', line)
                 result.cf_options[arg] = current
             elif section.startswith("TableOptions/"):
                 if arg is None:
-                    raise _syntax(text, start, line_no, f'[{section} "<column family name>"]', line)
+                    raise _syntax(line_no, offset, f'[{section} "<column family name>"]', line)
                 result.table_options[arg] = (section.split("/", 1)[1], current)
             else:
                 result.other_sections.append((line, current))
             continue
         if current is None:
-            raise _syntax(text, start, line_no, "a section header before the first option", line)
+            raise _syntax(line_no, offset, "a section header before the first option", line)
         key, eq, value = line.partition("=")
         key = key.strip()
         if not eq or not key:
-            raise _syntax(text, start, line_no, "key=value", line)
+            raise _syntax(line_no, offset, "key=value", line)
         current[key] = value.strip()
     if not seen_headers:
         raise FormatError("OPTIONS", 1, "a [Version] section", "no sections", detail="empty OPTIONS file")
@@ -233,9 +232,6 @@ def _strip_comment(line: str) -> str:
         i += 1
 
 
-def _syntax(text: str, start: int, line_no: int, expected: str, found: str, *, detail: str | None = None) -> FormatError:
-    """A syntax error naming the line number (in the field) and the byte offset of the line, which starts
-    at character ``start`` of ``text`` (counted here: encoding every line to count its bytes took a
-    fifth of the parse)."""
-    offset = len(text[:start].encode("utf-8"))
+def _syntax(line_no: int, offset: int, expected: str, found: str, *, detail: str | None = None) -> FormatError:
+    """A syntax error naming the line number (in the field) and the line's byte offset."""
     return FormatError(f"OPTIONS line {line_no}", offset, expected, repr(found[:80]), detail=detail or "syntax error")
