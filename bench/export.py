@@ -139,7 +139,10 @@ def export_in_process(checkpoint: str, out: str, workers: int, master: str | Non
 def worker_main(argv: list[str]) -> int:
     """A worker process: ``--baseline FILE`` (one DB directory a line), ``--export CHECKPOINT --out OUT
     --workers N``, or ``--profile CHECKPOINT --operator ID --subtask N --out OUT``; prints its result
-    as one JSON line."""
+    as one JSON line. Every worker allocates as the ``repair`` command does (its pyarrow pool and malloc
+    settings, chosen when ``repair.cli.app`` is imported, before pyarrow): what a user's export pays."""
+    import repair.cli.app  # noqa: F401  (imported for its allocator choice)
+
     options = dict(zip(argv[0::2], argv[1::2]))
     if "--baseline" in options:
         dbs = [line for line in Path(options["--baseline"]).read_text().splitlines() if line]
@@ -854,7 +857,9 @@ Run it yourself (some minutes; the first run also generates the checkpoint with 
   master="local[1]")` (pinned to one core) and `master="local[2]"` called on a SparkSession started
   before timing, its Python workers warmed up by a job of one task per core: the Spark job's tasks
   without the JVM start-up, for how the export scales with Spark tasks. Each run's output is
-  deleted after it is checked.
+  deleted after it is checked. Every worker process (in-process variants, the profile, the states one
+  by one, rocksdict) allocates as the `repair` command does: pyarrow's system pool and glibc's malloc
+  keeping freed memory (`repair/cli/app.py`).
 - **Units**: an *entry* is a live key of a column family after the LSM merge, what a RocksDB iterator
   yields: rocksdict's count, and `lsm.live` of `_export.json` (checked equal below). A *row* is a row of
   the Parquet output (keyed state only). entries/s and rows/s are per wall-clock second of the whole

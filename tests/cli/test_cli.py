@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -52,6 +54,40 @@ def test_the_command_line_makes_pyarrow_allocate_from_the_system_allocator_unles
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=REPO)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == expected
+
+
+_FAULTS_OF_BATCHES = """
+import resource, repair.cli.app
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+def batch():  # four 12 MB blocks at once, written, then freed: a batch of an export, roughly
+    blocks = [b"x" * (12 << 20) for _ in range(4)]
+    del blocks
+batch(); batch()
+before = faults()
+for _ in range(8):
+    batch()
+print(faults() - before)
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux") or platform.libc_ver()[0] != "glibc", reason="glibc's malloc only")
+@pytest.mark.parametrize("tuned_by_user", [False, True])
+def test_the_command_line_keeps_freed_memory_for_the_next_batch_unless_malloc_was_tuned(tuned_by_user):
+    """With glibc, the CLI makes malloc reuse the memory of one batch for the next (else every batch's
+    pages are faulted in and zeroed again: docs/benchmarks/export.md); a user's own malloc tuning is kept."""
+    env = {k: v for k, v in os.environ.items() if k != "GLIBC_TUNABLES" and not (k.startswith("MALLOC_") and k.endswith("_"))}
+    if tuned_by_user:
+        env["GLIBC_TUNABLES"] = "glibc.malloc.perturb=0"  # glibc's default: malloc behaves as untuned
+    env["PYTHONPATH"] = str(REPO)
+    done = subprocess.run([sys.executable, "-c", _FAULTS_OF_BATCHES], capture_output=True, text=True, env=env, cwd=REPO)
+    assert done.returncode == 0, done.stderr
+    pages = 8 * 4 * (12 << 20) // resource.getpagesize()  # what eight batches of fresh pages fault in
+    faults = int(done.stdout)
+    if tuned_by_user:
+        assert faults > pages / 2
+    else:
+        assert faults < pages / 20
 
 
 def test_version(capsys):
