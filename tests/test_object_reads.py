@@ -20,8 +20,6 @@ from tests import s3_server
 from tests.conftest import FIXTURES, fixture_info
 from tests.fault_proxy import FaultProxy, Faults
 
-pytest.importorskip("obstore")
-
 #: Many external SSTs (three subtasks, five retained checkpoints).
 FIXTURE = "flink-2.1-p3-external-xxh3-zstd"
 ROOT = FIXTURES / FIXTURE / "checkpoints" / fixture_info(FIXTURES / FIXTURE)["job_id"]
@@ -36,6 +34,13 @@ def server():
     server.stop()
 
 
+@pytest.fixture(scope="module")
+def job(server):
+    """The fixture's job root in a bucket: ``(bucket, {key: bytes})``."""
+    files = s3_server.tree(ROOT, "job")
+    return server.new_bucket(files), files
+
+
 def _ssts(files: dict[str, bytes]) -> set[str]:
     return {key for key, data in files.items() if data[-8:] in SST_MAGICS}
 
@@ -46,9 +51,8 @@ def _requests(proxy: FaultProxy, bucket: str) -> dict[tuple[str, str], int]:
     return {(method, path[len(prefix):]): n for (method, path), n in proxy.by_object.items() if path.startswith(prefix)}
 
 
-def test_verify_reads_each_sst_in_one_get_and_no_head(server):
-    files = s3_server.tree(ROOT, "job")
-    bucket = server.new_bucket(files)
+def test_verify_reads_each_sst_in_one_get_and_no_head(server, job):
+    bucket, files = job
     with FaultProxy(server.endpoint, Faults()) as proxy:
         report = verify(f"s3://{bucket}/job/{NEWEST.name}", storage=s3_server.storage_for(proxy.endpoint), workers=1)
     requests = _requests(proxy, bucket)
@@ -69,9 +73,8 @@ def _headed(requests: dict, keys: set[str]) -> list[str]:
 SAMPLED = 3
 
 
-def test_export_copies_each_sst_in_one_get_and_no_head(server, tmp_path):
-    files = s3_server.tree(ROOT, "job")
-    bucket = server.new_bucket(files)
+def test_export_copies_each_sst_in_one_get_and_no_head(server, job, tmp_path):
+    bucket, files = job
     with FaultProxy(server.endpoint, Faults()) as proxy:
         export(f"s3://{bucket}/job/{NEWEST.name}", str(tmp_path / "out"), storage=s3_server.storage_for(proxy.endpoint), workers=1)
     requests = _requests(proxy, bucket)
@@ -81,22 +84,24 @@ def test_export_copies_each_sst_in_one_get_and_no_head(server, tmp_path):
     assert len(_headed(requests, read)) <= SAMPLED
 
 
-@pytest.mark.parametrize("change", ["shorter", "longer", "empty"])
-def test_an_sst_of_another_size_than_recorded_is_found_so_in_one_request(server, change):
-    """The size is not asked of the store: the answer to the one GET says it, and verify reports the
-    mismatch as from a local disk (an error about the file, never 'unknown')."""
+def test_ssts_of_other_sizes_than_recorded_are_found_so_in_one_request_each(server):
+    """The size is not asked of the store: the answer to the one GET says it, and verify reports a
+    shorter, longer or empty SST as from a local disk (an error about the file, never 'unknown')."""
     files = s3_server.tree(ROOT, "job")
     metadata = (NEWEST / "_metadata").read_bytes()
-    victim = next(key for key in sorted(_ssts(files)) if "/shared/" in key and key.rsplit("/", 1)[1].encode() in metadata)
-    data = files[victim]
-    files[victim] = {"shorter": data[: len(data) // 2], "longer": data + b"\0" * 100, "empty": b""}[change]
+    victims = [key for key in sorted(_ssts(files)) if "/shared/" in key and key.rsplit("/", 1)[1].encode() in metadata][:3]
+    changes = dict(zip(victims, ["shorter", "longer", "empty"]))
+    for key, change in changes.items():
+        data = files[key]
+        files[key] = {"shorter": data[: len(data) // 2], "longer": data + b"\0" * 100, "empty": b""}[change]
     bucket = server.new_bucket(files)
     with FaultProxy(server.endpoint, Faults()) as proxy:
         report = verify(f"s3://{bucket}/job/{NEWEST.name}", storage=s3_server.storage_for(proxy.endpoint), workers=1)
-    found = [(f.kind, f.severity) for f in report.findings if victim.rsplit("/", 1)[1] in (f.path or "")]
-    expected = "size_mismatch" if change == "longer" else "truncated_file"
-    assert (expected, "error") in found and not [f for f in report.findings if f.severity == "unknown"]
-    assert _requests(proxy, bucket).get(("GET", victim)) == 1
+    assert len(changes) == 3 and not [f for f in report.findings if f.severity == "unknown"]
+    for key, change in changes.items():
+        found = [(f.kind, f.severity) for f in report.findings if key.rsplit("/", 1)[1] in (f.path or "")]
+        assert ("size_mismatch" if change == "longer" else "truncated_file", "error") in found, (change, found)
+        assert _requests(proxy, bucket).get(("GET", key)) == 1, change
 
 
 def test_an_s3_profile_leaves_the_reads_to_pyarrow(tmp_path):
