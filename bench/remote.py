@@ -53,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--latency-ms", type=float, default=30.0)
     parser.add_argument("--only", default=None, help="run only the variants whose name contains this")
+    parser.add_argument("--skip", default=None, help="leave out the variants whose name contains this (e.g. 'one request at a time')")
     parser.add_argument("--results", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--in-flight", type=int, default=None,
                         help="also run the S3 + latency variants with REPAIR_IN_FLIGHT set to this (the default: 16, repair.io.resolved.IN_FLIGHT)")
@@ -105,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                                                                    "--json"]], json_document(), note=str(out)))
             if args.only:
                 variants = [v for v in variants if args.only in v.name]
+            if args.skip:
+                variants = [v for v in variants if args.skip not in v.name]
             counted = Counter(proxy.by_object)
             requests: dict[str, list[Counter]] = {}
 

@@ -46,6 +46,8 @@ class StorageOptions:
     for S3 ``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``/``AWS_SESSION_TOKEN``, ``AWS_PROFILE`` and
     ``~/.aws``, then instance metadata; for GCS ``GOOGLE_APPLICATION_CREDENTIALS``; for Azure the
     ``DefaultAzureCredential`` chain. Credentials given here travel with a pickled :class:`Storage`.
+    Objects are read through obstore (:mod:`repair.io.objects`), which finds the same ones except an S3
+    profile (``AWS_PROFILE``, ``~/.aws``): with one and no keys given otherwise, pyarrow reads them too.
     """
 
     #: S3 endpoint, ``host:port`` or ``http(s)://host:port`` (MinIO, Ceph, localstack, moto, ...).

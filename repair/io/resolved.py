@@ -51,7 +51,7 @@ def read_resolved(
         return resolved.inline[:wanted]
     if wanted > max_size:
         raise StorageError(f"state file of {wanted} bytes is larger than the limit of {max_size}", source=resolved.uri)
-    with storage.open_input(resolved.uri) as file:
+    with storage.open_input(resolved.uri, size=resolved.start + resolved.size) as file:
         data = file.read(resolved.start, wanted)
     if len(data) != wanted:
         raise StorageError(
@@ -66,7 +66,7 @@ def open_resolved(storage: st.Storage, resolved: ResolvedFile, *, tail: int = 0)
     caller reads only near the end of a whole file (see :meth:`~repair.io.storage.Storage.open_input`)."""
     if resolved.inline is not None:
         return BytesSource(resolved.inline)
-    file = storage.open_input(resolved.uri, tail=tail if resolved.start == 0 else 0)
+    file = storage.open_input(resolved.uri, tail=tail if resolved.start == 0 else 0, size=resolved.start + resolved.size)
     if resolved.start == 0 and file.size == resolved.size:
         return file
     return _Window(file, resolved.start, resolved.size)
@@ -89,7 +89,7 @@ def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -
     if resolved.inline is not None:
         out.write(resolved.inline)
         return
-    with storage.open_input(resolved.uri) as file:
+    with storage.open_input(resolved.uri, size=resolved.start + resolved.size) as file:
         for offset in range(resolved.start, resolved.start + resolved.size, SCRATCH_CHUNK):
             wanted = min(SCRATCH_CHUNK, resolved.start + resolved.size - offset)
             data = file.read(offset, wanted)

@@ -16,6 +16,10 @@ Supported locations:
 
 URIs keep the form they were given in: listing ``s3a://b/dir`` yields ``s3a://b/dir/...``.
 
+Objects on S3, GCS and Azure are read through ``obstore`` (:mod:`repair.io.objects`): a ranged GET with
+no HEAD before it, so a size the caller knows (from ``_metadata`` or a listing) costs no request, and a
+small file scanned whole is one request. Listings, status and writes go through ``pyarrow.fs``.
+
 Every failure is a :class:`~repair.errors.StorageError` naming the URI and the reason; pyarrow's
 ``OSError`` and ``ArrowException`` never escape.
 
@@ -51,6 +55,8 @@ import pyarrow.fs as pafs
 
 from repair.errors import RepairError, StorageError
 from repair.formats.bytes.random_access import RandomAccess
+from repair.io import objects
+from repair.io.objects import ObjectFile
 from repair.io.options import StorageOptions, parse_endpoint
 from repair.io.retry import RetryPolicy, ShortRead, is_transient
 from repair.io.uris import (
@@ -147,6 +153,10 @@ def iso_utc(seconds: float | None) -> str | None:
 
 
 # -- errors --------------------------------------------------------------------------------------
+class FileChanged(OSError):
+    """A read found the file shorter than it was known to be: an answer of the store, not a lost connection."""
+
+
 def _reason(error: BaseException) -> str:
     """One line saying why ``error`` happened, without pyarrow's noise."""
     if isinstance(error, FileNotFoundError):
@@ -216,6 +226,12 @@ class ByteBudget:
             self.peak = max(self.peak, self.held)
             return True
 
+    def take(self, size: int) -> None:
+        """Takes ``size`` bytes already held (the limit may be passed: a read that returned more than asked)."""
+        with self._lock:
+            self.held += size
+            self.peak = max(self.peak, self.held)
+
     def give_back(self, size: int) -> None:
         with self._lock:
             self.held -= size
@@ -240,7 +256,7 @@ class InputFile:
     __slots__ = ("uri", "_file", "_size", "preferred_read_size", "_retry", "_buffer_whole", "_buffer_tail",
                  "_buffer", "_buffer_start", "_held", "_buffer_lock", "_budget")
 
-    def __init__(self, uri: str, file: pa.NativeFile, size: int, preferred_read_size: int | None = None,
+    def __init__(self, uri: str, file: pa.NativeFile | ObjectFile, size: int, preferred_read_size: int | None = None,
                  retry: RetryPolicy | None = None, *, buffer_whole: bool = False, buffer_tail: int = 0,
                  budget: ByteBudget | None = None):
         self.uri = uri
@@ -293,6 +309,17 @@ class InputFile:
             return None
         return buffer[start : start + length]
 
+    def _hold(self, start: int, data, held: int) -> None:
+        """Serve reads of ``[start, start + len(data))`` from ``data`` (read already), ``held`` bytes of the
+        budget taken for it (given back on close)."""
+        self._held = held
+        self._buffer_start = start
+        self._buffer = memoryview(data)
+        self._buffer_whole = False
+        self._buffer_tail = 0
+        if self._buffer_lock is None:
+            self._buffer_lock = threading.Lock()
+
     def _fill_buffer(self, start: int) -> None:
         """Reads ``[start, size)`` into the buffer, once, if the budget has room (else never tries again).
         Called with the lock held; other threads see the buffer, or that there will be none, afterwards."""
@@ -315,7 +342,12 @@ class InputFile:
     def _read_range(self, offset: int, length: int) -> bytes:
         def read_once() -> bytes:
             data = self._file.read_at(length, offset)
-            if len(data) < length:  # the file holds them: the connection lost them, not the file
+            if len(data) < length:
+                actual = getattr(self._file, "size", None)  # an object store's answer says the object's size
+                if isinstance(actual, int) and actual < offset + length:
+                    raise FileChanged(f"the file has {actual} bytes, not the {self._size} expected: "
+                                      f"cannot read {length} bytes at offset {offset}")
+                # the file holds them: the connection lost them, not the file
                 raise ShortRead(f"read {len(data)} of {length} bytes at offset {offset} of a {self._size}-byte file")
             return data
 
@@ -349,6 +381,8 @@ class Storage:
     def __init__(self, options: StorageOptions | None = None):
         self.options = options if options is not None else StorageOptions.from_env()
         self._filesystems: dict[tuple[str, str], pafs.FileSystem] = {}
+        #: ``obstore`` stores by (kind, bucket or container); None: pyarrow reads there.
+        self._stores: dict[tuple[str, str], object] = {}
         self._lock = threading.Lock()
         #: Transient faults of remote stores are retried within this budget; local disks get a short one
         #: (a local read fails again the same way, it does not come back after a pause).
@@ -465,22 +499,55 @@ class Storage:
         "azure": _azure_fs,
     }
 
+    def _object_store(self, location: Location):
+        """The ``obstore`` store reading ``location``'s objects, or None when pyarrow reads them (local
+        files, HDFS, an S3 profile: see :func:`repair.io.objects.can_serve`)."""
+        if location.kind not in objects.OBJECT_KINDS or not objects.usable():
+            return None
+        key = (location.kind, location.authority)
+        with self._lock:
+            if key in self._stores:
+                return self._stores[key]
+        store = None
+        if objects.can_serve(location, self.options):
+            region = None
+            if location.kind == "s3" and not self.options.s3_region and not self.options.s3_endpoint:
+                region = self.filesystem(location).region  # where the bucket lives, as pyarrow found it
+            try:
+                store = objects.create_store(location, self.options, s3_region=region)
+            except RepairError:
+                raise
+            except Exception as error:  # noqa: BLE001 - obstore's configuration errors
+                raise StorageError(f"cannot connect to {location.scheme}://{location.authority}: {_reason(error)}",
+                                   source=location.uri) from error
+        with self._lock:
+            return self._stores.setdefault(key, store)
+
     def _resolve(self, uri: str) -> tuple[Location, pafs.FileSystem]:
         location = parse_location(uri)
         return location, self.filesystem(location)
 
     # -- reading ---------------------------------------------------------------------------------
-    def open_input(self, uri: str, *, scan: bool = False, tail: int = 0) -> InputFile:
+    def open_input(self, uri: str, *, scan: bool = False, tail: int = 0, size: int | None = None) -> InputFile:
         """Opens ``uri`` for random-access reads; :class:`StorageError` if missing or unreadable.
 
         ``scan``: the caller will read the whole file (verification). On a remote store a file of up to
-        :data:`SCAN_WHOLE_MAX` bytes is then read in one request at the first read, a larger one's last
-        :data:`SCAN_TAIL` bytes at the first read that lands in them, within :data:`READ_BUFFERS`
-        (see :class:`InputFile`). ``tail``: the caller reads only near the end (an SST's footer,
-        metaindex and properties): on a remote store the last ``tail`` bytes are read in one request at
-        the first read that lands in them. Local files are read as asked, either way.
+        :data:`SCAN_WHOLE_MAX` bytes is then read in one request, a larger one's last :data:`SCAN_TAIL`
+        bytes, within :data:`READ_BUFFERS` (see :class:`InputFile`). ``tail``: the caller reads only near
+        the end (an SST's footer, metaindex and properties): on a remote store the last ``tail`` bytes
+        are read in one request. Local files are read as asked, either way.
+
+        ``size``: the file's size as the caller knows it (from ``_metadata`` or a listing; for a segment
+        of a file, where the segment ends). On S3, GCS
+        and Azure (:mod:`repair.io.objects`) nothing then asks the store for it: a scan's or a tail's
+        first request is made here and its answer gives the true size (:attr:`InputFile.size`); other
+        reads are ranged requests as asked, and a file found shorter fails them (never retried).
         """
-        location, fs = self._resolve(uri)
+        location = parse_location(uri)
+        store = self._object_store(location)
+        if store is not None:
+            return self._open_object(uri, location, store, scan=scan, tail=tail, size=size)
+        fs = self.filesystem(location)
         retry = self._retry_for(location)
         with _StorageErrors(uri, "open for reading"):
             file = retry.call(lambda: fs.open_input_file(location.fs_path))
@@ -489,6 +556,45 @@ class Storage:
             return InputFile(uri, file, size, LOCAL_READ_SIZE, retry)
         whole = scan and size <= SCAN_WHOLE_MAX
         return InputFile(uri, file, size, None, retry, buffer_whole=whole, buffer_tail=SCAN_TAIL if scan and not whole else tail)
+
+    def _open_object(self, uri: str, location: Location, store, *, scan: bool, tail: int, size: int | None) -> InputFile:
+        """:meth:`open_input` of an object read through ``obstore``. A scan of a file known to be small
+        reads it whole here, a scan of a larger one or a ``tail`` reads its tail here: one GET, whose
+        answer gives the true size. Otherwise a known ``size`` costs no request, an unknown one a HEAD."""
+        file = ObjectFile(store, objects.object_path(location))
+        whole = scan and size is not None and size <= SCAN_WHOLE_MAX
+        first = size if whole else SCAN_TAIL if scan else tail  # the bytes read now (budget permitting)
+        with _StorageErrors(uri, "open for reading"):
+            if first and READ_BUFFERS.try_take(first):
+                data = self._first_read(file, first, whole)
+                if data is not None:
+                    opened = InputFile(uri, file, file.size, None, self.retry)
+                    opened._hold(0 if whole else file.size - len(data), data, len(data))
+                    return opened
+            if size is None or scan or tail:
+                size = self.retry.call(file.head)
+        return InputFile(uri, file, size, None, self.retry)
+
+    def _first_read(self, file: ObjectFile, taken: int, whole: bool) -> memoryview | None:
+        """The whole object (at most :data:`SCAN_WHOLE_MAX` bytes) or its last ``taken`` bytes, ``taken``
+        bytes of :data:`READ_BUFFERS` taken for them and settled to what was read; None when the answer
+        gives the size but no bytes worth holding (a larger object than expected, or a range that an
+        empty object cannot satisfy)."""
+        try:
+            data = self.retry.call(lambda: file.get(at_most=SCAN_WHOLE_MAX) if whole else file.get(suffix=taken))
+        except objects.TooLarge:
+            READ_BUFFERS.give_back(taken)
+            return None
+        except BaseException as error:
+            READ_BUFFERS.give_back(taken)
+            if isinstance(error, OSError) and not isinstance(error, FileNotFoundError) and not is_transient(error):
+                return None  # asked again by a HEAD, which says what is wrong or the size
+            raise
+        if len(data) > taken:  # more than _metadata recorded (a size mismatch): held all the same, bounded above
+            READ_BUFFERS.take(len(data) - taken)
+        else:
+            READ_BUFFERS.give_back(taken - len(data))
+        return data
 
     def stat(self, uri: str) -> FileInfo | None:
         """What ``uri`` is, or ``None`` when nothing is there."""
@@ -527,6 +633,18 @@ class Storage:
 
     def read_bytes(self, uri: str, *, max_size: int = DEFAULT_MAX_READ_BYTES) -> bytes:
         """The whole content of ``uri``; :class:`StorageError` if it is larger than ``max_size`` bytes."""
+        location = parse_location(uri)
+        store = self._object_store(location)
+        if store is not None:  # one GET: its answer says the size, the body is read only within the limit
+            file = ObjectFile(store, objects.object_path(location))
+            try:
+                with _StorageErrors(uri, "read"):
+                    data = self.retry.call(lambda: file.get(at_most=max_size))
+            except objects.TooLarge as error:
+                raise StorageError(str(error), source=uri) from None
+            if len(data) != file.size:
+                raise StorageError(f"read {len(data)} of {file.size} bytes: the file changed while reading", source=uri)
+            return bytes(data)
         with self.open_input(uri) as file:
             if file.size > max_size:
                 raise StorageError(f"file is {file.size} bytes, more than the limit of {max_size}", source=uri)

@@ -85,7 +85,7 @@ def test_size_reads_remote_ssts_several_at_once_and_counts_the_local_bytes(s3_jo
 
 
 def test_size_reads_an_sst_in_one_request_and_lists_a_directory_once(s3_job):
-    """Per SST one GET of its tail (footer, metaindex and properties; and pyarrow's HEAD to open it);
+    """Per SST one GET of its tail (footer, metaindex and properties; its answer also says the size);
     the other files of a directory holding many are known from one listing, a missing one too."""
     server, _ = s3_job
     local = size(str(ROOT / "chk-5")).checkpoints[0].pieces
@@ -161,7 +161,7 @@ def test_a_small_file_scanned_whole_is_one_request_and_reads_the_same_bytes(blob
         storage = _storage(proxy.endpoint)
         with storage.open_input(f"s3://{bucket}/a.bin", scan=True) as file:
             assert _read_all(file, file.size) == _expected(files["a.bin"])
-        assert _gets_and_heads(proxy, "/a.bin") == (1, 1)
+        assert _gets_and_heads(proxy, "/a.bin") == (1, 0)  # its tail asked for: the whole file, and its size
         with storage.open_input(f"s3://{bucket}/b.bin") as file:  # not a scan: a request per read
             assert _read_all(file, file.size) == _expected(files["b.bin"])
         assert _gets_and_heads(proxy, "/b.bin") == (len(_READS), 1)
@@ -174,8 +174,8 @@ def test_a_large_file_scanned_reads_its_tail_in_one_request(blobs, monkeypatch):
     with FaultProxy(server.endpoint, Faults()) as proxy:
         with _storage(proxy.endpoint).open_input(f"s3://{bucket}/a.bin", scan=True) as file:
             assert _read_all(file, file.size) == _expected(files["a.bin"])
-    # the four reads in the last 16 KB: one request; the three before it: one each
-    assert _gets_and_heads(proxy, "/a.bin") == (1 + 3, 1)
+    # the four reads in the last 16 KB: one request (which also says the size); the three before it: one each
+    assert _gets_and_heads(proxy, "/a.bin") == (1 + 3, 0)
 
 
 def test_buffered_bytes_stay_within_the_budget_and_are_given_back(blobs, monkeypatch):
@@ -184,13 +184,15 @@ def test_buffered_bytes_stay_within_the_budget_and_are_given_back(blobs, monkeyp
     monkeypatch.setattr(storage_module, "READ_BUFFERS", budget)
     with FaultProxy(server.endpoint, Faults()) as proxy:
         storage = _storage(proxy.endpoint)
-        with storage.open_input(f"s3://{bucket}/a.bin", scan=True) as a, storage.open_input(f"s3://{bucket}/c.bin", scan=True) as c:
+        sized = {name: {"size": len(data)} for name, data in files.items()}  # as _metadata records them
+        with storage.open_input(f"s3://{bucket}/a.bin", scan=True, **sized["a.bin"]) as a, \
+                storage.open_input(f"s3://{bucket}/c.bin", scan=True, **sized["c.bin"]) as c:
             assert _read_all(a, a.size) == _expected(files["a.bin"])
             assert budget.held == 300_000
             assert _read_all(c, c.size) == _expected(files["c.bin"])  # read by ranges: no room
         assert budget.held == 0 and budget.peak <= budget.limit
         assert _gets_and_heads(proxy, "/a.bin")[0] == 1 and _gets_and_heads(proxy, "/c.bin")[0] == len(_READS)
-        with storage.open_input(f"s3://{bucket}/c.bin", scan=True) as c:  # room again once a.bin was closed
+        with storage.open_input(f"s3://{bucket}/c.bin", scan=True, **sized["c.bin"]) as c:  # room again once a.bin was closed
             assert _read_all(c, c.size) == _expected(files["c.bin"])
         assert _gets_and_heads(proxy, "/c.bin")[0] == len(_READS) + 1
 
@@ -206,10 +208,10 @@ def test_concurrent_reads_of_a_scanned_file_fill_its_buffer_once(blobs):
             for thread in threads:
                 thread.join()
     assert results == [_expected(files["b.bin"])] * 4
-    assert _gets_and_heads(proxy, "/b.bin") == (1, 1)
+    assert _gets_and_heads(proxy, "/b.bin") == (1, 0)
 
 
-def test_verify_reads_each_file_in_one_get_and_one_head(s3_job):
+def test_verify_reads_each_file_in_one_get(s3_job):
     server, root = s3_job
     with FaultProxy(server.endpoint, Faults()) as proxy:
         report = verify(root, storage=_storage(proxy.endpoint), workers=1)
@@ -217,9 +219,9 @@ def test_verify_reads_each_file_in_one_get_and_one_head(s3_job):
     assert len(data_files) > 100 and report.bytes > 0
     for key in data_files:  # before: a request per block read (footer, metaindex, properties, index, ...)
         assert proxy.by_object[("GET", key)] == 1, key
-    # one HEAD to open each; a few more for the files the layout samples (was the checkpoint moved?)
-    assert all(proxy.by_object[("HEAD", key)] >= 1 for key in data_files)
-    assert sum(proxy.by_object[("HEAD", key)] > 1 for key in data_files) <= 5
+    # no HEAD: the size is _metadata's, the GET's answer says the true one; a HEAD only for the few files
+    # the layout looks for (was the checkpoint moved?)
+    assert sum(proxy.by_object[("HEAD", key)] > 0 for key in data_files) <= 5
 
 
 @pytest.mark.parametrize("how", ["tails", "no room"])

@@ -333,6 +333,7 @@ class _FailingFileSystem:
 )
 def test_pyarrow_errors_become_one_line_storage_errors(local_storage, monkeypatch, error, reason):
     monkeypatch.setattr(local_storage, "filesystem", lambda location: _FailingFileSystem(error))
+    monkeypatch.setattr(local_storage, "_object_store", lambda location: None)  # pyarrow reads the objects too
     for operation, action in [(local_storage.open_input, "open for reading"), (local_storage.stat, "stat")]:
         with pytest.raises(StorageError) as caught:
             operation("s3://b/x")

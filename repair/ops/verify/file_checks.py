@@ -115,12 +115,12 @@ def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
 def _open_checked(task: FileTask, storage: st.Storage, result: FileResult):
     """Open the file, checking that it exists and holds the recorded bytes; None when it cannot be read.
 
-    The file is opened for a whole-file scan (on an object store, a small file is then read in one
-    request); only when it cannot be opened does a ``stat`` tell a missing file (a verdict) from one
+    The file is opened for a whole-file scan, with the size ``_metadata`` records (on an object store a
+    small file is then read in one request, which also says its true size: no request asks for it); only when it cannot be opened does a ``stat`` tell a missing file (a verdict) from one
     that is there but unreadable (a storage fault, raised: never a verdict)."""
     segment = bool(task.start) or not task.whole_file
     try:
-        source = storage.open_input(task.uri, scan=not segment)
+        source = storage.open_input(task.uri, scan=not segment, size=None if segment else task.size)
     except StorageError:
         info = storage.stat(task.uri)
         if info is not None and not info.is_dir:
