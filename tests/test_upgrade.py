@@ -142,6 +142,40 @@ def test_every_kryo_class_of_the_kryo_fixture_is_upgraded_but_the_jobs_own_layou
             assert _values(out, operator, state) == _values(KRYO_SOURCE, operator, state), state
 
 
+def _checked_with(monkeypatch, source, **where) -> tuple[dict, list[tuple[int, object, object]]]:
+    """``upgrade --check`` of ``source`` with ``where`` (workers, master): its document, and how its rows were
+    read (the number of tasks, workers and master of each :func:`run_tasks` call)."""
+    from repair.ops import upgrade as upgrade_op
+    from repair.ops.runner import run_tasks
+
+    calls = []
+
+    def recorded(func, tasks, **options):
+        calls.append((len(tasks), options.get("workers"), options.get("master")))
+        return run_tasks(func, tasks, **options)
+
+    monkeypatch.setattr(upgrade_op, "run_tasks", recorded)
+    return repair.upgrade(str(source), "2.1", check=True, **where).to_json(), calls
+
+
+@pytest.mark.parametrize("source", [SOURCE, KRYO_SOURCE], ids=["upgrade", "kryo"])
+def test_check_reads_the_rows_in_a_process_pool_with_the_same_result(monkeypatch, source):
+    """A task per subtask handle, run by two worker processes: every verdict, count and refusal the in-process one's."""
+    in_process, calls = _checked_with(monkeypatch, source, workers=1)
+    pooled, pool_calls = _checked_with(monkeypatch, source, workers=2)
+    assert [(tasks, workers) for tasks, workers, _ in pool_calls] == [(calls[0][0], 2)] and calls[0][0] >= 2
+    assert pooled == in_process
+    assert any(s["rows_differing"] for s in pooled["states"]) and any(s["action"] == "refused" for s in pooled["states"]) == (source == KRYO_SOURCE)
+
+
+@pytest.mark.slow
+def test_check_reads_the_rows_as_a_spark_job_with_the_same_result(monkeypatch):
+    """One JVM run (Spark local[2])."""
+    in_process, _ = _checked_with(monkeypatch, SOURCE, workers=1)
+    on_spark, calls = _checked_with(monkeypatch, SOURCE, master="local[2]")
+    assert calls[0][2] == "local[2]" and on_spark == in_process
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--to", "1.20"], "one of Flink 2.0, 2.1, 2.2, 2.3"),
     (["--to", "2.1", "--out", str(SOURCE / "inside")], "is inside the input"),
