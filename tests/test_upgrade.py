@@ -176,6 +176,27 @@ def test_check_reads_the_rows_as_a_spark_job_with_the_same_result(monkeypatch):
     assert calls[0][2] == "local[2]" and on_spark == in_process
 
 
+SCALA_SOURCE = canonical_savepoint("flink-1.20-scala")
+
+
+def test_scala_api_state_is_refused_as_real_flink_2_fails_to_restore_it(tmp_path, capsys):
+    """Flink 2.x has no Scala API: its restore of the Scala job's savepoint (by the job ported to Java, same uids)
+    fails on flink-scala's snapshot class (scala_upgrade_outcome.json: 2.0, 2.1, 2.3). The check predicts the
+    failure for every keyed state (the key is a case class), naming the class; the write refuses, naming the way out."""
+    from fixtures.scala_upgrade_outcome import OUTCOME
+
+    recorded = json.loads(OUTCOME.read_text())
+    for release, outcome in recorded["releases"].items():
+        checked = repair.upgrade(str(SCALA_SOURCE), release, check=True)
+        keyed = [s for s in checked.states if s.kind != "operator-list"]
+        assert len(keyed) == 9 and {s.outcome for s in keyed} == {outcome["outcome"]} and {s.action for s in keyed} == {"refused"}
+        assert all(outcome["message"] in s.reason and outcome["exception"].rsplit(".", 1)[-1] in s.reason for s in keyed)
+        assert [s.outcome for s in checked.states if s.kind == "operator-list"] == ["same values"]  # the source's offsets
+    out = tmp_path / "for-2.1"
+    assert main(["upgrade", str(SCALA_SOURCE), "--to", "2.1", "--out", str(out)]) == 1
+    assert "--drop-operator" in capsys.readouterr().out and not out.exists()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--to", "1.20"], "one of Flink 2.0, 2.1, 2.2, 2.3"),
     (["--to", "2.1", "--out", str(SOURCE / "inside")], "is inside the input"),

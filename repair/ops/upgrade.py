@@ -35,7 +35,7 @@ from typing import Iterable
 
 from repair.errors import UsageError
 from repair.formats.flink.backend_meta import StateMetaInfo
-from repair.formats.flink.kryo_upgrade import kryo_columns, kryo_snapshots, pojo_collection_fields
+from repair.formats.flink.kryo_upgrade import kryo_columns, kryo_snapshots, pojo_collection_fields, scala_snapshots
 from repair.formats.flink.metadata import OperatorState
 from repair.formats.flink.operator_selection import find_operator
 from repair.formats.flink.pojo_upgrade import CollectionField, FieldTypes, state_pojo
@@ -232,6 +232,17 @@ def _judge_snapshots(op: OperatorState, meta: StateMetaInfo, key_serializer: Ser
     """The verdict the serializer snapshots alone give (the rows may turn ``same values`` into ``different values``)."""
     label = op.label
     judged = StateUpgrade(label, op.operator_id, meta.name, meta.kind, SAME, KEPT, "no Kryo value, nothing Flink 2.x reads otherwise")
+    scala_key = scala_snapshots(key_serializer)
+    scala = scala_key or [found for name in ("VALUE_SERIALIZER", "KEY_SERIALIZER") for found in scala_snapshots(meta.serializer(name))]
+    if scala:
+        judged.outcome, judged.action = FAILS, REFUSED
+        judged.reason = (f"{'the key serializer' if scala_key else 'a serializer'} {scala[0].describe()} is the Scala API's, "
+                         f"which Flink 2.x no longer has: the restore fails (ClassNotFoundException {scala[0].class_name}) and "
+                         f"no Flink 2.x serializer reads its bytes; ")
+        judged.reason += (f"every keyed state of the operator needs the key: drop them all with repair edit --drop-operator {label} "
+                          f"(the operator starts empty), or move them with a State Processor API job" if scala_key else
+                          _WAY_OUT.format(label, meta.name))
+        return judged
     value = meta.serializer("VALUE_SERIALIZER")
     snapshots = [value, *value.nested] if value is not None else []
     for snapshot in snapshots:
