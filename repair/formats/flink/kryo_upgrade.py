@@ -20,7 +20,7 @@ Scala API: a snapshot of one of its serializers fails the restore (:func:`scala_
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
@@ -104,6 +104,12 @@ def _reads_as(data: bytes, start: int, end: int, value: object, type_class: str 
     return reader.pos == end and read == value
 
 
+#: Values a :class:`KryoColumn` remembers converted, and the largest it remembers (bytes): the same bytes
+#: convert the same, and state repeats small values (enums, numbers, tags). Bounded (at most about 1 MB
+#: per column): forgotten all at once when full.
+REMEMBERED, REMEMBERED_BYTES = 4096, 128
+
+
 @dataclass(frozen=True)
 class KryoColumn:
     """Where a raw column of an export row holds a Kryo value: its snapshot, the bytes before it (a TTL
@@ -113,9 +119,18 @@ class KryoColumn:
     snapshot: SerializerSnapshot
     start: int = 0
     whole: bool = True
+    #: Bytes already converted (at most :data:`REMEMBERED`), and what they became.
+    _converted: dict = field(default_factory=dict, compare=False, repr=False)
 
     def kryo5(self, data: bytes) -> bytes:
-        return kryo5_bytes(data, self.snapshot, start=self.start, whole=self.whole)
+        if type(data) is not bytes or len(data) > REMEMBERED_BYTES:
+            return kryo5_bytes(data, self.snapshot, start=self.start, whole=self.whole)
+        converted = self._converted.get(data)
+        if converted is None:
+            if len(self._converted) >= REMEMBERED:
+                self._converted.clear()
+            converted = self._converted[data] = kryo5_bytes(data, self.snapshot, start=self.start, whole=self.whole)
+        return converted
 
 
 def kryo_columns(state: StateMetaInfo, key_serializer: SerializerSnapshot | None) -> list[KryoColumn]:
