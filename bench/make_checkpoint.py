@@ -6,6 +6,8 @@ Usage::
     python bench/make_checkpoint.py                  # default: ~/.cache/flink-checkpoint-repair/bench/flink-1.20-p2-1g
     python bench/make_checkpoint.py --records 23000  # smaller (about 1/10 of the default size)
     python bench/make_checkpoint.py --force          # regenerate even if the cached one is complete
+    python bench/make_checkpoint.py --job UpgradeJob --records 20000 --user-chars 40 --tag-chars 12 --dir DIR --min-mb 1
+                                                     # Kryo state for bench/upgrade.py
 
 Real Flink (1.20.3 from the PyPI jars, a local MiniCluster, see ``fixtures/flink_harness.py``) runs the
 fixture job of ``fixtures/job`` with parallelism 2, incremental RocksDB checkpoints, **default
@@ -16,6 +18,11 @@ timers, and the value of ``user-by-wave`` and ``profile`` of ``per-account``; th
 ``last-tag``, ``recent-tag`` and the map keys of ``amount-by-tag``, and in ``checks`` and ``rows`` of
 ``per-type``, keyed like ``per-account``). The words come from a small
 vocabulary, so Snappy compresses the blocks about 2:1, like ordinary text state.
+
+``--job UpgradeJob`` runs the upgrade fixture job (``fixtures/extra_jobs/src/fixturejob/UpgradeJob.java``) on
+the same input instead: per key (a Kryo key: a Long account in wave 0, a String user in wave 1) Kryo
+values Kryo 5 reads otherwise (boxed Double, Float, Short, Character, an enum, collections, Kryo map
+keys) and a POJO with ``List``/``Map``/``Set`` fields: every kind of state ``repair upgrade`` rewrites.
 
 Only the newest checkpoint is retained (``num-retained`` 1), so every file in ``shared/`` belongs to it.
 The result goes to ``<cache>/bench/<name>/`` (outside the repository): ``checkpoints/<job-id>/``
@@ -138,6 +145,7 @@ def generate(
     tag_chars: int = 200,
     parallelism: int = 2,
     seed: int = 20260101,
+    job: str = "FixtureJob",
     cache: Path = DEFAULT_CACHE,
     log=print,
 ) -> dict:
@@ -166,7 +174,7 @@ def generate(
             extra_conf={"taskmanager.memory.managed.size": "2g"},
         )
         options = {"--records": str(records_path), "--log": str(work_dir / "run.json"), "--timeout-s": "3000"}
-        run_fixture_job(dist, "generate", settings, options, cache=cache, timeout_s=3600)
+        run_fixture_job(dist, "generate", settings, options, cache=cache, timeout_s=3600, job=job)
         run_log = json.loads((work_dir / "run.json").read_text())
     elapsed = time.time() - started
     checkpoint = newest_checkpoint(root)
@@ -175,6 +183,7 @@ def generate(
     subsumed = sorted(str(p.relative_to(root)) for p in root.glob("checkpoints/*/chk-*") if p != checkpoint)
     info = {
         "flink_version": flink,
+        "job": job,
         "parallelism": parallelism,
         "job_id": run_log["job_id"],
         "checkpoint": str(checkpoint.relative_to(root)),
@@ -221,6 +230,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--flink", default=DEFAULT_FLINK, help=f"Flink version (default {DEFAULT_FLINK})")
     parser.add_argument("--records", type=int, default=DEFAULT_RECORDS, help=f"input records (default {DEFAULT_RECORDS})")
     parser.add_argument("--parallelism", type=int, default=2)
+    parser.add_argument("--job", default="FixtureJob", choices=("FixtureJob", "UpgradeJob"), help="the job run (default FixtureJob)")
+    parser.add_argument("--user-chars", type=int, default=1000, help="characters of each user name (default 1000)")
+    parser.add_argument("--tag-chars", type=int, default=200, help="characters of each tag (default 200)")
     parser.add_argument("--min-mb", type=int, default=1024, help="warn when the SST data is smaller (default 1024)")
     parser.add_argument("--force", action="store_true", help="regenerate even when a complete checkpoint exists")
     parser.add_argument("--cache", type=Path, default=DEFAULT_CACHE, help="Flink download and build cache")
@@ -229,6 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     ensure_checkpoint(
         root, min_bytes=args.min_mb << 20, force=args.force,
         flink=args.flink, records=args.records, parallelism=args.parallelism, cache=args.cache,
+        job=args.job, user_chars=args.user_chars, tag_chars=args.tag_chars,
     )
     return 0
 

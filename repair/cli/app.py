@@ -528,8 +528,8 @@ def upgrade(
     out: Optional[str] = typer.Option(None, "--out", metavar="DIR", help="New savepoint directory to create (must not exist or be empty)."),
     check: bool = typer.Option(False, "--check", metavar="", help="Write nothing: say per state what a restore in that release does today (same values, different values, fails). Exit 1 unless every state restores the same."),
     drop_state: Optional[List[str]] = typer.Option(None, "--drop-state", metavar="UID/STATE", help="Leave this keyed state out (e.g. one that cannot be converted). Repeatable."),
-    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Export and write back as Spark jobs on this master (local[*], spark://host:port)."),
-    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes exporting and writing back when not on Spark (default: one per core)."),
+    master: Optional[str] = typer.Option(None, "--master", metavar="URL", help="Read the rows (--check too), export and write back as Spark jobs on this master (local[*], spark://host:port)."),
+    workers: Optional[int] = typer.Option(None, "--workers", metavar="N", min=1, help="Processes reading the rows (--check too), exporting and writing back when not on Spark (default: one per core)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of text."),
 ) -> None:
     """A Flink 1.x checkpoint as a canonical savepoint Flink 2.x restores with the same state (Kryo 2.24 values rewritten as Kryo 5 writes them), or with --check what a restore does today. Exit 1 when a state is refused (nothing written)."""

@@ -16,7 +16,9 @@ Per state, from its serializer snapshots and its bytes (:mod:`repair.formats.fli
 * ``unknown``: Kryo values of a class whose layout is the job's (a FieldSerializer class, a registered
   serializer), Kryo nested inside another serializer: not predicted; ``upgrade`` refuses them.
 
-Keyed and operator state alike (a ``ListState<Object>`` of operator state is Kryo too).
+Keyed and operator state alike (a ``ListState<Object>`` of operator state is Kryo too). The rows are read
+as tasks, one per subtask handle (:mod:`repair.ops.upgrade_tasks`: in this process, in a pool of
+``workers`` or on Spark with ``master``, as export's and the write's), and added up here.
 
 Each prediction is held to what real Flink 2.0, 2.1 and 2.3 did with the fixture ``flink-1.20-upgrade``
 (``fixtures/upgrade_outcomes.json``). The write is :func:`repair.ops.write_savepoint.rescale`'s route
@@ -31,9 +33,9 @@ import dataclasses
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from repair.errors import FormatError, RepairError, UnsupportedSerializerError, UsageError
+from repair.errors import UsageError
 from repair.formats.flink.backend_meta import StateMetaInfo
-from repair.formats.flink.kryo_upgrade import KryoColumn, kryo_columns, kryo_snapshots, pojo_collection_fields
+from repair.formats.flink.kryo_upgrade import kryo_columns, kryo_snapshots, pojo_collection_fields, scala_snapshots
 from repair.formats.flink.metadata import OperatorState
 from repair.formats.flink.operator_selection import find_operator
 from repair.formats.flink.pojo_upgrade import CollectionField, FieldTypes, state_pojo
@@ -42,7 +44,9 @@ from repair.io import storage as st
 from repair.io.layout import discover
 from repair.io.outputs import new_output
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
-from repair.ops.export.sources import SOURCES, source_for
+from repair.ops.export.sources import source_for
+from repair.ops.runner import default_workers, run_tasks
+from repair.ops.upgrade_tasks import CheckTask, RowsJudged, StateRows, judge_subtask, task_bytes
 from repair.ops.write_savepoint import WriteSavepointResult, upgrade_savepoint
 from repair.results import CommandResult
 
@@ -159,11 +163,19 @@ def upgrade(
     result = UpgradeResult(st.absolute(path), st.absolute(ref.metadata_uri), to, check, metadata.version, RELEASES[to],
                            metadata.checkpoint_id, out, dropped=dropped)
     skipped = _drops(metadata.operators, dropped)
+    states, pojos, tasks = _plan(snapshot, layout.root, storage)
+    readers = workers if workers is not None else (min(default_workers(), len(tasks)) if len(tasks) > 2 else 1)
+    outputs = run_tasks(judge_subtask, tasks, workers=readers, master=master, cost=lambda task: task_bytes(snapshot, task))
+    rows: dict[tuple[str, str], RowsJudged] = {}
+    for task, output in zip(tasks, outputs):  # in operator and subtask order
+        for name, judged in output.items():
+            rows.setdefault((task.operator_id, name), RowsJudged()).add(judged)
     pojo_fields: dict[tuple[str, str], tuple[CollectionField, ...]] = {}
-    for op in metadata.operators:
-        states, pojos = _operator_states(snapshot, storage, op)
-        result.states += [s for s in states if check or (s.operator_id, s.state) not in skipped]
-        pojo_fields.update((key, fields) for key, fields in pojos.items() if key not in skipped)
+    for key, judged in states.items():
+        fields = _judge_rows(judged, rows.get(key, RowsJudged()), pojos.get(key))
+        if fields is not None and key not in skipped:
+            pojo_fields[key] = fields
+    result.states = [s for key, s in states.items() if check or key not in skipped]
     if check or out is None or result.refused:
         return result
     result.written = upgrade_savepoint(path, out, metadata_version=RELEASES[to], pojo_fields=pojo_fields, drop_states=dropped,
@@ -182,49 +194,55 @@ def _drops(operators: list[OperatorState], dropped: list[str]) -> set[tuple[str,
     return found
 
 
-def _operator_states(snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState
-                     ) -> tuple[list[StateUpgrade], dict[tuple[str, str], tuple[CollectionField, ...]]]:
-    """Every keyed and operator state of ``op``, judged from its snapshots and the rows of every subtask,
-    and the POJO states with collection fields to rewrite, with their fields' element types."""
-    found: dict[str, StateUpgrade] = {}
-    pojos: dict[str, FieldTypes] = {}
-    for sub in op.subtasks:
-        for slot in SLOTS:
-            handle = getattr(sub, slot)
-            source = source_for(slot, handle) if handle is not None else None
-            if source is None or source.declines(snapshot, storage, handle):
-                continue
-            plan = source.plan(snapshot, storage, op, sub)
-            columns: dict[str, list[KryoColumn]] = {}
-            for meta, _ in plan.states:
-                judged = found.get(meta.name)
-                if judged is None:
-                    judged = found[meta.name] = _judge_snapshots(op, meta, plan.key_serializer)
-                    pojo = state_pojo(meta)
-                    if judged.action == REWRITTEN and pojo is not None:
-                        pojos[meta.name] = FieldTypes(pojo)
-                if judged.action != REFUSED:
-                    columns[meta.name] = kryo_columns(meta, plan.key_serializer)
-            wanted = {name for name, kryo in columns.items() if kryo or name in pojos}
-            if not wanted:
-                continue
-            for stream in SOURCES[source.name].streams(snapshot, storage, op, sub, wanted):
-                _judge_rows(found[stream.name], columns[stream.name], stream.rows, pojos.get(stream.name))
-    rewritten = {}
-    for name, types in pojos.items():
-        fields, why = types.result()
-        judged = found[name]
-        if why is not None:
-            judged.action, judged.reason = REFUSED, f"{judged.reason}; but {why}: {_WAY_OUT.format(op.label, name)}"
-        elif judged.action == REWRITTEN:
-            rewritten[(op.operator_id, name)] = fields
-    return list(found.values()), rewritten
+def _plan(snapshot: LoadedSnapshot, root: str | None, storage: st.Storage
+          ) -> tuple[dict[tuple[str, str], StateUpgrade], dict[tuple[str, str], SerializerSnapshot], list[CheckTask]]:
+    """Every keyed and operator state, by ``(operator id, state)``, judged from its snapshots alone; the
+    POJOs with collection fields to rewrite (their element types to be told by the rows); and a task per
+    subtask handle whose rows are to be read (Kryo values, or such a POJO)."""
+    found: dict[tuple[str, str], StateUpgrade] = {}
+    pojos: dict[tuple[str, str], SerializerSnapshot] = {}
+    tasks: list[CheckTask] = []
+    for op in snapshot.metadata.operators:
+        for sub in op.subtasks:
+            for slot in SLOTS:
+                handle = getattr(sub, slot)
+                source = source_for(slot, handle) if handle is not None else None
+                if source is None or source.declines(snapshot, storage, handle):
+                    continue
+                plan = source.plan(snapshot, storage, op, sub)
+                wanted = []
+                for meta, _ in plan.states:
+                    key = (op.operator_id, meta.name)
+                    judged = found.get(key)
+                    if judged is None:
+                        judged = found[key] = _judge_snapshots(op, meta, plan.key_serializer)
+                        pojo = state_pojo(meta)
+                        if judged.action == REWRITTEN and pojo is not None:
+                            pojos[key] = pojo
+                    columns = tuple(kryo_columns(meta, plan.key_serializer)) if judged.action != REFUSED else ()
+                    if columns or key in pojos:
+                        wanted.append(StateRows(meta.name, columns, pojos.get(key)))
+                if wanted:
+                    tasks.append(CheckTask(snapshot.ref, root, storage, snapshot.metadata_digest, op.operator_id, op.label,
+                                           sub.index, source.name, tuple(wanted)))
+    return found, pojos, tasks
 
 
 def _judge_snapshots(op: OperatorState, meta: StateMetaInfo, key_serializer: SerializerSnapshot | None) -> StateUpgrade:
     """The verdict the serializer snapshots alone give (the rows may turn ``same values`` into ``different values``)."""
     label = op.label
     judged = StateUpgrade(label, op.operator_id, meta.name, meta.kind, SAME, KEPT, "no Kryo value, nothing Flink 2.x reads otherwise")
+    scala_key = scala_snapshots(key_serializer)
+    scala = scala_key or [found for name in ("VALUE_SERIALIZER", "KEY_SERIALIZER") for found in scala_snapshots(meta.serializer(name))]
+    if scala:
+        judged.outcome, judged.action = FAILS, REFUSED
+        judged.reason = (f"{'the key serializer' if scala_key else 'a serializer'} {scala[0].describe()} is the Scala API's, "
+                         f"which Flink 2.x no longer has: the restore fails (ClassNotFoundException {scala[0].class_name}) and "
+                         f"no Flink 2.x serializer reads its bytes; ")
+        judged.reason += (f"every keyed state of the operator needs the key: drop them all with repair edit --drop-operator {label} "
+                          f"(the operator starts empty), or move them with a State Processor API job" if scala_key else
+                          _WAY_OUT.format(label, meta.name))
+        return judged
     value = meta.serializer("VALUE_SERIALIZER")
     snapshots = [value, *value.nested] if value is not None else []
     for snapshot in snapshots:
@@ -256,36 +274,25 @@ def _judge_snapshots(op: OperatorState, meta: StateMetaInfo, key_serializer: Ser
     return judged
 
 
-def _judge_rows(judged: StateUpgrade, columns: list[KryoColumn], rows: Iterable[dict], pojo: FieldTypes | None) -> None:
-    """Read every row's Kryo columns: a value whose Kryo 5 bytes differ makes ``different values``;
-    bytes that cannot be converted make ``unknown`` (refused). A POJO's values tell its collection
-    fields' element types."""
-    for row in rows:
-        judged.rows += 1
-        if pojo is not None and row.get("value_raw") is not None:
-            pojo.add(row["value_raw"])
-        differs = False
-        for column in columns:
-            data = row.get(column.raw)
-            if data is None:
-                continue
-            try:
-                converted = column.kryo5(data)
-            except UnsupportedSerializerError as error:
-                judged.outcome, judged.action = UNKNOWN, REFUSED
-                judged.reason = (f"{column.raw}: {error.detail or error}: the job's own layout, not converted; "
-                                 f"{_WAY_OUT.format(judged.operator, judged.state)}")
-                return
-            except FormatError as error:
-                raise RepairError(f"state {judged.state!r} of {judged.operator}: {column.raw} is no Kryo 2.24 value ({error})") from None
-            if converted != data:
-                differs = True
-                if column.raw not in judged.columns:
-                    judged.columns.append(column.raw)
-        if differs:
-            judged.rows_differing += 1
-            if judged.outcome == FAILS:  # a POJO's: its Kryo key or map key is rewritten too
-                continue
-            judged.outcome, judged.action = DIFFERENT, REWRITTEN
-            judged.reason = ("Kryo values Kryo 5 reads otherwise (Float, Double, Short, Character, enums, collections): "
-                             "Flink 2.x restores them without an error and reads other values")
+def _judge_rows(judged: StateUpgrade, rows: RowsJudged, pojo: SerializerSnapshot | None) -> tuple[CollectionField, ...] | None:
+    """The verdict once every subtask's rows are read: a value that cannot be converted makes ``unknown``
+    (refused), a value whose Kryo 5 bytes differ ``different values`` (a failing POJO stays ``fails``).
+    For a POJO with collection fields to rewrite, the fields with their element types (None: refused,
+    or no such POJO)."""
+    judged.rows, judged.rows_differing, judged.columns = rows.rows, rows.rows_differing, list(rows.columns)
+    way_out = _WAY_OUT.format(judged.operator, judged.state)
+    if rows.unsupported is not None:
+        judged.outcome, judged.action = UNKNOWN, REFUSED
+        judged.reason = f"{rows.unsupported}: the job's own layout, not converted; {way_out}"
+        return None
+    if rows.rows_differing and judged.outcome != FAILS:  # a POJO's Kryo key or map key is rewritten with it
+        judged.outcome, judged.action = DIFFERENT, REWRITTEN
+        judged.reason = ("Kryo values Kryo 5 reads otherwise (Float, Double, Short, Character, enums, collections): "
+                         "Flink 2.x restores them without an error and reads other values")
+    if pojo is None or judged.action != REWRITTEN:
+        return None
+    fields, why = (rows.field_types or FieldTypes(pojo)).result()
+    if why is not None:
+        judged.action, judged.reason = REFUSED, f"{judged.reason}; but {why}: {way_out}"
+        return None
+    return fields

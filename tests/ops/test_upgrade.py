@@ -142,6 +142,61 @@ def test_every_kryo_class_of_the_kryo_fixture_is_upgraded_but_the_jobs_own_layou
             assert _values(out, operator, state) == _values(KRYO_SOURCE, operator, state), state
 
 
+def _checked_with(monkeypatch, source, **where) -> tuple[dict, list[tuple[int, object, object]]]:
+    """``upgrade --check`` of ``source`` with ``where`` (workers, master): its document, and how its rows were
+    read (the number of tasks, workers and master of each :func:`run_tasks` call)."""
+    from repair.ops import upgrade as upgrade_op
+    from repair.ops.runner import run_tasks
+
+    calls = []
+
+    def recorded(func, tasks, **options):
+        calls.append((len(tasks), options.get("workers"), options.get("master")))
+        return run_tasks(func, tasks, **options)
+
+    monkeypatch.setattr(upgrade_op, "run_tasks", recorded)
+    return repair.upgrade(str(source), "2.1", check=True, **where).to_json(), calls
+
+
+@pytest.mark.parametrize("source", [SOURCE, KRYO_SOURCE], ids=["upgrade", "kryo"])
+def test_check_reads_the_rows_in_a_process_pool_with_the_same_result(monkeypatch, source):
+    """A task per subtask handle, run by two worker processes: every verdict, count and refusal the in-process one's."""
+    in_process, calls = _checked_with(monkeypatch, source, workers=1)
+    pooled, pool_calls = _checked_with(monkeypatch, source, workers=2)
+    assert [(tasks, workers) for tasks, workers, _ in pool_calls] == [(calls[0][0], 2)] and calls[0][0] >= 2
+    assert pooled == in_process
+    assert any(s["rows_differing"] for s in pooled["states"]) and any(s["action"] == "refused" for s in pooled["states"]) == (source == KRYO_SOURCE)
+
+
+@pytest.mark.slow
+def test_check_reads_the_rows_as_a_spark_job_with_the_same_result(monkeypatch):
+    """One JVM run (Spark local[2])."""
+    in_process, _ = _checked_with(monkeypatch, SOURCE, workers=1)
+    on_spark, calls = _checked_with(monkeypatch, SOURCE, master="local[2]")
+    assert calls[0][2] == "local[2]" and on_spark == in_process
+
+
+SCALA_SOURCE = canonical_savepoint("flink-1.20-scala")
+
+
+def test_scala_api_state_is_refused_as_real_flink_2_fails_to_restore_it(tmp_path, capsys):
+    """Flink 2.x has no Scala API: its restore of the Scala job's savepoint (by the job ported to Java, same uids)
+    fails on flink-scala's snapshot class (scala_upgrade_outcome.json: 2.0, 2.1, 2.3). The check predicts the
+    failure for every keyed state (the key is a case class), naming the class; the write refuses, naming the way out."""
+    from fixtures.scala_upgrade_outcome import OUTCOME
+
+    recorded = json.loads(OUTCOME.read_text())
+    for release, outcome in recorded["releases"].items():
+        checked = repair.upgrade(str(SCALA_SOURCE), release, check=True)
+        keyed = [s for s in checked.states if s.kind != "operator-list"]
+        assert len(keyed) == 9 and {s.outcome for s in keyed} == {outcome["outcome"]} and {s.action for s in keyed} == {"refused"}
+        assert all(outcome["message"] in s.reason and outcome["exception"].rsplit(".", 1)[-1] in s.reason for s in keyed)
+        assert [s.outcome for s in checked.states if s.kind == "operator-list"] == ["same values"]  # the source's offsets
+    out = tmp_path / "for-2.1"
+    assert main(["upgrade", str(SCALA_SOURCE), "--to", "2.1", "--out", str(out)]) == 1
+    assert "--drop-operator" in capsys.readouterr().out and not out.exists()
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--to", "1.20"], "one of Flink 2.0, 2.1, 2.2, 2.3"),
     (["--to", "2.1", "--out", str(SOURCE / "inside")], "is inside the input"),
@@ -188,3 +243,19 @@ def test_real_flink_2_reads_every_upgraded_kryo_value_of_the_kryo_fixture(tmp_pa
     for operator, states in KRYO_STATES.items():
         for state in states:
             assert _values(restored, operator, state) == _values(out, operator, state), state
+
+
+def test_a_kryo_column_converts_each_small_value_once_and_remembers_a_bounded_number(monkeypatch):
+    """Both passes of upgrade (the judging tasks, the write's spill tasks) convert every Kryo value; state repeats
+    small values (enums, numbers, tags): each is converted once per column, within a bound."""
+    from repair.formats.flink import kryo_upgrade
+
+    calls = []
+    monkeypatch.setattr(kryo_upgrade, "kryo5_bytes", lambda data, snapshot, **_: calls.append(data) or data[::-1])
+    column = kryo_upgrade.KryoColumn("value_raw", None)  # type: ignore[arg-type]
+    large = bytes(range(200))
+    assert [column.kryo5(b"ab"), column.kryo5(b"ab"), column.kryo5(large), column.kryo5(large)] == [b"ba", b"ba", large[::-1], large[::-1]]
+    assert calls == [b"ab", large, large]  # a large value is not remembered
+    for i in range(kryo_upgrade.REMEMBERED + 10):
+        column.kryo5(i.to_bytes(4, "big"))
+    assert 0 < len(column._converted) <= kryo_upgrade.REMEMBERED

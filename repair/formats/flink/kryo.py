@@ -44,6 +44,7 @@ are kept.
 
 from __future__ import annotations
 
+import re
 import struct
 import uuid
 from dataclasses import dataclass
@@ -90,13 +91,21 @@ def read_varlong(r: ByteReader, field: str, *, zigzag: bool = True) -> int:
     return _unzigzag(value, 64) if zigzag else value - (1 << 64) if value >> 63 else value
 
 
+#: A byte with its high bit set: the last char of a Kryo ASCII string, or any byte of a multi-byte char.
+_HIGH_BIT = re.compile(rb"[\x80-\xff]")
+
+
 def read_string(r: ByteReader) -> str | None:
     """``Input.readString``."""
+    start = r.pos
     first = r.u8("kryo string")
-    if not first & 0x80:  # ASCII: the last char has its high bit set
-        chars = bytearray([first])
-        while not chars[-1] & 0x80:
-            chars.append(r.u8("kryo ascii string"))
+    if not first & 0x80:  # ASCII: the last char has its high bit set (found at once, not byte by byte)
+        last = _HIGH_BIT.search(r.data, r.pos, r.end)
+        if last is None:
+            r.pos = r.end
+            r.u8("kryo ascii string")  # raises: the string runs past the end
+        r.pos = last.end()  # type: ignore[union-attr]
+        chars = bytearray(r.data[start:r.pos])
         chars[-1] &= 0x7F
         return chars.decode("ascii")
     length = first & 0x3F
@@ -111,6 +120,9 @@ def read_string(r: ByteReader) -> str | None:
     count = length - 1
     if count > r.remaining:
         raise FormatError("kryo string length", r.offset, f"at most {r.remaining} chars", count)
+    if _HIGH_BIT.search(r.data, r.pos, r.pos + count) is None:  # every char one byte: ASCII (count <= remaining)
+        r.pos += count
+        return bytes(r.data[r.pos - count:r.pos]).decode("ascii")
     units = bytearray()
     for _ in range(count):
         at = r.offset

@@ -13,13 +13,14 @@ graph Kryo 2.24 wrote; where they equal the input, Flink 2.x reads the same valu
 
 A POJO field declared ``List``, ``Map`` or ``Set`` is Kryo in Flink 1.x, Flink's own list, map or set
 serializer in 2.x: the new ``PojoSerializer`` is incompatible with the restored one and the restore fails
-(``StateMigrationException``): :func:`pojo_collection_fields` finds them in a snapshot.
+(``StateMigrationException``): :func:`pojo_collection_fields` finds them in a snapshot. Flink 2.x has no
+Scala API: a snapshot of one of its serializers fails the restore (:func:`scala_snapshots`).
 """
 
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from repair.errors import FormatError, UnsupportedSerializerError
 from repair.formats.bytes.binary import ByteReader
@@ -33,6 +34,8 @@ from repair.formats.flink.serializers import KRYO_SNAPSHOT, POJO_SNAPSHOT, Seria
 KRYO_2, KRYO_5 = 2, 5
 #: Declared types of POJO fields Flink 2.x gives its own serializers (Kryo in Flink 1.x).
 COLLECTION_INTERFACES = ("java.util.List", "java.util.Map", "java.util.Set")
+#: The package of the Scala API's serializers (flink-scala), gone from Flink 2.x.
+SCALA_API = "org.apache.flink.api.scala."
 #: A TTL value's last-access time and a timer's timestamp, before the value or key (a long).
 TIMESTAMP_BYTES = 8
 
@@ -101,6 +104,12 @@ def _reads_as(data: bytes, start: int, end: int, value: object, type_class: str 
     return reader.pos == end and read == value
 
 
+#: Values a :class:`KryoColumn` remembers converted, and the largest it remembers (bytes): the same bytes
+#: convert the same, and state repeats small values (enums, numbers, tags). Bounded (at most about 1 MB
+#: per column): forgotten all at once when full.
+REMEMBERED, REMEMBERED_BYTES = 4096, 128
+
+
 @dataclass(frozen=True)
 class KryoColumn:
     """Where a raw column of an export row holds a Kryo value: its snapshot, the bytes before it (a TTL
@@ -110,9 +119,18 @@ class KryoColumn:
     snapshot: SerializerSnapshot
     start: int = 0
     whole: bool = True
+    #: Bytes already converted (at most :data:`REMEMBERED`), and what they became.
+    _converted: dict = field(default_factory=dict, compare=False, repr=False)
 
     def kryo5(self, data: bytes) -> bytes:
-        return kryo5_bytes(data, self.snapshot, start=self.start, whole=self.whole)
+        if type(data) is not bytes or len(data) > REMEMBERED_BYTES:
+            return kryo5_bytes(data, self.snapshot, start=self.start, whole=self.whole)
+        converted = self._converted.get(data)
+        if converted is None:
+            if len(self._converted) >= REMEMBERED:
+                self._converted.clear()
+            converted = self._converted[data] = kryo5_bytes(data, self.snapshot, start=self.start, whole=self.whole)
+        return converted
 
 
 def kryo_columns(state: StateMetaInfo, key_serializer: SerializerSnapshot | None) -> list[KryoColumn]:
@@ -155,8 +173,21 @@ def pojo_collection_fields(snapshot: SerializerSnapshot | None) -> list[tuple[st
     return found
 
 
+def snapshot_tree(snapshot: SerializerSnapshot) -> list[SerializerSnapshot]:
+    """``snapshot`` and every snapshot below it (nested serializers, POJO fields), depth first."""
+    children = [*snapshot.nested, *(f.snapshot for f in snapshot.pojo_fields or [] if f.snapshot is not None)]
+    return [snapshot] + [found for child in children for found in snapshot_tree(child)]
+
+
 def kryo_snapshots(snapshot: SerializerSnapshot) -> list[SerializerSnapshot]:
     """Every Kryo snapshot in the tree of ``snapshot`` (itself, nested serializers, POJO fields): a Kryo
     value inside a composite's bytes is not one :func:`kryo_columns` finds."""
-    children = [*snapshot.nested, *(f.snapshot for f in snapshot.pojo_fields or [] if f.snapshot is not None)]
-    return [snapshot] * is_kryo(snapshot) + [found for child in children for found in kryo_snapshots(child)]
+    return [found for found in snapshot_tree(snapshot) if is_kryo(found)]
+
+
+def scala_snapshots(snapshot: SerializerSnapshot | None) -> list[SerializerSnapshot]:
+    """Every snapshot of a Scala API serializer in the tree of ``snapshot`` (a case class, ``Option``, a
+    Scala collection, an ``Enumeration``: flink-scala's). Flink 2.x has no Scala API: its restore of such a
+    snapshot fails (``ClassNotFoundException``, real Flink 2.0, 2.1 and 2.3: ``scala_upgrade_outcome.json``
+    of the fixtures), and no serializer of Flink 2.x reads what they wrote as the same values."""
+    return [] if snapshot is None else [found for found in snapshot_tree(snapshot) if found.class_name.startswith(SCALA_API)]

@@ -155,6 +155,12 @@ class FieldTypes:
                     if element.cls is not None:
                         slot.add(element.cls)
 
+    def update(self, other: FieldTypes) -> None:
+        """Add the classes ``other`` saw (the same POJO's values read elsewhere: another subtask's)."""
+        for name, slots in other.seen.items():
+            for mine, theirs in zip(self.seen[name], slots):
+                mine |= theirs
+
     def result(self) -> tuple[tuple[CollectionField, ...], str | None]:
         """The fields with their element types, or why some field's cannot be told (no element
         anywhere, several classes, a class other than :data:`ELEMENTS`')."""

@@ -222,3 +222,24 @@ def test_edited_json_text_of_operator_state_without_a_kryo_encoder_is_refused_no
     row = {JSON_TEXT + "value": json.dumps(["edited"]), "value_raw": b"\x00\x01", "value": None}
     with pytest.raises(FormatError, match="JSON columns are not read back"):
         with_encoded_value(row, SerializerSnapshot("a.NotKnownSerializerSnapshot", 1), "part-00000.parquet, row 0")
+
+
+@pytest.mark.parametrize(("data", "text", "end"), [
+    (b"..ab\xe3rest", "abc", 5),  # ASCII form: the last char's high bit set
+    (b"..\x84abcrest", "abc", 6),  # the length form, every char one byte
+    (b"..\x83h\xc3\xa9rest", "h\u00e9", 6),  # the length form, a two-byte char
+])
+def test_kryo_strings_are_read_in_both_forms_to_their_end(data, text, end):
+    from repair.formats.flink.kryo import read_string
+
+    reader = ByteReader(data, 2)
+    assert read_string(reader) == text and reader.pos == end
+
+
+def test_a_kryo_ascii_string_without_its_last_char_is_truncated_at_the_end():
+    from repair.errors import TruncatedError
+    from repair.formats.flink.kryo import read_string
+
+    with pytest.raises(TruncatedError) as raised:
+        read_string(ByteReader(b"..abc", 2, base=100))
+    assert raised.value.offset == 105 and raised.value.field == "kryo ascii string"
