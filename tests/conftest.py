@@ -16,6 +16,9 @@ from fixtures.state_model import window_key
 from repair.formats.flink.handles import ChangelogBackendHandle
 from tests.write_commands import write_inputs, write_outputs, write_references  # noqa: F401  (fixtures of the write fault tests)
 
+#: The per-test CPU recorder, idle unless REPAIR_TEST_TIMES names a directory (so `.ci/run` can record).
+pytest_plugins = ["tests.cpu_times"]
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "fixtures"
 TESTS = REPO / "tests"

@@ -1,7 +1,7 @@
 """Where a test run's time goes: each test's wall and CPU seconds, per worker (docs/testing.md).
 
-A pytest plugin, on only when asked: ``scripts/test.sh -p tests.cpu_times`` with ``REPAIR_TEST_TIMES`` set
-to a directory. Each process running tests (each pytest-xdist worker, or the one process of ``-n 0``)
+A pytest plugin (tests/conftest.py loads it), on only when asked: ``REPAIR_TEST_TIMES`` set to a
+directory, e.g. ``REPAIR_TEST_TIMES=/tmp/times bash .ci/run``. Each process running tests (each pytest-xdist worker, or the one process of ``-n 0``)
 appends one line per test to ``<dir>/<worker>.tsv``: start and end (epoch seconds), the CPU seconds of the
 process itself and of the children it waited for during the test (set-up and tear-down included: a
 module fixture's cost is in its first test). CPU seconds are what a loaded machine distorts least; the
