@@ -224,12 +224,20 @@ public final class ReadAllStates {
                     state = getRuntimeContext().getAggregatingState((AggregatingStateDescriptor<?, ?, ?>) d);
                 }
                 states.add(state);
-                LongCounter count = new LongCounter();
-                LongCounter sum = new LongCounter();
-                getRuntimeContext().addAccumulator("rows:" + operator + "/" + d.getName(), count);
-                getRuntimeContext().addAccumulator("checksum:" + operator + "/" + d.getName(), sum);
-                counters.add(new LongCounter[] {count, sum});
+                counters.add(new LongCounter[] {counter("rows:" + operator + "/" + d.getName()),
+                        counter("checksum:" + operator + "/" + d.getName())});
             }
+        }
+
+        /** The subtask's accumulator {@code name}: a subtask given a second split opens the function again. */
+        private LongCounter counter(String name) {
+            LongCounter existing = (LongCounter) getRuntimeContext().<Long, Long>getAccumulator(name);
+            if (existing != null) {
+                return existing;
+            }
+            LongCounter created = new LongCounter();
+            getRuntimeContext().addAccumulator(name, created);
+            return created;
         }
 
         @Override
