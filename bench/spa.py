@@ -16,9 +16,11 @@ interpreter start-up included):
   with ``state.backend.rocksdb.memory.managed: false`` (``--unmanaged-memory``);
 - ``repair export --workers N`` (``--columns both``, the default).
 
-``--startup TINY`` runs every variant on a tiny checkpoint of the same job too (a committed fixture):
-its CPU is the variant's start-up (JVM, MiniCluster, or interpreter, imports and planning), and CPU
-beyond start-up is the CPU on ``CHECKPOINT`` minus that. ``--only REGEX`` keeps the variants whose
+``--startup TINY`` runs every variant on a tiny checkpoint of the same job too (a committed fixture's
+native savepoint: the fixtures' checkpoints point to the machine that wrote them): its CPU is the
+variant's start-up (JVM, MiniCluster, or interpreter, imports and planning), and CPU beyond start-up is
+the CPU on ``CHECKPOINT`` minus that; ``--startup-from RESULTS`` takes those start-up CPUs from an
+earlier run's ``--results`` instead. ``--only REGEX`` keeps the variants whose
 name matches (the State Processor API 1.20 with managed memory and one reader for all states takes
 15 minutes on the 186 MB checkpoint: leave it out of a 2 GB run with ``--skip-slow``).
 
@@ -94,15 +96,16 @@ SLOW = re.compile(r"API 1\.20\.0, one reader for all states")
 
 
 def compare(checkpoint: str, *, runs: int, workers: int, flinks: list[str], startup: str | None,
-            only: str | None, skip_slow: bool, results: Path | None) -> None:
+            startup_from: Path | None, only: str | None, skip_slow: bool, results: Path | None) -> None:
     """Every variant on ``checkpoint`` (and on ``startup``), round robin; medians, ratios, loads."""
     import shutil
     import statistics
     import tempfile
 
     sys.path.insert(0, str(BENCH))
-    from common import Variant, code_state, machine, repair_command, run_all, taskset, write_results
+    from common import Variant, code_state, compile_bytecode, machine, repair_command, run_all, taskset, write_results
 
+    compile_bytecode()  # as an installed repair is: no module compiled again in every process
     cores = ",".join(str(c) for c in range(workers))
     pin = taskset(cores)
 
@@ -136,6 +139,7 @@ def compare(checkpoint: str, *, runs: int, workers: int, flinks: list[str], star
         run_all([*tiny, *variants], runs, after_run=after)
         load_after = os.getloadavg()
 
+    earlier = {r["variant"]: r for r in json.loads(startup_from.read_text())["variants"]} if startup_from else {}
     print(f"load before {load_before}, after {load_after}; cores {cores} ({workers}); {checkpoint}")
     export = next((v for v in variants if v.name.startswith("repair export") and v.walls), None)
     export_doc = json.loads(outputs[export.name]) if export else None
@@ -145,9 +149,9 @@ def compare(checkpoint: str, *, runs: int, workers: int, flinks: list[str], star
             print(f"{v.name}: {v.error or 'not run'}")
             continue
         start = next((t for t in tiny if t.name == v.name + " (start-up)" and t.cpus), None)
-        startup_cpu = statistics.median(start.cpus) if start else None
+        startup_cpu = statistics.median(start.cpus) if start else earlier.get(v.name, {}).get("startup_cpu_s")
         row = {"variant": v.name, "wall_s": statistics.median(v.walls), "cpu_s": statistics.median(v.cpus),
-               "startup_cpu_s": startup_cpu, "startup_wall_s": statistics.median(start.walls) if start else None,
+               "startup_cpu_s": startup_cpu,
                "walls": v.walls, "cpus": v.cpus, "loads": v.loads}
         row["cpu_beyond_startup_s"] = row["cpu_s"] - startup_cpu if startup_cpu is not None else None
         if v.name.startswith("State Processor API"):
@@ -169,7 +173,7 @@ def compare(checkpoint: str, *, runs: int, workers: int, flinks: list[str], star
                       if r["cpu_beyond_startup_s"] is not None and base["cpu_beyond_startup_s"] else "")
             print(f"repair export against {r['variant']}: {r['wall_s'] / base['wall_s']:.1f}x as fast (wall), "
                   f"{r['cpu_s'] / base['cpu_s']:.1f}x less CPU{beyond}")
-    write_results(results, {"checkpoint": checkpoint, "startup_checkpoint": startup, "workers": workers, "runs": runs,
+    write_results(results, {"checkpoint": checkpoint, "startup_checkpoint": startup or (str(startup_from) if startup_from else None), "workers": workers, "runs": runs,
                             "load_before": load_before, "load_after": load_after, "machine": machine(),
                             "code": code_state(), "variants": rows})
 
@@ -201,6 +205,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--compare", action="store_true", help="time it beside repair export (round robin, --runs)")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--startup", help="a tiny checkpoint of the same job: every variant's start-up CPU")
+    parser.add_argument("--startup-from", type=Path, help="the start-up CPUs of an earlier run's --results")
     parser.add_argument("--only", help="only the variants whose name matches this regular expression")
     parser.add_argument("--skip-slow", action="store_true", help="leave out Flink 1.20's one reader for all states with managed memory")
     parser.add_argument("--results", type=Path, help="write the results as JSON")
@@ -208,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.compare:
         flinks = (args.flink or "2.3.0,1.20.3").split(",")
         compare(args.checkpoint, runs=args.runs, workers=args.workers, flinks=flinks, startup=args.startup,
-                only=args.only, skip_slow=args.skip_slow, results=args.results)
+                startup_from=args.startup_from, only=args.only, skip_slow=args.skip_slow, results=args.results)
         return 0
     out = subprocess.run(command(args.checkpoint, args.workers, args.flink or "1.20.3", per_state=args.per_state,
                                  unmanaged_memory=args.unmanaged_memory), capture_output=True, text=True)
