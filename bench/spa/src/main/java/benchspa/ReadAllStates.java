@@ -10,6 +10,7 @@ import java.util.TreeMap;
 import org.apache.flink.api.common.JobExecutionResult;
 import org.apache.flink.api.common.accumulators.LongCounter;
 import org.apache.flink.api.common.functions.AggregateFunction;
+import org.apache.flink.api.common.functions.OpenContext;
 import org.apache.flink.api.common.state.AggregatingState;
 import org.apache.flink.api.common.state.AggregatingStateDescriptor;
 import org.apache.flink.api.common.state.ListState;
@@ -28,7 +29,8 @@ import org.apache.flink.api.common.typeinfo.TypeInformation;
 import org.apache.flink.api.common.typeinfo.Types;
 import org.apache.flink.api.java.tuple.Tuple2;
 import org.apache.flink.configuration.Configuration;
-import org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend;
+import org.apache.flink.runtime.state.ConfigurableStateBackend;
+import org.apache.flink.runtime.state.StateBackend;
 import org.apache.flink.state.api.OperatorIdentifier;
 import org.apache.flink.state.api.SavepointReader;
 import org.apache.flink.state.api.functions.KeyedStateReaderFunction;
@@ -43,8 +45,14 @@ import org.apache.flink.util.Collector;
  * Counts and checksums are accumulators (nothing is collected to the client); the last line printed
  * is JSON with the rows per operator and state, the checksums and the seconds of the job.
  *
- * <p>Usage: {@code ReadAllStates <checkpoint dir> [parallelism]}. The fixture job's classes
- * (AccountProfile, Wave) must be on the class path: the POJO and enum serializers restore them.
+ * <p>Usage: {@code ReadAllStates <checkpoint dir> [parallelism] [--per-state] [--unmanaged-memory]}.
+ * By default one reader function per operator reads all of its states; {@code --per-state} reads
+ * each state with its own reader function (one {@code readKeyedState} per state).
+ * {@code --unmanaged-memory} sets {@code state.backend.rocksdb.memory.managed: false} on the
+ * RocksDB backend (the State Processor API's environment fixes managed memory at 64 MB). The same
+ * source compiles against Flink 1.20 and 2.x (bench/spa/pom.xml, {@code -Dflink.version}); the
+ * fixture job's classes (AccountProfile, Wave) must be on the class path: the POJO and enum
+ * serializers restore them.
  */
 public final class ReadAllStates {
 
@@ -194,8 +202,11 @@ public final class ReadAllStates {
             this.specs = specs;
         }
 
+        /** Abstract in the 1.20 State Processor API, gone in 2.x; both call {@link #open(OpenContext)}. */
+        public void open(Configuration parameters) {}
+
         @Override
-        public void open(Configuration parameters) throws Exception {  // abstract in the 1.20 State Processor API
+        public void open(OpenContext context) throws Exception {
             states = new ArrayList<>();
             counters = new ArrayList<>();
             for (Spec spec : specs) {
@@ -213,12 +224,20 @@ public final class ReadAllStates {
                     state = getRuntimeContext().getAggregatingState((AggregatingStateDescriptor<?, ?, ?>) d);
                 }
                 states.add(state);
-                LongCounter count = new LongCounter();
-                LongCounter sum = new LongCounter();
-                getRuntimeContext().addAccumulator("rows:" + operator + "/" + d.getName(), count);
-                getRuntimeContext().addAccumulator("checksum:" + operator + "/" + d.getName(), sum);
-                counters.add(new LongCounter[] {count, sum});
+                counters.add(new LongCounter[] {counter("rows:" + operator + "/" + d.getName()),
+                        counter("checksum:" + operator + "/" + d.getName())});
             }
+        }
+
+        /** The subtask's accumulator {@code name}: a subtask given a second split opens the function again. */
+        private LongCounter counter(String name) {
+            LongCounter existing = (LongCounter) getRuntimeContext().<Long, Long>getAccumulator(name);
+            if (existing != null) {
+                return existing;
+            }
+            LongCounter created = new LongCounter();
+            getRuntimeContext().addAccumulator(name, created);
+            return created;
         }
 
         @Override
@@ -234,19 +253,46 @@ public final class ReadAllStates {
         }
     }
 
+    /** The RocksDB backend of the Flink on the class path (its package moved in 2.0). */
+    static StateBackend rocksdb(boolean unmanagedMemory) throws Exception {
+        Class<?> backend;
+        try {
+            backend = Class.forName("org.apache.flink.state.rocksdb.EmbeddedRocksDBStateBackend");
+        } catch (ClassNotFoundException flink1) {
+            backend = Class.forName("org.apache.flink.contrib.streaming.state.EmbeddedRocksDBStateBackend");
+        }
+        StateBackend rocksdb = (StateBackend) backend.getDeclaredConstructor().newInstance();
+        if (!unmanagedMemory) {
+            return rocksdb;
+        }
+        Configuration conf = new Configuration();
+        conf.setString("state.backend.rocksdb.memory.managed", "false");
+        return ((ConfigurableStateBackend) rocksdb).configure(conf, ReadAllStates.class.getClassLoader());
+    }
+
     @SuppressWarnings("unchecked")
     public static void main(String[] args) throws Exception {
         long started = System.nanoTime();
+        List<String> options = Arrays.asList(args);
         String path = args[0];
-        int parallelism = args.length > 1 ? Integer.parseInt(args[1]) : 1;
+        int parallelism = args.length > 1 && !args[1].startsWith("--") ? Integer.parseInt(args[1]) : 1;
+        boolean perState = options.contains("--per-state");
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(parallelism);
-        SavepointReader savepoint = SavepointReader.read(env, path, new EmbeddedRocksDBStateBackend());
+        SavepointReader savepoint = SavepointReader.read(env, path, rocksdb(options.contains("--unmanaged-memory")));
         Map<String, TypeInformation<?>> keys = Map.of("per-user", Types.STRING, "per-account", Types.LONG, "per-type", Types.INT);
         for (Map.Entry<String, List<Spec>> op : operators().entrySet()) {
-            savepoint.readKeyedState(OperatorIdentifier.forUid(op.getKey()), new Reader(op.getKey(), op.getValue()),
-                            (TypeInformation<Object>) keys.get(op.getKey()), Types.INT)
-                    .sinkTo(new DiscardingSink<>());
+            List<List<Spec>> readers = new ArrayList<>();
+            if (perState) {
+                op.getValue().forEach(spec -> readers.add(List.of(spec)));
+            } else {
+                readers.add(op.getValue());
+            }
+            for (List<Spec> specs : readers) {
+                savepoint.readKeyedState(OperatorIdentifier.forUid(op.getKey()), new Reader(op.getKey(), specs),
+                                (TypeInformation<Object>) keys.get(op.getKey()), Types.INT)
+                        .sinkTo(new DiscardingSink<>());
+            }
         }
         JobExecutionResult result = env.execute("read every keyed state");
         StringBuilder json = new StringBuilder("{\"states\": {");
