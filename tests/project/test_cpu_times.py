@@ -18,7 +18,8 @@ def test_the_plugin_records_each_test_with_the_cpu_of_the_children_it_waited_for
         "def test_idle():\n"
         "    pass\n")
     times = tmp_path / "times"
-    env = {**os.environ, DIRECTORY_VARIABLE: str(times), "PYTHONPATH": str(REPO)}
+    # a run of its own, not a worker of this one (pytest-xdist passes its worker name on in the environment)
+    env = {k: v for k, v in os.environ.items() if k != "PYTEST_XDIST_WORKER"} | {DIRECTORY_VARIABLE: str(times), "PYTHONPATH": str(REPO)}
     done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "tests.cpu_times", "-p", "no:cacheprovider",
                            str(tmp_path / "test_sample.py")], cwd=tmp_path, env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
