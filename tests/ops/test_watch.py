@@ -40,11 +40,11 @@ class CountingStorage(Storage):
         self.opened: Counter[str] = Counter()
         self.before_open = None
 
-    def open_input(self, uri, *, scan=False):
+    def open_input(self, uri, **options):
         if self.before_open is not None:
             self.before_open(uri)
         self.opened[uri] += 1
-        return super().open_input(uri, scan=scan)
+        return super().open_input(uri, **options)
 
 
 
