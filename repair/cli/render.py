@@ -506,9 +506,10 @@ def _render_salvaged(salvaged) -> None:
 
 
 def _render_lost(lost) -> None:
-    """The table of SSTs a ``--drop-missing`` rebuild left out, and what dropping each does."""
+    """The table of SSTs a rebuild left out whole (``--drop-missing``; with ``--salvage``, the missing files
+    and those none of whose data blocks is sound), and what dropping each does."""
     console = stdout()
-    table = _file_table(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out (--drop-missing); what they held:[/]",
+    table = _file_table(f"[bold yellow]DATA LOST: {len(lost)} SST file(s) left out whole; what they held:[/]",
                         ("subtask", "file", "why", "state", "key groups", "keys (first .. last)", "seqnos", "entries"), right=("entries",))
     for item in lost:
         groups = "-".join(map(str, item.key_groups)) if item.key_groups else "unknown"
