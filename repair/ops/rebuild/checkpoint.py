@@ -196,11 +196,11 @@ def plan_rebuild(
         label = op.label
         for sub in op.subtasks:
             drops = dropped.get((label, sub.index), {})
-            findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]
+            instance_findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]
             handle = sub.managed_keyed_state
             if isinstance(handle, ChangelogBackendHandle):
                 handle = next((h for h in handle.materialized if h is not None), None)
-            if not findings or not isinstance(handle, IncrementalKeyedHandle):
+            if not instance_findings or not isinstance(handle, IncrementalKeyedHandle):
                 continue
             lost = describe_lost_files(snapshot, op, sub.index, handle, drops, storage) if drops else []
             copies: dict[str, bytes] = {}  # local name -> the bytes of its intact original (older sources)
@@ -213,8 +213,8 @@ def plan_rebuild(
                 gone = {item.local_name for item in replaced_here}
                 lost = [item for item in lost if item.local_name not in gone]
                 drops = {name: fs for name, fs in drops.items() if name not in gone}
-                findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]
-                if not findings:  # only replaced files were damaged: the instance's MANIFEST lists them as they are
+                instance_findings = broken.get((label, sub.index), []) + [f for fs in drops.values() for f in fs]
+                if not instance_findings:  # only replaced files were damaged: the instance's MANIFEST lists them as they are
                     continue
                 if drops and not (drop_missing or salvage):  # --older alone loses nothing: the rest stays unrepairable
                     result.unrepairable.extend(
@@ -230,7 +230,7 @@ def plan_rebuild(
             damaged = {item.local_name: item for item in lost}
             lost = [item for item in lost if item.local_name not in replaced]
             drops = {name: fs for name, fs in drops.items() if name not in replaced}
-            instance = _rebuild_instance(snapshot, handle, label, sub.index, findings, format_, storage, drop=set(drops),
+            instance = _rebuild_instance(snapshot, handle, label, sub.index, instance_findings, format_, storage, drop=set(drops),
                                          replaced=replaced)
             add_overlaps(lost, instance.summaries, instance.levels)
             for item in salvaged:
