@@ -3,7 +3,7 @@
 
 Usage::
 
-    python bench/verify_bound.py D1 D2 [--runs 3] [--results out.json] [--compare OLD_CHECKOUT]
+    python bench/verify_bound.py D1 D2 [--runs 3] [--results out.json] [--compare OLD_CHECKOUT] [--skip REGEX]
 
 ``D1``, ``D2`` ...: checkpoints written by ``bench/make_checkpoint.py`` (or ``bench/replicate_checkpoint.py``),
 smallest first. Every variant is its own process pinned to core 0 (``taskset -c 0``), timed in CPU seconds
@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import resource
 import statistics
 import subprocess
@@ -198,6 +199,7 @@ def main() -> int:
     parser.add_argument("--runs", type=int, default=3, help="rounds (the median and minimum count)")
     parser.add_argument("--results", type=Path, help="write every run's seconds here (JSON)")
     parser.add_argument("--compare", type=Path, metavar="OLD", help="also time the repair/ of checkout OLD (its runs alternated)")
+    parser.add_argument("--skip", metavar="REGEX", help="leave out the variants whose name matches (e.g. 'per file' at large sizes)")
     args = parser.parse_args()
     import compileall
 
@@ -211,6 +213,8 @@ def main() -> int:
         for checkpoint in checkpoints:
             warm_page_cache(checkpoint.files)
         runs = {c.name: variants(c, python, args.compare and args.compare.resolve()) for c in checkpoints}
+        if args.skip:
+            runs = {c: {v: run for v, run in vs.items() if not re.search(args.skip, v)} for c, vs in runs.items()}
         samples: dict[str, dict[str, list[tuple[float, float]]]] = {c: {v: [] for v in vs} for c, vs in runs.items()}
         load_before = os.getloadavg()
         for round_ in range(args.runs):
@@ -237,25 +241,30 @@ def report(samples: dict, checkpoints: list[Checkpoint]) -> None:
         return min(s[0] for s in samples[checkpoint][name])
 
     names = list(next(iter(samples.values())))
+    references = [name for name in ("sst_dump dir", "sst_dump per file") if name in names]
     print("\n| variant | " + " | ".join(f"{c.name}: CPU s median (min), wall s median" for c in checkpoints) + " |")
     print("|---|" + "---|" * len(checkpoints))
     for name in names:
         cells = [f"{median(c.name, name):.3f} ({minimum(c.name, name):.3f}), {median(c.name, name, True):.2f}" for c in checkpoints]
         print(f"| {name} | " + " | ".join(cells) + " |")
+
+    def ratios(cost) -> str:
+        """Each repair variant against the faster sst_dump, and the default one against the bound, by ``cost(name)``."""
+        ref = min(cost(name) for name in references)
+        parts = [f"{name} {ref / cost(name):.2f}x the faster sst_dump" for name in names if name.startswith("repair") and "default" not in name]
+        if "bound" in names:
+            parts += [f"{name} at {cost('bound') / cost(name):.2f}x of its bound" for name in names if name.startswith("repair (default)")]
+        return "; ".join(parts)
+
     for c in checkpoints:
-        ref = min(median(c.name, "sst_dump dir"), median(c.name, "sst_dump per file"))
-        print(f"\n{c.name}: the faster sst_dump {ref:.3f} CPU s; repair --checksums-only {ref / median(c.name, 'repair --checksums-only'):.2f}x "
-              f"sst_dump (CPU, median); repair (default) / bound: {median(c.name, 'bound') / median(c.name, 'repair (default)'):.2f}x whole command")
+        print(f"\n{c.name} (CPU, medians, start-up included): {ratios(lambda name: median(c.name, name))}")
     for small, large in zip(checkpoints, checkpoints[1:]):
         def slope(name: str) -> float:
             return median(large.name, name) - median(small.name, name)
 
-        ref = min(slope("sst_dump dir"), slope("sst_dump per file"))
         print(f"\nslope {small.name} -> {large.name} (CPU s per extra {(large.bytes - small.bytes) / 1e9:.2f} GB): "
               + ", ".join(f"{name} {slope(name):.3f}" for name in names))
-        print(f"  beyond start-up: repair --checksums-only {ref / slope('repair --checksums-only'):.2f}x the faster sst_dump; "
-              f"repair (default) at {slope('bound') / slope('repair (default)'):.2f}x of its bound; "
-              f"checksums only at {slope('bound, checksums only') / slope('repair --checksums-only'):.2f}x of the checksum loop")
+        print(f"  beyond start-up: {ratios(slope)}")
 
 
 if __name__ == "__main__":

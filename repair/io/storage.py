@@ -18,7 +18,9 @@ URIs keep the form they were given in: listing ``s3a://b/dir`` yields ``s3a://b/
 
 Objects on S3, GCS and Azure are read through ``obstore`` (:mod:`repair.io.objects`): a ranged GET with
 no HEAD before it, so a size the caller knows (from ``_metadata`` or a listing) costs no request, and a
-small file scanned whole is one request. Listings, status and writes go through ``pyarrow.fs``.
+small file scanned whole is one request. Local files are read, listed and looked at with the operating
+system's calls (:mod:`repair.io.local_files`), so that reading a local checkpoint never imports ``pyarrow``;
+other listings and status, and all writes, go through ``pyarrow.fs``, imported when first used.
 
 Every failure is a :class:`~repair.errors.StorageError` naming the URI and the reason; pyarrow's
 ``OSError`` and ``ArrowException`` never escape.
@@ -41,21 +43,18 @@ from __future__ import annotations
 
 import errno
 import functools
-import hashlib
+import importlib
 import os
-import secrets
-import socket
+import sys
 import threading
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Union
 
-import pyarrow as pa
-import pyarrow.fs as pafs
-
 from repair.errors import RepairError, StorageError
 from repair.formats.bytes.random_access import RandomAccess
 from repair.io import objects
+from repair.io.local_files import LocalStatus, list_local, open_local, stat_local
 from repair.io.objects import ObjectFile
 from repair.io.options import StorageOptions, parse_endpoint
 from repair.io.retry import RetryPolicy, ShortRead, is_transient
@@ -69,6 +68,28 @@ from repair.io.uris import (
     parse_location,
     resolve_within,
 )
+
+
+class _ImportedOnUse:
+    """Stands for a module imported at its first attribute access: ``pyarrow`` costs about 0.06 CPU s to
+    import, and a command reading local files only never needs it (see :mod:`repair.io.local_files`)."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str):
+        return getattr(importlib.import_module(self._name), attribute)
+
+
+pa = _ImportedOnUse("pyarrow")
+pafs = _ImportedOnUse("pyarrow.fs")
+
+
+def _arrow_exception_types() -> tuple[type, ...]:
+    """``pyarrow.ArrowException`` once pyarrow is imported (no pyarrow error exists before), else nothing."""
+    module = sys.modules.get("pyarrow")
+    return (module.ArrowException,) if module is not None else ()
+
 
 __all__ = [
     "absolute",
@@ -124,7 +145,7 @@ READ_BUFFER_BYTES = max(0, int(os.environ.get("REPAIR_READ_BUFFER_MB") or 128)) 
 
 #: What :meth:`Storage.write_atomic` writes: bytes, an iterable of byte chunks, or a function writing into
 #: the output stream it is given (a ``pyarrow.NativeFile``: e.g. a Parquet writer, with no copy through Python).
-Data = Union[bytes, bytearray, memoryview, Iterable[bytes], Callable[[pa.NativeFile], None]]
+Data = Union[bytes, bytearray, memoryview, Iterable[bytes], Callable[["pa.NativeFile"], None]]
 
 #: Kinds where a rename is atomic, so files and directories are staged under a temporary name.
 _RENAME_KINDS = frozenset({"local", "hdfs"})
@@ -187,7 +208,7 @@ class _StorageErrors:
     def __exit__(self, exc_type, error, traceback) -> bool:
         if error is None or isinstance(error, RepairError):
             return False
-        if isinstance(error, (OSError, pa.ArrowException)):
+        if isinstance(error, (OSError, *_arrow_exception_types())):
             transient = is_transient(error)
             why = _reason(error) + (" (a transient fault; retries ran out of time)" if transient else "")
             raise StorageError(f"cannot {self.action}: {why}", source=self.uri, transient=transient) from error
@@ -544,6 +565,10 @@ class Storage:
         reads are ranged requests as asked, and a file found shorter fails them (never retried).
         """
         location = parse_location(uri)
+        if location.kind == "local":
+            with _StorageErrors(uri, "open for reading"):
+                file, size = self._local_retry.call(lambda: open_local(location.fs_path))
+            return InputFile(uri, file, size, LOCAL_READ_SIZE, self._local_retry)
         store = self._object_store(location)
         if store is not None:
             return self._open_object(uri, location, store, scan=scan, tail=tail, size=size)
@@ -552,8 +577,6 @@ class Storage:
         with _StorageErrors(uri, "open for reading"):
             file = retry.call(lambda: fs.open_input_file(location.fs_path))
             size = retry.call(file.size)
-        if location.kind == "local":
-            return InputFile(uri, file, size, LOCAL_READ_SIZE, retry)
         whole = scan and size <= SCAN_WHOLE_MAX
         return InputFile(uri, file, size, None, retry, buffer_whole=whole, buffer_tail=SCAN_TAIL if scan and not whole else tail)
 
@@ -598,7 +621,12 @@ class Storage:
 
     def stat(self, uri: str) -> FileInfo | None:
         """What ``uri`` is, or ``None`` when nothing is there."""
-        location, fs = self._resolve(uri)
+        location = parse_location(uri)
+        if location.kind == "local":
+            with _StorageErrors(uri, "stat"):
+                status = self._local_retry.call(lambda: stat_local(location.fs_path))
+            return None if status is None else _local_file_info(uri, status)
+        fs = self.filesystem(location)
         with _StorageErrors(uri, "stat"):
             info = self._retry_for(location).call(lambda: fs.get_file_info(location.fs_path))
         return None if info.type == pafs.FileType.NotFound else _file_info(uri, info)
@@ -612,7 +640,13 @@ class Storage:
         On object stores a "directory" is a key prefix; ``recursive`` lists the implied
         subdirectories too.
         """
-        location, fs = self._resolve(uri)
+        location = parse_location(uri)
+        if location.kind == "local":
+            with _StorageErrors(uri, "list directory"):
+                listed = self._local_retry.call(lambda: list_local(location.fs_path, recursive=recursive))
+            return sorted((_local_file_info(join(uri, relative), status) for relative, status in listed),
+                          key=lambda entry: entry.path)
+        fs = self.filesystem(location)
         base = location.fs_path.rstrip("/")
         with _StorageErrors(uri, "list directory"):
             try:
@@ -825,14 +859,23 @@ def _file_info(uri: str, info: pafs.FileInfo) -> FileInfo:
     )
 
 
+def _local_file_info(uri: str, status: LocalStatus) -> FileInfo:
+    return FileInfo(path=uri, size=status.size, is_dir=status.is_dir, mtime=status.mtime_ns / 1e9)
+
+
 def owner_tag() -> str:
     """``<host hash>-<pid>``: who is writing, so that a later run can tell a staging area whose writer
     died (killed, out of power) from one still in use."""
+    import hashlib  # writes only: a command that reads imports neither (start-up)
+    import socket
+
     host = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
     return f"{host}-{os.getpid()}"
 
 
 def _temporary_name(fs_path: str) -> str:
+    import secrets
+
     return f"{fs_path.rstrip('/')}{_TMP_MARKER}{owner_tag()}-{secrets.token_hex(4)}"
 
 

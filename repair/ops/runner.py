@@ -13,7 +13,6 @@ import logging
 import os
 import re
 import signal
-import socket
 import sys
 import threading
 import time
@@ -466,6 +465,8 @@ def check_master(master: str) -> None:
     if not _MASTER.match(master):
         raise UsageError(f"not a Spark master: {master!r} (expected local[N], local[*], spark://host:port, yarn or k8s://...)")
     if master.startswith("spark://"):
+        import socket  # a Spark master only: not at every command's start-up
+
         for address in master[len("spark://"):].split(","):
             host, _, port = address.rpartition(":")
             try:

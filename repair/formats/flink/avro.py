@@ -39,15 +39,16 @@ from __future__ import annotations
 import json
 import struct
 from decimal import Decimal, InvalidOperation
-from typing import Any, Callable
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Any, Callable
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_io import read_utf
 from repair.formats.flink import registry
 from repair.formats.flink.string_value import read_string_value
+
+if TYPE_CHECKING:  # imported by arrow_type: verify and inspect read Avro snapshots without pyarrow (start-up)
+    import pyarrow as pa
 
 AVRO_SNAPSHOT = registry.AVRO.class_name
 GENERIC_RECORD = "org.apache.avro.generic.GenericRecord"
@@ -520,9 +521,10 @@ _PRIMITIVE_ENCODERS: dict[str, Encode] = {
 }
 
 
+#: The pyarrow type function of each primitive Avro type.
 _ARROW_PRIMITIVES = {
-    "null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
-    "double": pa.float64(), "bytes": pa.binary(), "string": pa.string(),
+    "null": "null", "boolean": "bool_", "int": "int32", "long": "int64", "float": "float32", "double": "float64",
+    "bytes": "binary", "string": "string",
 }
 
 
@@ -538,8 +540,10 @@ def arrow_type(snapshot: Any) -> tuple[pa.DataType | None, str | None]:
 
 
 def _arrow(schema: Schema, node: Any, namespace: str | None, seen: set[str]) -> pa.DataType:
+    import pyarrow as pa
+
     if isinstance(node, str) and node in _ARROW_PRIMITIVES:
-        return _ARROW_PRIMITIVES[node]
+        return getattr(pa, _ARROW_PRIMITIVES[node])()
     if isinstance(node, list):
         others = [b for b in node if b != "null"]
         if len(others) != 1:

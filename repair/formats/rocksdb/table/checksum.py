@@ -23,6 +23,7 @@ import importlib.machinery
 import importlib.util
 import struct
 import sys
+from itertools import count
 
 import xxhash as _xxhash
 
@@ -185,9 +186,14 @@ def mismatched_blocks(kind: int, data, starts: list[int], stops: list[int], *, b
     if kind == ChecksumType.NONE or not starts:
         return []
     mask = 0xFFFFFFFF
+    unpack = _U32.unpack_from
+    if kind == ChecksumType.CRC32C and not base_context_checksum:
+        # The usual case in one pass, each block's value compared with the stored one as it is computed
+        # (10% less than building both lists: docs/benchmarks/verify.md). crc32c::Mask: rotate right by 15
+        # (v * (2^32 + 1) >> 15 holds the rotated value in its low 32 bits), add the delta.
+        crc, delta = _crc32c.crc32c, _MASK_DELTA
+        return [k for k, a, b in zip(count(), starts, stops) if ((crc(data[a:b]) * 0x100000001 >> 15) + delta) & mask != unpack(data, b)[0]]
     if kind == ChecksumType.CRC32C:
-        # crc32c::Mask: rotate right by 15 (v * (2^32 + 1) >> 15 holds the rotated value in its low
-        # 32 bits), add the delta.
         crc, delta = _crc32c.crc32c, _MASK_DELTA
         values = [((crc(data[a:b]) * 0x100000001 >> 15) + delta) & mask for a, b in zip(starts, stops)]
     elif kind == ChecksumType.XXH3:
@@ -205,7 +211,6 @@ def mismatched_blocks(kind: int, data, starts: list[int], stops: list[int], *, b
         # ChecksumModifierForContext, added to the checksum: base ^ (low32(offset) + high32(offset)).
         base = base_context_checksum
         values = [(v + ((((o & mask) + (o >> 32)) & mask) ^ base)) & mask for v, o in zip(values, offsets)]
-    unpack = _U32.unpack_from
     stored = [unpack(data, b)[0] for b in stops]
     if values == stored:
         return []

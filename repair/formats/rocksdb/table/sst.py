@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import sys
 from bisect import bisect_right
 from dataclasses import dataclass, field
 from itertools import islice, repeat
@@ -555,7 +556,11 @@ class Table:
         """Like :meth:`_index_handles`, as ``(offsets, sizes)``; same results and same errors."""
         reader = self.block_reader(handle, kind)
         if _FAST_PATHS and self.index_value_is_delta_encoded and not have_first_key:
-            fast = bulk_index_arrays(reader.data, reader.layout) or _delta_index_arrays(reader.data, reader.layout.entries_end)
+            # The bulk decoder runs on pyarrow's kernels: only where pyarrow is loaded already (export, remote
+            # stores). Importing it for this alone costs more than it saves (0.06 CPU s against about 0.1 µs per
+            # entry, 1 GB of SSTs' worth: docs/benchmarks/verify.md, "Start-up without pyarrow").
+            bulk = bulk_index_arrays(reader.data, reader.layout) if "pyarrow" in sys.modules else None
+            fast = bulk or _delta_index_arrays(reader.data, reader.layout.entries_end)
             if fast is not None:
                 return fast
         handles = reader.index_handles(value_delta_encoded=self.index_value_is_delta_encoded, have_first_key=have_first_key)
