@@ -11,6 +11,7 @@ built with the project's own log encoder (Flink's native checkpoints flush, so n
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import struct
 from collections import defaultdict
@@ -115,8 +116,10 @@ def _sort_handle(seeds: dict[str, list[bytes]], fixture_dir: Path, metadata_path
                 _sort_handle(seeds, fixture_dir, metadata_path, part)
 
 
+@functools.cache
 def seed_corpus() -> dict[str, list[bytes]]:
-    """``target -> seeds``: distinct, at most :data:`MAX_SEED` bytes, :data:`PER_TARGET` spread over the sizes."""
+    """``target -> seeds``: distinct, at most :data:`MAX_SEED` bytes, :data:`PER_TARGET` spread over the sizes.
+    Collected once per process (every target's run writes its corpus from it); read it, never change it."""
     out: dict[str, list[bytes]] = {}
     for target, found in _collect().items():
         unique = {hashlib.sha256(d).digest(): d for d in found if 0 < len(d) <= MAX_SEED}

@@ -41,6 +41,9 @@ class S3Server:
 
     server: object
     port: int
+    #: Whether moto's backend is this process's (:func:`start_s3_server`): buckets are then filled
+    #: directly (:meth:`new_bucket`).
+    in_process: bool = False
 
     @property
     def endpoint(self) -> str:
@@ -59,12 +62,23 @@ class S3Server:
         )
 
     def new_bucket(self, files: dict[str, bytes] | None = None) -> str:
-        """Creates a bucket with a fresh name holding ``files`` (key -> bytes); returns its name."""
+        """Creates a bucket with a fresh name holding ``files`` (key -> bytes); returns its name.
+
+        The bucket is created by a request. Its objects are the tests' set-up, not what they test: with
+        the server in this process they are put into moto's backend directly (what moto does once it
+        has parsed a PutObject request: the same objects, for about a hundredth of the CPU time of a
+        signed request each, moto's handling and boto3's together: a fixture's 700 files cost 5 s);
+        with a server process of its own, by a request each."""
         name = f"test-{uuid.uuid4().hex[:20]}"
         client = self.client()
         client.create_bucket(Bucket=name)
-        for key, data in (files or {}).items():
-            client.put_object(Bucket=name, Key=key, Body=data)
+        if self.in_process:
+            backend = _moto_backend_of(name)
+            for key, data in (files or {}).items():
+                backend.put_object(name, key, data)
+        else:
+            for key, data in (files or {}).items():
+                client.put_object(Bucket=name, Key=key, Body=data)
         return name
 
     def keys(self, bucket: str) -> list[str]:
@@ -84,7 +98,15 @@ def start_s3_server() -> S3Server:
     server = ThreadedMotoServer(ip_address=LOOPBACK, port=port, verbose=False)
     server.start()
     _wait_until_listening(port)
-    return S3Server(server, port)
+    return S3Server(server, port, in_process=True)
+
+
+def _moto_backend_of(bucket: str):
+    """The S3 backend of this process's moto holding ``bucket`` (its account and partition)."""
+    from moto.s3.models import s3_backends
+
+    partition, account = s3_backends.bucket_accounts[bucket]
+    return s3_backends[account][partition]
 
 
 class _ServerProcess:

@@ -38,8 +38,10 @@ SPLIT_MODULES: dict[str, int] = {
 SLOW_TEST_SECONDS = 10.0
 QUICK_TEST_SECONDS = 0.3
 #: Modules of quick tests that take far longer than their number says (measured on 2026-11-28 under
-#: load: real full disks, RocksDB instances written by rocksdict), so that they do not start last.
-MODULE_SECONDS: dict[str, float] = {"test_disk_full.py": 100.0, "test_manifest_builder.py": 110.0}
+#: load: real full disks, RocksDB instances written by rocksdict; the S3 tests' requests to moto; the
+#: fuzz run, 5 s per target), so that they do not start last.
+MODULE_SECONDS: dict[str, float] = {"test_disk_full.py": 100.0, "test_manifest_builder.py": 110.0, "test_remote_reads.py": 70.0,
+                                    "test_s3_write_faults.py": 70.0, "test_fuzz_regressions.py": 45.0}
 
 
 def module_of(nodeid: str) -> str:

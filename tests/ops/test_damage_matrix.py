@@ -9,6 +9,11 @@ docs/verify-verdicts.md), and fallback choosing the checkpoint exactly when Flin
 
 from __future__ import annotations
 
+import copy
+import dataclasses
+import hashlib
+from pathlib import Path
+
 import pytest
 
 from fixtures.damage_matrix import (
@@ -25,10 +30,49 @@ from fixtures.damage_matrix import (
     verify_verdict,
 )
 from repair.errors import RepairError
+from repair.findings import Severity
+from repair.io.uris import parse_location
 from repair.ops.fallback import fallback
 from repair.ops.fallback import judge as fallback_verdicts
+from repair.ops.verify.file_checks import FileResult, FileTask
 
 ROWS = load_results()["cells"]
+
+
+class SameBytesChecked:
+    """Verify's ``checked_files`` (``repair.ops.verify.engine.CheckedFiles``, what ``repair watch`` gives
+    it) for the cells of the matrix: the cells of a fixture damage one thing each in copies of the same
+    checkpoint, so most of a cell's files are the bytes an earlier cell's verify checked. A file's
+    result is taken from that earlier check when its bytes (SHA-256) and its task, all but its path,
+    are the same; the damaged file, and any file whose bytes or task differ, is checked."""
+
+    def __init__(self):
+        self.results: dict[tuple, FileResult] = {}
+
+    @staticmethod
+    def _key(task: FileTask) -> tuple | None:
+        """The task but its path (its repr: not every task is hashable), and its file's bytes' digest."""
+        if task.inline is not None:
+            return (repr(task),)
+        path = Path(parse_location(task.uri).path)
+        if not path.is_file():
+            return None  # missing or no file: checked (and found so) every time
+        return repr(dataclasses.replace(task, uri=None)), hashlib.sha256(path.read_bytes()).digest()
+
+    def lookup(self, task: FileTask) -> FileResult | None:
+        key = self._key(task)
+        earlier = self.results.get(key) if key is not None else None
+        return None if earlier is None else dataclasses.replace(copy.deepcopy(earlier), task=task)
+
+    def remember(self, result: FileResult) -> None:
+        key = self._key(result.task)
+        if key is not None and result.exists and not any(p.severity == Severity.UNKNOWN for p in result.problems):
+            self.results[key] = copy.deepcopy(result)
+
+
+@pytest.fixture(scope="module")
+def checked_files():
+    return SameBytesChecked()
 
 
 def test_the_matrix_covers_every_required_family_and_role():
@@ -50,15 +94,16 @@ def test_the_matrix_covers_every_required_family_and_role():
 
 
 @pytest.mark.parametrize("row", ROWS, ids=[row["id"] for row in ROWS])
-def test_verify_and_fallback_agree_with_real_flink(row, tmp_path):
+def test_verify_and_fallback_agree_with_real_flink(row, tmp_path, checked_files):
     """One verify per cell gives both verdicts. A damaged checkpoint is verified as the job root holding
     it (its only checkpoint), which is what ``repair fallback`` verifies: fallback's verdict is judged from
     that result (``fallback.judge``), not from a second verify. A savepoint is verified as itself:
-    fallback chooses among a job's checkpoints, a savepoint is restored by name."""
+    fallback chooses among a job's checkpoints, a savepoint is restored by name. The files a cell did
+    not damage were checked in an earlier cell of the fixture (:class:`SameBytesChecked`)."""
     prepared = prepare(Cell(row["fixture"], row["role"], row["damage"]), tmp_path)
     snapshot = prepared.chk_dir.name
     checkpoint = not savepoint_format(row["fixture"])
-    ours, _kinds, report = verify_verdict(str(prepared.root if checkpoint else prepared.chk_dir))
+    ours, _kinds, report = verify_verdict(str(prepared.root if checkpoint else prepared.chk_dir), checked_files)
     flink = flink_verdict(row)
     agree = agrees(ours, flink)
     if row.get("known_disagreement"):

@@ -38,15 +38,16 @@ def _snapshots(fixture: Path) -> list[Path]:
 
 def test_healthy_fixtures_verify_clean(fixture_dir, read_only_guard):
     read_only_guard(fixture_dir)
+    results = {}
     for path in _snapshots(fixture_dir):
-        result = verify(str(path))
+        result = results[path] = verify(str(path))
         findings = result.findings
         if logs_state_changes(fixture_dir):
             # before the first materialization a changelog may record no key serializer (test_changelog.py)
             findings = [f for f in findings if not (f.kind == "not_fully_checked" and "no key serializer recorded" in f.message)]
         assert findings == [], [f.describe() for f in findings]
         assert result.ok and all(s.ok for s in result.snapshots)
-    root = verify(str(damage.checkpoint_root(fixture_dir)))
+    root = results[damage.checkpoint_root(fixture_dir)]  # the job root, verified above
     assert [s.checkpoint_id for s in root.snapshots] == fixture_info(fixture_dir)["retained_checkpoints"]
     assert root.blocks > 0 and root.bytes > 0
 
