@@ -140,10 +140,11 @@ def _left_in_session(sid: int) -> list[int]:
 
 
 @pytest.mark.parametrize(("name", "mode"), SWEPT)
-def test_stopped_by_a_signal_at_any_phase_it_exits_at_once_in_one_line_and_leaves_nothing(name, mode, write_inputs, write_outputs, tmp_path):
+def test_stopped_by_a_signal_at_any_phase_it_exits_at_once_in_one_line_and_leaves_nothing(name, mode, write_inputs, write_outputs, tmp_path, request):
     command = _BY_NAME[name]
     common = _FIRST_OF_MODE[mode] == name
     if mode == "spark":
+        request.getfixturevalue("spark_class_archive")
         counts, points = {}, _spark_points(command, common)
     else:
         counts = _counted_run(command, mode, write_inputs, tmp_path)

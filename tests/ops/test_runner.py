@@ -12,6 +12,7 @@ from repair.ops.runner import spark_session
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_session_leaves_the_environment_alone(monkeypatch):
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
@@ -27,6 +28,7 @@ def test_spark_session_leaves_the_environment_alone(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_a_session_the_caller_started_is_never_stopped_but_one_of_ours_is_replaced(monkeypatch):
     from pyspark.sql import SparkSession
 
@@ -46,6 +48,7 @@ def test_a_session_the_caller_started_is_never_stopped_but_one_of_ours_is_replac
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_says_it_starts_and_keeps_its_log_quiet(tmp_path):
     import subprocess
     from pathlib import Path
@@ -104,6 +107,7 @@ def test_spark_partitions_shrink_towards_the_end_and_stay_few():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_runs_the_costliest_tasks_first_and_returns_results_in_task_order():
     import time
 
@@ -130,6 +134,7 @@ def _started_at(task: int) -> tuple[int, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_the_driver_jvm_compiles_with_c1_only():
     session = spark_session("local[1]", "repair-tests")
     try:
@@ -163,6 +168,7 @@ def test_what_a_jvm_started_by_spark_prints_is_silenced_unless_verbose(log):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_verify_prints_one_line_to_stderr():
     """Spark's JVM start-up lines ("WARNING: Using incubator modules", "Setting default log level") are not shown."""
     import subprocess

@@ -39,7 +39,7 @@ def _repair(args: list[str], tmp: Path, fail_once: Path | None) -> subprocess.Co
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
+def reference(tmp_path_factory, spark_class_archive) -> Path:
     out = tmp_path_factory.mktemp("reference") / "export"
     done = _export(out, "local[2]", out.parent / "tmp")
     assert done.returncode == 0, done.stdout + done.stderr
