@@ -15,7 +15,7 @@ import pytest
 from fixtures.state_model import window_key
 from repair.formats.flink.handles import ChangelogBackendHandle
 from tests.spark_archive import spark_class_archive  # noqa: F401  (the class archive of the tests' Spark JVMs)
-from tests.write_commands import write_inputs, write_outputs, write_references  # noqa: F401  (fixtures of the write fault tests)
+from tests.write_commands import write_inputs, write_outputs  # noqa: F401  (fixtures of the write fault tests)
 
 #: The per-test CPU recorder, idle unless REPAIR_TEST_TIMES names a directory (so `.ci/run` can record).
 pytest_plugins = ["tests.cpu_times"]
