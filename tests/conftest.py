@@ -14,7 +14,8 @@ import pytest
 
 from fixtures.state_model import window_key
 from repair.formats.flink.handles import ChangelogBackendHandle
-from tests.write_commands import write_inputs, write_outputs, write_references  # noqa: F401  (fixtures of the write fault tests)
+from tests.spark_archive import spark_class_archive  # noqa: F401  (the class archive of the tests' Spark JVMs)
+from tests.write_commands import write_inputs, write_outputs  # noqa: F401  (fixtures of the write fault tests)
 
 #: The per-test CPU recorder, idle unless REPAIR_TEST_TIMES names a directory (so `.ci/run` can record).
 pytest_plugins = ["tests.cpu_times"]
@@ -330,9 +331,11 @@ def s3_storage(s3):
 
 
 @pytest.fixture(scope="module")
-def local_spark():
+def local_spark(request):
     """One local[2] Spark session for the module's Spark exports (export reuses it)."""
     from repair.ops.runner import spark_session
+
+    request.getfixturevalue("spark_class_archive")
 
     session = spark_session("local[2]", "repair-tests")
     yield "local[2]"

@@ -3,12 +3,12 @@ with announced phases at which a test can have a signal land.
 
 ``REPAIR_TEST_WRITE_DELAY`` seconds (default 0.1) are spent before and after each file an output
 writes, so that a signal sent at a random moment of a run lands inside the writing of its output as
-often as in its reading: the kill tests of tests/io/test_write_faults.py use it.
+often as in its reading: tests/io/test_s3_write_faults.py's kill test uses it.
 
 ``REPAIR_TEST_SIGNAL_AT=PHASE:N:SIGNAL`` (with ``REPAIR_TEST_EVENTS``, a directory) sends ``SIGNAL``
 to the run when phase ``PHASE`` is reached for the ``N``-th time, counted over all of the run's
 processes (pool workers and Spark's Python workers too), as a terminal (SIGINT: to the process group)
-or ``kill`` (SIGTERM: to the process) would. The signal lands at a known point of the run whatever
+or ``kill`` (SIGTERM: to the process; SIGKILL: to the process group) would. The signal lands at a known point of the run whatever
 the machine's speed. The phases:
 
 * ``import``: the entry point has begun importing the commands (typer, rich, ...);
@@ -60,8 +60,9 @@ def announce(phase: str) -> None:
         with open(os.path.join(_events, "fired"), "w") as file:
             file.write(f"{phase} {time.time()}")
         signum = signal.Signals[_signal_name]
-        if signum == signal.SIGINT:
-            os.killpg(os.getpgid(run_pid), signum)  # Ctrl-C: the terminal's foreground process group
+        if signum in (signal.SIGINT, signal.SIGKILL):  # Ctrl-C: the terminal's foreground process group;
+            # SIGKILL: every process of the run at once, so that none of them can clean up after the others
+            os.killpg(os.getpgid(run_pid), signum)
         else:
             os.kill(run_pid, signum)
 

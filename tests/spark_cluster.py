@@ -6,6 +6,8 @@ directory) on 127.0.0.1 and free ports, waits until the worker has registered (t
 ``/json/``), and on the way out stops the Spark session using the cluster and kills both JVMs and
 everything they started (executors): each runs in its own process group, which is signalled as a whole,
 so no JVM outlives the test even when it fails. Executors run this interpreter (``PYSPARK_PYTHON``).
+The master and the worker get the Java options the tests give Spark's drivers (``SPARK_SUBMIT_OPTS``:
+the class archive of tests/spark_archive.py, when the test asked for it).
 """
 
 from __future__ import annotations
@@ -95,7 +97,10 @@ def standalone_cluster(workdir: Path, *, cores: int = 1, memory: str = "1g", tim
     port, ui_port, worker_ui_port = _free_port(), _free_port(), _free_port()
     url = f"spark://{LOOPBACK}:{port}"
     env = dict(os.environ, SPARK_HOME=str(home), SPARK_LOCAL_IP=LOOPBACK, SPARK_LOG_DIR=str(workdir),
-               SPARK_CONF_DIR=str(workdir), PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable)
+               PYSPARK_PYTHON=sys.executable, PYSPARK_DRIVER_PYTHON=sys.executable,
+               SPARK_DAEMON_JAVA_OPTS=os.environ.get("SPARK_SUBMIT_OPTS", ""))
+    env.pop("SPARK_CONF_DIR", None)  # Spark's default, $SPARK_HOME/conf, absent from pyspark's package: no
+    # configuration, and the driver's class path, so the JVMs can use the drivers' class archive
     processes: list[subprocess.Popen] = []
 
     def start(name: str, *args: str) -> Path:

@@ -1,5 +1,5 @@
 """The write commands of the toolkit, as the fault tests run them: arguments, commit files, and
-session fixtures with their inputs (an export, a RocksDB directory without CURRENT) and reference runs.
+session fixtures with their inputs (an export, a RocksDB directory without CURRENT) and undisturbed runs.
 
 Used by tests/io/test_write_faults.py (kills and signals) and tests/io/test_disk_full.py (ENOSPC).
 """
@@ -9,7 +9,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -19,7 +18,6 @@ import pytest
 from tests._flink_state_files import FIXTURES, REPO
 
 CHECKPOINT = next((FIXTURES / "flink-1.20-default" / "checkpoints").glob("*/chk-5"))
-WRITE_DELAY = "0.05"
 
 
 #: How a command that runs tasks can run them: the arguments selecting each way.
@@ -62,22 +60,13 @@ READING_COMMANDS = [
 ]
 
 
-def cli_env(scratch: Path, delay: str = WRITE_DELAY, **extra: str) -> dict[str, str]:
+def start_cli(args: list[str], scratch: Path, *, stderr=subprocess.STDOUT, **extra: str) -> subprocess.Popen:
+    """The CLI with announced phases (tests/slow_writes_cli.py; its writes not slowed down) in a session
+    of its own, ``scratch`` its ``TMPDIR``; ``extra``: more environment."""
     scratch.mkdir(parents=True, exist_ok=True)
-    return {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch), "REPAIR_TEST_WRITE_DELAY": delay, **extra}
-
-
-def start_cli(args: list[str], scratch: Path, delay: str = WRITE_DELAY, *, stderr=subprocess.STDOUT, **extra: str) -> subprocess.Popen:
-    """The CLI (tests/slow_writes_cli.py) in a session of its own; ``extra``: more environment."""
-    return subprocess.Popen([sys.executable, "-m", "tests.slow_writes_cli", *args], cwd=REPO, env=cli_env(scratch, delay, **extra),
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TMPDIR": str(scratch), "REPAIR_TEST_WRITE_DELAY": "0", **extra}
+    return subprocess.Popen([sys.executable, "-m", "tests.slow_writes_cli", *args], cwd=REPO, env=env,
                             stdout=subprocess.PIPE, stderr=stderr, text=True, start_new_session=True)
-
-
-def run_cli(args: list[str], scratch: Path) -> tuple[int, str, float]:
-    started = time.monotonic()
-    process = start_cli(args, scratch, delay="0")
-    output, _ = process.communicate(timeout=300)
-    return process.returncode, output, time.monotonic() - started
 
 
 def files_below(directory: Path) -> set[str]:
@@ -116,18 +105,4 @@ def write_outputs(write_inputs, tmp_path_factory) -> dict[str, set[str]]:
         base = tmp_path_factory.mktemp(f"out-{command.name}")
         run_in_process(command.args(write_inputs, base / "out"))
         out[command.name] = files_below(base / "out")
-    return out
-
-
-@pytest.fixture(scope="session")
-def write_references(write_inputs, write_outputs, tmp_path_factory) -> dict[str, tuple[set[str], float]]:
-    """Per command: the files of an undisturbed run, and how long a slowed-down run takes."""
-    out = {}
-    for command in COMMANDS:
-        base = tmp_path_factory.mktemp(f"ref-{command.name}")
-        started = time.monotonic()
-        slow = start_cli(command.args(write_inputs, base / "slow"), base / "tmp")
-        assert slow.wait(timeout=300) == 0, slow.stdout.read()
-        out[command.name] = (write_outputs[command.name], time.monotonic() - started)
-        assert files_below(base / "slow") == out[command.name][0], "an undisturbed run writes the same files every time"
     return out

@@ -1,13 +1,15 @@
-"""Every write command, stopped at random moments, leaves its output absent or complete; a rerun succeeds.
+"""Every write command, stopped at any phase of its writing, leaves its output absent or complete; a rerun succeeds.
 
-Each command runs as its own process (``python -m tests.slow_writes_cli``, the CLI with each file
-write slowed down so that random moments fall inside the writing as often as inside the reading)
-with its own temporary directory (``TMPDIR``), and is
+Each command runs as its own process (``python -m tests.slow_writes_cli``, the CLI announcing the
+phases of its run) with its own temporary directory (``TMPDIR``), and is
 
-* killed (SIGKILL, the whole process group) after seeded random delays: the target is then absent or
-  complete (its commit file and exactly the files of an undisturbed run), nothing but the target and
-  its staging directory (``<target>.tmp-<host>-<pid>-<random>``) is left beside it, and a rerun
-  succeeds, deletes the dead run's staging and scratch directories, and writes the same files;
+* killed (SIGKILL, the whole process group) at announced points of its writing: before its first file,
+  before a seeded random one of its other files, just before its output is renamed into place and
+  just after: the target is then absent (complete, with its commit file and exactly the files of an
+  undisturbed run, after the rename), nothing but the target and its staging directory
+  (``<target>.tmp-<host>-<pid>-<random>``) is left beside it, and a rerun succeeds, deletes the dead
+  run's staging and scratch directories, and writes the same files. Between two announced points a
+  run only reads or computes: a kill there leaves what a kill at the next point leaves;
 * stopped by SIGINT (sent to the process group, as a terminal does) or SIGTERM (to the process) at
   each phase of a run that tests/slow_writes_cli.py announces (the imports, Spark's JVM starting, the
   first and the last task, the first and the last file written, just before and just after the output
@@ -30,35 +32,53 @@ from pathlib import Path
 
 import pytest
 
-from tests.write_commands import COMMANDS, READING_COMMANDS, beside_target, files_below, run_cli, start_cli
+from tests.write_commands import COMMANDS, READING_COMMANDS, beside_target, files_below, start_cli
 
-KILLS_PER_COMMAND = 3
+
+def _phase_counts(events: Path) -> dict[str, int]:
+    """How often each phase came in a run announcing into ``events`` (over all of its processes)."""
+    return {p.name[len("count-"):]: len(p.read_text()) for p in events.glob("count-*")}
+
+
+def _kill_points(counts: dict[str, int], draw: random.Random) -> list[tuple[str, int]]:
+    """Where a command is killed after its first file (see the test), from an undisturbed run's phase
+    counts: before one of its other files drawn at random, just before the last rename (every file
+    written, the output not published) and just after it (the process goes on to verify or exit)."""
+    return [("write", draw.randint(2, counts["write"])), ("publish", counts["publish"]), ("published", counts["published"])]
+
+
+def _killed_then_rerun(command, inputs: Path, expected: set[str], run: Path, phase: str, n: int) -> dict[str, int]:
+    """A run killed (SIGKILL, its process group) when ``phase`` comes the ``n``-th time, its leftovers
+    checked, and unless it had published, a rerun into the same target: the rerun's phase counts."""
+    where = f"killed at {phase} #{n}"
+    parent, scratch, events, rerun_events = run / "parent", run / "tmp", run / "events", run / "rerun-events"
+    parent.mkdir(parents=True)
+    events.mkdir()
+    target = parent / "out"
+    process = start_cli(command.args(inputs, target), scratch, REPAIR_TEST_EVENTS=str(events), REPAIR_TEST_SIGNAL_AT=f"{phase}:{n}:SIGKILL")
+    process.communicate(timeout=120)
+    assert (events / "fired").is_file() and process.returncode == -signal.SIGKILL, f"{where}: the phase never came"
+    assert not beside_target(parent, target), f"{where}: files outside the staging area"
+    if phase == "published":
+        assert files_below(target) == expected and (target / command.commit_file).is_file(), f"{where}: a partial target"
+        return {}  # complete before the kill: nothing to redo
+    assert not target.exists(), f"{where}: a target before it was published"
+    rerun_events.mkdir()
+    rerun = start_cli(command.args(inputs, target), scratch, REPAIR_TEST_EVENTS=str(rerun_events))
+    output, _ = rerun.communicate(timeout=300)
+    assert rerun.returncode == 0, f"the rerun after being {where} failed: {output}"
+    assert files_below(target) == expected
+    assert [p.name for p in parent.iterdir()] == ["out"], f"{where}: the dead run's staging directory is still there"
+    assert not list(scratch.glob("repair-*")), f"{where}: the dead run's scratch directories are still there"
+    return _phase_counts(rerun_events)
 
 
 @pytest.mark.parametrize("command", COMMANDS, ids=lambda c: c.name)
-def test_killed_at_random_moments_the_target_is_absent_or_complete_and_a_rerun_succeeds(command, write_inputs, write_references, tmp_path):
-    expected, duration = write_references[command.name]
-    draw = random.Random(f"kill-{command.name}")
-    for attempt in range(KILLS_PER_COMMAND):
-        parent, scratch = tmp_path / f"kill{attempt}", tmp_path / f"tmp{attempt}"
-        parent.mkdir()
-        target = parent / "out"
-        process = start_cli(command.args(write_inputs, target), scratch)
-        delay = draw.uniform(0.15, 0.95) * duration
-        time.sleep(delay)
-        os.killpg(process.pid, signal.SIGKILL)
-        process.wait(timeout=60)
-        if target.exists():
-            assert files_below(target) == expected, f"killed after {delay:.2f} s: a partial target"
-            assert (target / command.commit_file).is_file()
-        assert not beside_target(parent, target), f"killed after {delay:.2f} s: files outside the staging area"
-        if target.exists():
-            continue  # complete before the kill: nothing to redo
-        code, output, _ = run_cli(command.args(write_inputs, target), scratch)
-        assert code == 0, f"the rerun after a kill at {delay:.2f} s failed: {output}"
-        assert files_below(target) == expected
-        assert [p.name for p in parent.iterdir()] == ["out"], "the dead run's staging directory is still there"
-        assert not list(scratch.glob("repair-*")), "the dead run's scratch directories are still there"
+def test_killed_while_writing_the_target_is_absent_or_complete_and_a_rerun_succeeds(command, write_inputs, write_outputs, tmp_path):
+    """Killed before its first file; then, from the rerun's phase counts, at the points of :func:`_kill_points`."""
+    counts = _killed_then_rerun(command, write_inputs, write_outputs[command.name], tmp_path / "first", "write", 1)
+    for phase, n in _kill_points(counts, random.Random(f"kill-{command.name}")):
+        _killed_then_rerun(command, write_inputs, write_outputs[command.name], tmp_path / f"{phase}{n}", phase, n)
 
 
 #: Phases every run has, the same for every command: swept with the first command of each way of running.
@@ -87,10 +107,10 @@ def _counted_run(command, mode, inputs, tmp: Path) -> dict[str, int]:
     """How often each phase comes in an undisturbed run of the command."""
     events = tmp / "count-events"
     events.mkdir()
-    process = start_cli(command.args_in(mode, inputs, tmp / "count-out"), tmp / "count-tmp", "0", REPAIR_TEST_EVENTS=str(events))
+    process = start_cli(command.args_in(mode, inputs, tmp / "count-out"), tmp / "count-tmp", REPAIR_TEST_EVENTS=str(events))
     output, _ = process.communicate(timeout=300)
     assert process.returncode in (0, 1), output  # verify of this checkpoint finds it was moved: 1
-    return {p.name[len("count-"):]: len(p.read_text()) for p in events.glob("count-*")}
+    return _phase_counts(events)
 
 
 def _points(counts: dict[str, int], common: bool) -> list[tuple[str, int]]:
@@ -140,10 +160,11 @@ def _left_in_session(sid: int) -> list[int]:
 
 
 @pytest.mark.parametrize(("name", "mode"), SWEPT)
-def test_stopped_by_a_signal_at_any_phase_it_exits_at_once_in_one_line_and_leaves_nothing(name, mode, write_inputs, write_outputs, tmp_path):
+def test_stopped_by_a_signal_at_any_phase_it_exits_at_once_in_one_line_and_leaves_nothing(name, mode, write_inputs, write_outputs, tmp_path, request):
     command = _BY_NAME[name]
     common = _FIRST_OF_MODE[mode] == name
     if mode == "spark":
+        request.getfixturevalue("spark_class_archive")
         counts, points = {}, _spark_points(command, common)
     else:
         counts = _counted_run(command, mode, write_inputs, tmp_path)
@@ -157,7 +178,7 @@ def test_stopped_by_a_signal_at_any_phase_it_exits_at_once_in_one_line_and_leave
         parent.mkdir(parents=True)
         events.mkdir()
         target = parent / "out"
-        process = start_cli(command.args_in(mode, write_inputs, target), scratch, "0", stderr=subprocess.PIPE,
+        process = start_cli(command.args_in(mode, write_inputs, target), scratch, stderr=subprocess.PIPE,
                             REPAIR_TEST_EVENTS=str(events), REPAIR_TEST_SIGNAL_AT=f"{phase}:{n}:{signal.Signals(signum).name}")
         stdout, stderr = process.communicate(timeout=120)
         ended = time.time()

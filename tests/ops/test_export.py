@@ -639,6 +639,7 @@ def test_spark_local_export_is_identical(name, which, exported, local_spark, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_standalone_cluster_on_loopback(exported, tmp_path):
     from tests.spark_cluster import standalone_cluster
 

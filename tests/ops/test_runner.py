@@ -12,6 +12,7 @@ from repair.ops.runner import spark_session
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_session_leaves_the_environment_alone(monkeypatch):
     monkeypatch.delenv("PYSPARK_PYTHON", raising=False)
     monkeypatch.delenv("PYSPARK_DRIVER_PYTHON", raising=False)
@@ -27,6 +28,7 @@ def test_spark_session_leaves_the_environment_alone(monkeypatch):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_a_session_the_caller_started_is_never_stopped_but_one_of_ours_is_replaced(monkeypatch):
     from pyspark.sql import SparkSession
 
@@ -43,22 +45,6 @@ def test_a_session_the_caller_started_is_never_stopped_but_one_of_ours_is_replac
         assert replaced.sparkContext.master == "local[2]" and ours.sparkContext._jsc is None  # stopped
     finally:
         replaced.stop()
-
-
-@pytest.mark.slow
-def test_spark_says_it_starts_and_keeps_its_log_quiet(tmp_path):
-    import subprocess
-    from pathlib import Path
-
-    from tests.conftest import FIXTURES, job_root
-
-    repair_command = Path(sys.executable).parent / "repair"
-    done = subprocess.run([str(repair_command), "verify", job_root("flink-1.20-default"), "--master", "local[1]"],
-                          capture_output=True, text=True, timeout=600, cwd=FIXTURES.parent)
-    assert done.returncode == 0, done.stderr
-    lines = done.stderr.splitlines()
-    assert lines[0].startswith("starting Spark (master local[1])")
-    assert not [line for line in lines if " WARN " in line or " INFO " in line], lines  # Spark's own log is quiet
 
 
 def _makespan(partitions: list[list[int]], costs: list[float], cores: int) -> float:
@@ -104,6 +90,7 @@ def test_spark_partitions_shrink_towards_the_end_and_stay_few():
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_runs_the_costliest_tasks_first_and_returns_results_in_task_order():
     import time
 
@@ -130,6 +117,7 @@ def _started_at(task: int) -> tuple[int, float]:
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_the_driver_jvm_compiles_with_c1_only():
     session = spark_session("local[1]", "repair-tests")
     try:
@@ -163,16 +151,19 @@ def test_what_a_jvm_started_by_spark_prints_is_silenced_unless_verbose(log):
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_spark_verify_prints_one_line_to_stderr():
-    """Spark's JVM start-up lines ("WARNING: Using incubator modules", "Setting default log level") are not shown."""
+    """The installed ``repair`` command on Spark says that it starts Spark, in one line: Spark's own log
+    (WARN, INFO) is quiet and its JVM's start-up lines ("WARNING: Using incubator modules", "Setting
+    default log level") are not shown."""
     import subprocess
+    from pathlib import Path
 
-    from tests.conftest import FIXTURES, fixture_info
+    from tests.conftest import FIXTURES, job_root
 
-    root = FIXTURES / "flink-1.20-default" / "checkpoints" / fixture_info(FIXTURES / "flink-1.20-default")["job_id"]
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     env.pop("REPAIR_SPARK_LOG", None)
-    done = subprocess.run([sys.executable, "-m", "repair.cli", "verify", str(root), "--master", "local[1]"],
-                          capture_output=True, text=True, env=env, timeout=600)
+    done = subprocess.run([str(Path(sys.executable).parent / "repair"), "verify", job_root("flink-1.20-default"), "--master", "local[1]"],
+                          capture_output=True, text=True, env=env, timeout=600, cwd=FIXTURES.parent)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ["starting Spark (master local[1]); REPAIR_SPARK_LOG=verbose shows its log"]

@@ -2,7 +2,9 @@
 (tests/spark_task_fault/sitecustomize.py).
 
 * ``--master local[2,2]`` (two threads, a task may fail twice): Spark runs the task again; the export
-  is complete and identical to an undisturbed one; the dead attempt's temporary file is gone.
+  is complete and identical to an undisturbed one (the in-process export of ``write_inputs``, which
+  test_export.py's ``test_spark_local_export_is_identical`` holds identical to an undisturbed export on
+  Spark); the dead attempt's temporary file is gone.
 * ``--master local[2]`` (Spark's local default: a task fails the job at its first failure): the export
   fails with one line and exit 2, leaves no target and no staging directory, and a rerun succeeds.
 """
@@ -38,12 +40,14 @@ def _repair(args: list[str], tmp: Path, fail_once: Path | None) -> subprocess.Co
                           timeout=600)
 
 
-@pytest.fixture(scope="module")
-def reference(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("reference") / "export"
-    done = _export(out, "local[2]", out.parent / "tmp")
-    assert done.returncode == 0, done.stdout + done.stderr
-    return out
+#: Every test starts Spark (in a CLI process).
+pytestmark = pytest.mark.usefixtures("spark_class_archive")
+
+
+@pytest.fixture
+def reference(write_inputs) -> Path:
+    """An undisturbed export of CHECKPOINT (in process: the same files as on Spark)."""
+    return write_inputs / "export"
 
 
 @pytest.mark.slow

@@ -169,6 +169,7 @@ def test_check_reads_the_rows_in_a_process_pool_with_the_same_result(monkeypatch
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_check_reads_the_rows_as_a_spark_job_with_the_same_result(monkeypatch):
     """One JVM run (Spark local[2])."""
     in_process, _ = _checked_with(monkeypatch, SOURCE, workers=1)

@@ -355,6 +355,7 @@ def test_the_savepoint_is_the_same_written_in_a_process_pool(default_export, tmp
 
 
 @pytest.mark.slow
+@pytest.mark.usefixtures("spark_class_archive")
 def test_the_savepoint_is_the_same_written_by_spark_tasks(default_export, tmp_path):
     _same_savepoint_wherever_tasks_run(default_export, tmp_path, master="local[2]")
     assert main(["write-savepoint", str(default_export), "--out", str(tmp_path / "cli"), "--master", "local[2]",
