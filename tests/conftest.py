@@ -344,9 +344,10 @@ def local_spark(request):
 
 @pytest.fixture(scope="session", autouse=True)
 def _restores_in_one_jvm():
-    """Real-Flink restores of the fixture job run in long-lived JVMs, one per Flink version and worker
-    (``fixtures/restore_server.py``): each restore as in a JVM of its own, without the JVM's start and
-    Flink's class loading each time (docs/testing.md). A run with no restore starts none."""
+    """Real-Flink runs of the fixture jobs (restores, resnapshots, generated fixtures) run in long-lived
+    JVMs, one per Flink version, job class path and worker (``fixtures/restore_server.py``): each run as in
+    a JVM of its own, without the JVM's start and Flink's class loading each time (docs/testing.md). A
+    run with no real-Flink run starts none."""
     from fixtures.restore import restores_in_one_jvm
 
     with restores_in_one_jvm():
