@@ -267,10 +267,10 @@ class RocksDbInstance:
         # items() reads a (key, value) pair in one call (a raw iterator takes four); like any RocksDB
         # iterator it also ends on errors, silently: _check_complete tells an end from an error.
         entries = family.items(read_opt=_scan_options())
-        # The entries are read in chunks (at most BUDGET_CHECK_ENTRIES) and each chunk becomes Arrow
-        # arrays at once: its bytes objects are freed before the next chunk is read, so that RocksDB
-        # copies every entry into memory just freed (in the CPU's caches), not into a batch's worth
-        # of fresh memory.
+        # The entries are read in chunks (at most BUDGET_CHECK_ENTRIES) and each chunk's bytes join the
+        # batch's buffers at once: its bytes objects are freed before the next chunk is read, so that
+        # RocksDB copies every entry into memory just freed (in the CPU's caches), not into a batch's
+        # worth of fresh memory.
         keys_held, values_held = _BinaryParts(), _BinaryParts()  # of the batch being filled
         rows = size = 0  # entries and bytes of keys and values held
         served = largest = 0
@@ -414,23 +414,25 @@ def _cut(key_lengths: list[int], value_lengths: list[int], begin: int, rows_left
 
 
 class _BinaryParts:
-    """The keys (or the values) of the batch being filled, chunk by chunk: each chunk's bytes joined at
-    once (one copy, while RocksDB's bytes objects are still in the CPU's caches) and the offsets of its
-    elements; :meth:`array` makes one Arrow binary array of them. (``pa.array`` of the bytes objects
-    and ``concat_arrays`` of the chunks cost more: ``pa.array`` converts and checks every element in
-    turn, and its builder grows by copying.)"""
+    """The keys (or the values) of the batch being filled, chunk by chunk: each chunk's bytes joined and
+    appended to one buffer at once (while RocksDB's bytes objects, and then the joined chunk, are still
+    in the CPU's caches), and their lengths; :meth:`array` makes one Arrow binary array of them, on
+    that buffer (no copy), the offsets summed from the lengths. ``pa.array`` of each chunk's bytes
+    objects and ``concat_arrays`` of the chunks cost about 0.3-0.5 µs more per 1 KB entry: ``pa.array``
+    converts and checks every element in turn, and ``concat_arrays`` copies the batch once more, from
+    memory no longer in the caches (docs/benchmarks/export.md)."""
 
     def __init__(self):
-        self.chunks: list[bytes] = []
+        self.data = bytearray()
         self.lengths: list[int] = [0]  # a 0, then the length of every element: the offsets are their running sums
 
     def add(self, items: list[bytes], lengths: list[int], begin: int, end: int) -> None:
         """Hold ``items[begin:end]``, whose lengths are ``lengths[begin:end]``."""
         if begin == 0 and end == len(items):
-            self.chunks.append(b"".join(items))
+            self.data += b"".join(items)
             self.lengths += lengths
         else:
-            self.chunks.append(b"".join(islice(items, begin, end)))
+            self.data += b"".join(islice(items, begin, end))
             self.lengths += islice(lengths, begin, end)
 
     def array(self, family: str) -> pa.BinaryArray:
@@ -439,8 +441,7 @@ class _BinaryParts:
         except (pa.ArrowInvalid, OverflowError):
             raise FormatError(f"RocksDB entries of column family {family!r}", 0, "at most 2 GiB of keys, and of values, per batch",
                               "more (an entry that large)") from None
-        data = self.chunks[0] if len(self.chunks) == 1 else b"".join(self.chunks)
-        return pa.BinaryArray.from_buffers(pa.binary(), len(self.lengths) - 1, [None, offsets.buffers()[1], pa.py_buffer(data)])
+        return pa.BinaryArray.from_buffers(pa.binary(), len(self.lengths) - 1, [None, offsets.buffers()[1], pa.py_buffer(self.data)])
 
 
 def _scan_options():
