@@ -35,6 +35,7 @@ from itertools import islice
 from typing import Iterator
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from repair.errors import FormatError, RepairError, StorageError
 from repair.formats.flink.handles import IncrementalKeyedHandle
@@ -266,11 +267,11 @@ class RocksDbInstance:
         # items() reads a (key, value) pair in one call (a raw iterator takes four); like any RocksDB
         # iterator it also ends on errors, silently: _check_complete tells an end from an error.
         entries = family.items(read_opt=_scan_options())
-        # The entries are read in chunks (at most BUDGET_CHECK_ENTRIES) and each chunk becomes Arrow
-        # arrays at once: its bytes objects are freed before the next chunk is read, so that RocksDB
-        # copies every entry into memory just freed (in the CPU's caches), not into a batch's worth
-        # of fresh memory.
-        held: list[tuple[pa.BinaryArray, pa.BinaryArray]] = []  # converted chunks of the batch being filled
+        # The entries are read in chunks (at most BUDGET_CHECK_ENTRIES) and each chunk's bytes join the
+        # batch's buffers at once: its bytes objects are freed before the next chunk is read, so that
+        # RocksDB copies every entry into memory just freed (in the CPU's caches), not into a batch's
+        # worth of fresh memory.
+        keys_held, values_held = _BinaryParts(), _BinaryParts()  # of the batch being filled
         rows = size = 0  # entries and bytes of keys and values held
         served = largest = 0
         last: bytes | None = None  # the last key read
@@ -287,20 +288,22 @@ class RocksDbInstance:
             if last is None:
                 _check_bytes(keys[0], values[0])
             last = keys[-1]
-            largest = max(largest, max(map(len, keys)) + max(map(len, values)), 1)
+            key_lengths, value_lengths = list(map(len, keys)), list(map(len, values))
+            largest = max(largest, max(key_lengths) + max(value_lengths), 1)
             begin = 0
             while begin < len(keys):
-                end, taken = _cut(keys, values, begin, max_rows - rows, max_bytes - size)
-                held.append(_binary_chunk(keys, values, begin, end))
+                end, taken = _cut(key_lengths, value_lengths, begin, max_rows - rows, max_bytes - size)
+                keys_held.add(keys, key_lengths, begin, end)
+                values_held.add(values, value_lengths, begin, end)
                 rows, size, begin = rows + end - begin, size + taken, end
                 if rows >= max_rows or size >= max_bytes:  # cut where a check per entry would have; the rest waits
-                    yield _joined(held)
+                    yield keys_held.array(name), values_held.array(name)
                     served += rows
-                    held, rows, size = [], 0, 0
+                    keys_held, values_held, rows, size = _BinaryParts(), _BinaryParts(), 0, 0
             step = max(1, min(BUDGET_CHECK_ENTRIES, max_rows - rows, (max_bytes - size) // largest))
         self._check_complete(family, name, last, served + rows)
-        if held:
-            yield _joined(held)
+        if rows:
+            yield keys_held.array(name), values_held.array(name)
 
     def _check_complete(self, family, name: str, last: bytes | None, entries: int) -> None:
         """Raise unless the column family ends after ``last`` (None: it is empty), as a fresh iterator
@@ -394,32 +397,51 @@ def _check_live_files(db, expected: set[str]) -> None:
         raise InstanceUnavailable(f"the MANIFEST lists SSTs that _metadata does not reference: {', '.join(sorted(live - expected))}")
 
 
-def _cut(keys: list[bytes], values: list[bytes], begin: int, rows_left: int, bytes_left: int) -> tuple[int, int]:
-    """``(end, bytes)``: the entries from ``begin`` on that go into a batch lacking ``rows_left``
-    entries and ``bytes_left`` bytes end before ``end`` (at the latest the entry that fills either),
-    and hold ``bytes`` of keys and values."""
-    end = min(len(keys), begin + rows_left)
-    taken = sum(map(len, islice(keys, begin, end))) + sum(map(len, islice(values, begin, end)))
+def _cut(key_lengths: list[int], value_lengths: list[int], begin: int, rows_left: int, bytes_left: int) -> tuple[int, int]:
+    """``(end, bytes)``: the entries from ``begin`` on (given by the lengths of their keys and values)
+    that go into a batch lacking ``rows_left`` entries and ``bytes_left`` bytes end before ``end`` (at
+    the latest the entry that fills either), and hold ``bytes`` of keys and values."""
+    end = min(len(key_lengths), begin + rows_left)
+    taken = sum(islice(key_lengths, begin, end)) + sum(islice(value_lengths, begin, end))
     if taken < bytes_left:
         return end, taken
     total = 0
     for index in range(begin, end):
-        total += len(keys[index]) + len(values[index])
+        total += key_lengths[index] + value_lengths[index]
         if total >= bytes_left:
             return index + 1, total
     raise AssertionError("unreachable: the entries hold at least bytes_left")
 
 
-def _binary_chunk(keys: list[bytes], values: list[bytes], begin: int, end: int) -> tuple[pa.BinaryArray, pa.BinaryArray]:
-    if begin == 0 and end == len(keys):
-        return pa.array(keys, pa.binary()), pa.array(values, pa.binary())
-    return pa.array(keys[begin:end], pa.binary()), pa.array(values[begin:end], pa.binary())
+class _BinaryParts:
+    """The keys (or the values) of the batch being filled, chunk by chunk: each chunk's bytes joined and
+    appended to one buffer at once (while RocksDB's bytes objects, and then the joined chunk, are still
+    in the CPU's caches), and their lengths; :meth:`array` makes one Arrow binary array of them, on
+    that buffer (no copy), the offsets summed from the lengths. ``pa.array`` of each chunk's bytes
+    objects and ``concat_arrays`` of the chunks cost about 0.3-0.5 µs more per 1 KB entry: ``pa.array``
+    converts and checks every element in turn, and ``concat_arrays`` copies the batch once more, from
+    memory no longer in the caches (docs/benchmarks/export.md)."""
 
+    def __init__(self):
+        self.data = bytearray()
+        self.lengths: list[int] = [0]  # a 0, then the length of every element: the offsets are their running sums
 
-def _joined(chunks: list[tuple[pa.BinaryArray, pa.BinaryArray]]) -> tuple[pa.BinaryArray, pa.BinaryArray]:
-    if len(chunks) == 1:
-        return chunks[0]
-    return pa.concat_arrays([keys for keys, _ in chunks]), pa.concat_arrays([values for _, values in chunks])
+    def add(self, items: list[bytes], lengths: list[int], begin: int, end: int) -> None:
+        """Hold ``items[begin:end]``, whose lengths are ``lengths[begin:end]``."""
+        if begin == 0 and end == len(items):
+            self.data += b"".join(items)
+            self.lengths += lengths
+        else:
+            self.data += b"".join(islice(items, begin, end))
+            self.lengths += islice(lengths, begin, end)
+
+    def array(self, family: str) -> pa.BinaryArray:
+        try:
+            offsets = pc.cumulative_sum_checked(pa.array(self.lengths, pa.int32()))
+        except (pa.ArrowInvalid, OverflowError):
+            raise FormatError(f"RocksDB entries of column family {family!r}", 0, "at most 2 GiB of keys, and of values, per batch",
+                              "more (an entry that large)") from None
+        return pa.BinaryArray.from_buffers(pa.binary(), len(self.lengths) - 1, [None, offsets.buffers()[1], pa.py_buffer(self.data)])
 
 
 def _scan_options():

@@ -361,6 +361,14 @@ def test_char_values_and_keys_are_read_column_wise_in_one_two_and_three_utf8_byt
     assert _both(_state("VALUE", CHAR), LONG, ascii_only).column("value").to_pylist() == list("Flink")
 
 
+
+def test_the_char_table_holds_every_code_unit_as_its_char_and_no_surrogate():
+    """The table ``Character`` values are looked up in, built from offsets computed by width, against
+    ``chr`` of every UTF-16 code unit."""
+    table = flink_keyed_columns._char_table()
+    table.validate(full=True)
+    assert table.to_pylist() == [None if 0xD800 <= unit <= 0xDFFF else chr(unit) for unit in range(1 << 16)]
+
 @pytest.mark.parametrize("unit", [0xD800, 0xDBFF, 0xDC00, 0xDFFF])
 def test_lone_surrogate_chars_are_left_to_the_row_path(unit):
     """Arrow strings are UTF-8, which has no lone surrogates: the column-wise path misses, and the row

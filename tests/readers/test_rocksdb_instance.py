@@ -388,6 +388,17 @@ def test_batches_end_where_a_check_per_entry_would_end_them(max_rows, max_bytes)
     assert _entries(batches) == entries
 
 
+
+def test_a_batch_whose_offsets_outgrow_int32_is_a_format_error_not_a_wrapped_array():
+    """A batch's binary array has int32 offsets: lengths summing past 2 GiB are refused by name (the
+    lengths stand in for entries that large), where a running sum that wrapped would cut wrong rows."""
+    parts = rocksdb_instance._BinaryParts()
+    parts.add([b"k1", b"k2", b"k3"], [2, 2, 2], 0, 3)
+    assert parts.array("state").to_pylist() == [b"k1", b"k2", b"k3"]
+    parts.add([b"a", b"b"], [1 << 30, 1 << 30], 0, 2)
+    with pytest.raises(FormatError, match="column family 'state'.*2 GiB"):
+        parts.array("state")
+
 # -- the checkpoint's description must be the instance's --------------------------------------------
 
 
