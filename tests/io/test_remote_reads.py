@@ -161,9 +161,11 @@ def test_a_small_file_scanned_whole_is_one_request_and_reads_the_same_bytes(blob
         storage = _storage(proxy.endpoint)
         with storage.open_input(f"s3://{bucket}/a.bin", scan=True) as file:
             assert _read_all(file, file.size) == _expected(files["a.bin"])
+            assert file.preferred_read_size == storage_module.LOCAL_READ_SIZE  # in memory: read as a local file
         assert _gets_and_heads(proxy, "/a.bin") == (1, 0)  # its tail asked for: the whole file, and its size
         with storage.open_input(f"s3://{bucket}/b.bin") as file:  # not a scan: a request per read
             assert _read_all(file, file.size) == _expected(files["b.bin"])
+            assert file.preferred_read_size is None  # the reader's large ranges
         assert _gets_and_heads(proxy, "/b.bin") == (len(_READS), 1)
 
 
@@ -174,6 +176,7 @@ def test_a_large_file_scanned_reads_its_tail_in_one_request(blobs, monkeypatch):
     with FaultProxy(server.endpoint, Faults()) as proxy:
         with _storage(proxy.endpoint).open_input(f"s3://{bucket}/a.bin", scan=True) as file:
             assert _read_all(file, file.size) == _expected(files["a.bin"])
+            assert file.preferred_read_size is None  # its blocks are read by ranges: the reader's large ones
     # the four reads in the last 16 KB: one request (which also says the size); the three before it: one each
     assert _gets_and_heads(proxy, "/a.bin") == (1 + 3, 0)
 
