@@ -191,7 +191,11 @@ class ObjectFile:
         return self.size
 
     def read_at(self, length: int, offset: int) -> bytes:
-        return bytes(self.get(offset, offset + length))  # bytes, as pyarrow's read_at returns
+        return bytes(self.read_view(length, offset))  # bytes, as pyarrow's read_at returns
+
+    def read_view(self, length: int, offset: int) -> memoryview:
+        """:meth:`read_at` without the copy into ``bytes``: a view of the client's buffer."""
+        return self.get(offset, offset + length)
 
     def close(self) -> None:
         pass

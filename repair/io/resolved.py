@@ -92,7 +92,7 @@ def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -
     with storage.open_input(resolved.uri, size=resolved.start + resolved.size) as file:
         for offset in range(resolved.start, resolved.start + resolved.size, SCRATCH_CHUNK):
             wanted = min(SCRATCH_CHUNK, resolved.start + resolved.size - offset)
-            data = file.read(offset, wanted)
+            data = file.read_view(offset, wanted)  # passed on: no copy into bytes
             if len(data) != wanted:
                 raise StorageError(f"expected {wanted} bytes at offset {offset}, found {len(data)}", source=resolved.uri)
             out.write(data)

@@ -169,6 +169,15 @@ def test_a_small_file_scanned_whole_is_one_request_and_reads_the_same_bytes(blob
         assert _gets_and_heads(proxy, "/b.bin") == (len(_READS), 1)
 
 
+def test_a_ranged_read_passed_on_is_the_clients_buffer_not_a_copy(blobs):
+    """Copies to scratch space pass each range on (``read_view``): the client's answer is not copied into bytes."""
+    server, bucket, files = blobs
+    with _storage(server.endpoint).open_input(f"s3://{bucket}/b.bin", size=len(files["b.bin"])) as file:
+        view = file.read_view(1000, 5000)
+        assert isinstance(view, memoryview) and view == files["b.bin"][1000:6000]
+        assert type(file.read(1000, 5000)) is bytes  # what the readers get, as from pyarrow
+
+
 def test_a_large_file_scanned_reads_its_tail_in_one_request(blobs, monkeypatch):
     server, bucket, files = blobs
     monkeypatch.setattr(storage_module, "SCAN_WHOLE_MAX", 100_000)  # a.bin is "large"
