@@ -287,8 +287,8 @@ class InputFile:
 
     def read_view(self, offset: int, length: int):
         """:meth:`read`, for a caller that only passes the bytes on (a copy to scratch space): an object
-        store's answer comes as a ``memoryview`` of the client's buffer, not copied into ``bytes`` (a
-        copy of every byte into fresh memory: for 186 MB of SSTs about 0.3-0.5 CPU s, docs/benchmarks/remote.md)."""
+        store's answer comes as a ``memoryview`` of the client's buffer, not copied into ``bytes`` (every
+        byte copied into fresh memory: 0.3-0.5 CPU s of a loop copying 186 MB alone, docs/benchmarks/remote.md)."""
         return self._read(offset, length, view=True)
 
     def _read(self, offset: int, length: int, *, view: bool):
