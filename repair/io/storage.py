@@ -362,16 +362,55 @@ class InputFile:
         def read_once() -> bytes | memoryview:
             data = read_at(length, offset)
             if len(data) < length:
-                actual = getattr(self._file, "size", None)  # an object store's answer says the object's size
-                if isinstance(actual, int) and actual < offset + length:
-                    raise FileChanged(f"the file has {actual} bytes, not the {self._size} expected: "
-                                      f"cannot read {length} bytes at offset {offset}")
-                # the file holds them: the connection lost them, not the file
-                raise ShortRead(f"read {len(data)} of {length} bytes at offset {offset} of a {self._size}-byte file")
+                raise self._short_read(offset, length, len(data))
             return data
 
         with _StorageErrors(self.uri, f"read {length} bytes at offset {offset}"):
             return self._retry.call(read_once)
+
+    def _short_read(self, offset: int, length: int, got: int) -> OSError:
+        """Why a read of ``length`` bytes at ``offset`` got only ``got``: the file is shorter than expected
+        (:class:`FileChanged`, as an object store's answer says), or the connection lost them (:class:`ShortRead`)."""
+        actual = getattr(self._file, "size", None)  # an object store's answer says the object's size
+        if isinstance(actual, int) and actual < offset + length:
+            return FileChanged(f"the file has {actual} bytes, not the {self._size} expected: "
+                               f"cannot read {length} bytes at offset {offset}")
+        # the file holds them: the connection lost them, not the file
+        return ShortRead(f"read {got} of {length} bytes at offset {offset} of a {self._size}-byte file")
+
+    def stream(self, offset: int, length: int, chunk_size: int) -> Iterator[bytes | memoryview]:
+        """The bytes ``[offset, offset + length)`` in order, as chunks for a caller that passes them on (a
+        copy to scratch space). On an object store: one GET, its body passed on as it arrives in chunks of
+        at least ``chunk_size`` bytes (only a chunk in memory at a time); a transient fault (a reset, a body
+        cut short) is retried from the byte reached, by a ranged GET. Elsewhere: :meth:`read_view` of
+        ``chunk_size`` bytes at a time. Fewer bytes only at the end of the file (its known size)."""
+        end = max(min(offset + length, self._size), offset)
+        if not isinstance(self._file, ObjectFile):
+            for position in range(offset, end, chunk_size):
+                yield self.read_view(position, min(chunk_size, end - position))
+            return
+        reached = offset
+        chunks: Iterator[bytes] | None = None
+
+        def next_chunk() -> bytes:
+            nonlocal chunks
+            if chunks is None:
+                chunks = self._file.stream(reached, end, chunk_size)
+            try:
+                chunk = next(chunks, None)
+            except BaseException:
+                chunks = None  # the request is over: the next try asks from the byte reached
+                raise
+            if chunk is None:
+                chunks = None
+                raise self._short_read(reached, end - reached, 0)
+            return chunk
+
+        with _StorageErrors(self.uri, f"read {end - offset} bytes at offset {offset}"):
+            while reached < end:
+                chunk = self._retry.call(next_chunk)
+                reached += len(chunk)
+                yield chunk
 
     def close(self) -> None:
         if self._held:
