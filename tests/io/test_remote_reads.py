@@ -322,3 +322,20 @@ def test_a_streamed_copy_of_a_file_shorter_than_recorded_fails_without_retrying(
                 list(file.stream(0, 250_000, 16_384))
     assert not caught.value.transient and _gets_and_heads(proxy, "/b.bin") == (1, 0)
 
+
+def test_verify_and_fallback_ask_each_metadata_once_for_its_status(s3_job):
+    """The status the layout asked (does ``_metadata`` exist? its file time) is not asked again for the time."""
+    server, root = s3_job
+    newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        storage = _storage(proxy.endpoint)
+        report = verify(f"{root}/{newest.name}", storage=storage, workers=1)
+        assert _gets_and_heads(proxy, f"/{newest.name}/_metadata") == (1, 1)
+        fallback(root, storage=storage, workers=1)
+    checkpoints = sorted(p.name for p in ROOT.glob("chk-*"))
+    assert len(checkpoints) > 1
+    for name in checkpoints:  # fallback: one status each (the listing's), one read; verify's above
+        expected = (2, 2) if name == newest.name else (1, 1)
+        assert _gets_and_heads(proxy, f"/{name}/_metadata") == expected, name
+    written = storage.stat(f"{root}/{newest.name}/_metadata").mtime
+    assert written is not None and [s.written_at for s in report.snapshots] == [written]
