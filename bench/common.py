@@ -48,7 +48,7 @@ class Variant:
     #: Peak resident set size of the largest single process of each run (kB), from ``wait4``: exact,
     #: and it includes the descendants each process waited for (a process pool's workers).
     max_rss_kb: list[int] = field(default_factory=list)
-    #: Peak of the summed resident set sizes of all processes of each run (kB), sampled every 0.1 s:
+    #: Peak of the summed resident set sizes of all processes of each run (kB), sampled every 0.2 s:
     #: what the whole variant held at once (pool workers, Spark's JVM and Python workers together).
     tree_rss_kb: list[int] = field(default_factory=list)
     #: The 1-minute load average of the machine when each run started (``/proc/loadavg``).
@@ -72,10 +72,17 @@ def taskset(cores: str) -> list[str]:
 
 
 class _TreeMemory:
-    """Samples the summed RSS of a set of processes and all their descendants, every ``interval`` s."""
+    """Samples the summed RSS of a set of processes and all their descendants, every ``interval`` s.
 
-    def __init__(self, pids: list[int], interval: float = 0.1):
+    Cheap beside the command it measures (it shares its cores): each process's parent is read once, when
+    it first appears in ``/proc``; a sample then reads the ``stat`` of the tree's processes only (reading
+    every process's each time cost about 0.1 CPU s per verify of 186 MB and 0.5 s per export). Measured
+    idle beside a sleeping process at load 6-19: 0.19 CPU s per 10 s before, 0.06 s with the tree's reads
+    only, 0.03 s sampling every 0.2 s instead of 0.1 s."""
+
+    def __init__(self, pids: list[int], interval: float = 0.2):
         self.pids, self.interval, self.peak_kb = set(pids), interval, 0
+        self._parents: dict[int, int] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._page_kb = os.sysconf("SC_PAGE_SIZE") // 1024
@@ -92,25 +99,29 @@ class _TreeMemory:
         while not self._stop.wait(self.interval):
             self.peak_kb = max(self.peak_kb, self._sample())
 
+    @staticmethod
+    def _stat(pid: int) -> list[bytes] | None:
+        """The fields of ``/proc/<pid>/stat`` after the name (ppid first, rss in pages at 21), or None if gone."""
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                return f.read().rsplit(b")", 1)[1].split()
+        except OSError:
+            return None
+
     def _sample(self) -> int:
-        parents: dict[int, int] = {}
-        rss: dict[int, int] = {}
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit():
-                continue
-            try:
-                with open(f"/proc/{entry}/stat", "rb") as f:
-                    fields = f.read().rsplit(b")", 1)[1].split()
-            except OSError:
-                continue
-            pid = int(entry)
-            parents[pid] = int(fields[1])  # ppid; rss (in pages) is field 24 of stat, 22 after the name
-            rss[pid] = int(fields[21])
+        listed = {int(entry) for entry in os.listdir("/proc") if entry.isdigit()}
+        for pid in self._parents.keys() - listed:  # gone (its number may come back for another process)
+            del self._parents[pid]
+        for pid in listed - self._parents.keys():
+            fields = self._stat(pid)
+            if fields is not None:
+                self._parents[pid] = int(fields[1])
         tree, frontier = set(), set(self.pids)
         while frontier:
             tree |= frontier
-            frontier = {pid for pid, ppid in parents.items() if ppid in frontier and pid not in tree}
-        return sum(rss.get(pid, 0) for pid in tree) * self._page_kb
+            frontier = {pid for pid, ppid in self._parents.items() if ppid in frontier and pid not in tree}
+        rss = (self._stat(pid) for pid in tree)
+        return sum(int(fields[21]) for fields in rss if fields is not None) * self._page_kb
 
 
 def run_variant(variant: Variant) -> list[str]:

@@ -78,6 +78,9 @@ class SnapshotRef:
     metadata_uri: str
     #: N of a ``chk-N`` directory; None for savepoints and other directory names.
     number: int | None
+    #: ``_metadata``'s file time as :func:`classify` found it (None: not asked, or the store has none), so
+    #: that nothing asks the store for it again.
+    written_at: float | None = field(default=None, compare=False)
 
     @property
     def name(self) -> str:
@@ -135,11 +138,12 @@ def _classify(path: str, storage: st.Storage) -> Layout:
     if not info.is_dir:
         if st.basename(path) != METADATA:
             return Layout(FILE, path, None, [], size=info.size)
-        layout = _single(st.parent(path), METADATA_FILE, path, metadata_uri=path)
+        layout = _single(st.parent(path), METADATA_FILE, path, info, metadata_uri=path)
         layout.size = info.size
         return layout
-    if storage.stat(st.join(path, METADATA)) is not None:
-        return _single(path, CHECKPOINT if _CHK.match(st.basename(path)) else SAVEPOINT, path)
+    metadata_info = storage.stat(st.join(path, METADATA))
+    if metadata_info is not None:
+        return _single(path, CHECKPOINT if _CHK.match(st.basename(path)) else SAVEPOINT, path, metadata_info)
 
     entries = storage.list_dir(path)
     names = {st.basename(entry.path) for entry in entries}
@@ -149,8 +153,9 @@ def _classify(path: str, storage: st.Storage) -> Layout:
         match = _CHK.match(name)
         if entry.is_dir and match:
             metadata = st.join(entry.path, METADATA)
-            if storage.stat(metadata) is not None:
-                snapshots.append(SnapshotRef(entry.path, metadata, int(match[1])))
+            metadata_info = storage.stat(metadata)
+            if metadata_info is not None:
+                snapshots.append(SnapshotRef(entry.path, metadata, int(match[1]), metadata_info.mtime))
             else:
                 incomplete.append(entry.path)
         elif entry.is_dir and _JOB_ID.match(name):
@@ -163,8 +168,8 @@ def _classify(path: str, storage: st.Storage) -> Layout:
     if not any(n.startswith("chk-") for n in names) and _holds_rocksdb_files(names):
         return Layout(ROCKSDB_DIR, path, None, [])
     if not incomplete:
-        savepoints = [SnapshotRef(d, st.join(d, METADATA), None) for d in sorted(others)
-                      if storage.stat(st.join(d, METADATA)) is not None]
+        infos = {d: storage.stat(st.join(d, METADATA)) for d in sorted(others)}
+        savepoints = [SnapshotRef(d, st.join(d, METADATA), None, info.mtime) for d, info in infos.items() if info is not None]
         if savepoints:
             return Layout(SAVEPOINTS_DIR, path, None, savepoints)
     hint = ""
@@ -194,9 +199,10 @@ def _holds_rocksdb_files(names: set[str]) -> bool:
     return "CURRENT" in names or any(n.startswith("MANIFEST-") or n.endswith(".sst") for n in names)
 
 
-def _single(directory: str, kind: str, path: str, metadata_uri: str | None = None) -> Layout:
+def _single(directory: str, kind: str, path: str, metadata_info: st.FileInfo, metadata_uri: str | None = None) -> Layout:
     match = _CHK.match(st.basename(directory))
-    ref = SnapshotRef(directory, metadata_uri or st.join(directory, METADATA), int(match[1]) if match else None)
+    ref = SnapshotRef(directory, metadata_uri or st.join(directory, METADATA), int(match[1]) if match else None,
+                      metadata_info.mtime)
     root = st.parent(directory) if match else None
     return Layout(kind, path, root, [ref])
 

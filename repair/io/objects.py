@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any
+from typing import Any, Iterator
 
 from repair.io.options import StorageOptions, parse_endpoint
 from repair.io.uris import Location
@@ -180,6 +180,19 @@ class ObjectFile:
         except Exception as error:  # noqa: BLE001 - translated for the retry policy
             raise os_error(error) from error
 
+    def stream(self, start: int, end: int, chunk_size: int) -> Iterator[bytes]:
+        """The bytes ``[start, end)`` (fewer at the object's end) in one GET, passed on as they arrive in
+        chunks of at least ``chunk_size`` bytes (the last one fewer): only a chunk is in memory at a time.
+        :attr:`size` is set from the answer."""
+        import obstore
+
+        try:
+            result = obstore.get(self._store, self._path, options={"range": (start, end)})
+            self.size = result.meta["size"]
+            yield from result.stream(min_chunk_size=chunk_size)
+        except Exception as error:  # noqa: BLE001 - translated for the retry policy
+            raise os_error(error) from error
+
     def head(self) -> int:
         """The object's size (one HEAD request)."""
         import obstore
@@ -191,7 +204,11 @@ class ObjectFile:
         return self.size
 
     def read_at(self, length: int, offset: int) -> bytes:
-        return bytes(self.get(offset, offset + length))  # bytes, as pyarrow's read_at returns
+        return bytes(self.read_view(length, offset))  # bytes, as pyarrow's read_at returns
+
+    def read_view(self, length: int, offset: int) -> memoryview:
+        """:meth:`read_at` without the copy into ``bytes``: a view of the client's buffer."""
+        return self.get(offset, offset + length)
 
     def close(self) -> None:
         pass

@@ -33,8 +33,9 @@ from repair.io.layout import ResolvedFile
 
 #: Files read whole into memory (meta data streams, MANIFEST, CURRENT, OPTIONS) are bounded by this.
 MAX_SMALL_FILE_BYTES = 256 << 20
-#: Chunk size of copies to local scratch space.
-SCRATCH_CHUNK = 8 << 20
+#: Chunk size of copies to local scratch space: the bytes a copy in flight holds (an object store's
+#: answer is streamed, one GET per file, and written a chunk at a time).
+SCRATCH_CHUNK = 1 << 20
 #: Files copied (or checked) at once from a remote store: each request waits for the network (tens of
 #: milliseconds to the first byte on S3), so several are kept in flight; each holds one chunk in memory.
 #: ``REPAIR_IN_FLIGHT`` sets another number (1: one at a time).
@@ -85,17 +86,15 @@ def is_remote(resolved: ResolvedFile) -> bool:
 
 
 def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -> None:
-    """Write a resolved handle's bytes to ``out``, in chunks of :data:`SCRATCH_CHUNK`."""
+    """Write a resolved handle's bytes to ``out``, a chunk of about :data:`SCRATCH_CHUNK` bytes in memory at
+    a time: from an object store in one GET, streamed (see :meth:`~repair.io.storage.InputFile.stream`). The
+    caller checks the bytes written against ``resolved.size`` (a file shorter than it fails here)."""
     if resolved.inline is not None:
         out.write(resolved.inline)
         return
     with storage.open_input(resolved.uri, size=resolved.start + resolved.size) as file:
-        for offset in range(resolved.start, resolved.start + resolved.size, SCRATCH_CHUNK):
-            wanted = min(SCRATCH_CHUNK, resolved.start + resolved.size - offset)
-            data = file.read(offset, wanted)
-            if len(data) != wanted:
-                raise StorageError(f"expected {wanted} bytes at offset {offset}, found {len(data)}", source=resolved.uri)
-            out.write(data)
+        for chunk in file.stream(resolved.start, resolved.size, SCRATCH_CHUNK):
+            out.write(chunk)
 
 
 @contextmanager

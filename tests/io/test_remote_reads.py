@@ -16,7 +16,9 @@ import threading
 import pytest
 
 from repair.errors import StorageError
+from repair.io import resolved as resolved_module
 from repair.io import storage as storage_module
+from repair.io.objects import ObjectFile
 from repair.io.resolved import IN_FLIGHT
 from repair.io.storage import ByteBudget, Storage
 from repair.ops.export.job import export
@@ -161,10 +163,21 @@ def test_a_small_file_scanned_whole_is_one_request_and_reads_the_same_bytes(blob
         storage = _storage(proxy.endpoint)
         with storage.open_input(f"s3://{bucket}/a.bin", scan=True) as file:
             assert _read_all(file, file.size) == _expected(files["a.bin"])
+            assert file.preferred_read_size == storage_module.LOCAL_READ_SIZE  # in memory: read as a local file
         assert _gets_and_heads(proxy, "/a.bin") == (1, 0)  # its tail asked for: the whole file, and its size
         with storage.open_input(f"s3://{bucket}/b.bin") as file:  # not a scan: a request per read
             assert _read_all(file, file.size) == _expected(files["b.bin"])
+            assert file.preferred_read_size is None  # the reader's large ranges
         assert _gets_and_heads(proxy, "/b.bin") == (len(_READS), 1)
+
+
+def test_a_ranged_read_passed_on_is_the_clients_buffer_not_a_copy(blobs):
+    """Copies to scratch space pass each range on (``read_view``): the client's answer is not copied into bytes."""
+    server, bucket, files = blobs
+    with _storage(server.endpoint).open_input(f"s3://{bucket}/b.bin", size=len(files["b.bin"])) as file:
+        view = file.read_view(1000, 5000)
+        assert isinstance(view, memoryview) and view == files["b.bin"][1000:6000]
+        assert type(file.read(1000, 5000)) is bytes  # what the readers get, as from pyarrow
 
 
 def test_a_large_file_scanned_reads_its_tail_in_one_request(blobs, monkeypatch):
@@ -174,6 +187,7 @@ def test_a_large_file_scanned_reads_its_tail_in_one_request(blobs, monkeypatch):
     with FaultProxy(server.endpoint, Faults()) as proxy:
         with _storage(proxy.endpoint).open_input(f"s3://{bucket}/a.bin", scan=True) as file:
             assert _read_all(file, file.size) == _expected(files["a.bin"])
+            assert file.preferred_read_size is None  # its blocks are read by ranges: the reader's large ones
     # the four reads in the last 16 KB: one request (which also says the size); the three before it: one each
     assert _gets_and_heads(proxy, "/a.bin") == (1 + 3, 0)
 
@@ -265,3 +279,65 @@ def test_export_in_one_process_reads_metadata_once(s3_job, tmp_path):
         result = export(f"{root}/{newest.name}", str(tmp_path / "out"), storage=_storage(proxy.endpoint), workers=1)
     assert sum(len(op.subtasks) for op in result.operators) > 2  # several tasks, each loading the snapshot
     assert _gets_and_heads(proxy, f"/{newest.name}/_metadata")[0] == 1
+
+
+def test_export_copies_each_remote_file_in_one_get_however_large(s3_job, tmp_path, monkeypatch):
+    """A copy to scratch space streams the object's one answer in chunks (here far smaller than the files):
+    one GET per file, not one per chunk."""
+    server, root = s3_job
+    monkeypatch.setattr(resolved_module, "SCRATCH_CHUNK", 256)
+    newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        export(f"{root}/{newest.name}", str(tmp_path / "out"), storage=_storage(proxy.endpoint), workers=1)
+    export(str(newest), str(tmp_path / "local"), workers=1)
+    assert _parts(tmp_path / "out") == _parts(tmp_path / "local")
+    copied = {key: n for (method, key), n in proxy.by_object.items() if method == "GET" and "/shared/" in key}
+    sizes = {key: (ROOT / key.split("/job/", 1)[1]).stat().st_size for key in copied}
+    assert len(copied) > 5 and max(sizes.values()) > 4 * 256  # several chunks each
+    assert set(copied.values()) == {1}
+
+
+def test_a_streamed_copy_cut_short_goes_on_from_the_byte_reached(blobs, monkeypatch):
+    """Bodies cut in the middle (half of the GETs): each retry asks for the rest only, and the bytes are the object's."""
+    server, bucket, files = blobs
+    starts: list[int] = []
+    stream = ObjectFile.stream
+
+    def counted(self, start, end, chunk_size):
+        starts.append(start)
+        return stream(self, start, end, chunk_size)
+
+    monkeypatch.setattr(ObjectFile, "stream", counted)
+    with FaultProxy(server.endpoint, Faults(cut_rate=0.5, seed=3)) as proxy:
+        with _storage(proxy.endpoint).open_input(f"s3://{bucket}/a.bin", size=300_000) as file:
+            chunks = list(file.stream(1000, 299_000, 16_384))
+    assert b"".join(chunks) == files["a.bin"][1000:]
+    assert proxy.injected["cut"] > 0 and len(starts) == 1 + proxy.injected["cut"]
+    assert starts[0] == 1000 and max(starts) > 1000  # the rest asked for, not the whole again
+
+
+def test_a_streamed_copy_of_a_file_shorter_than_recorded_fails_without_retrying(blobs):
+    server, bucket, files = blobs
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        with _storage(proxy.endpoint).open_input(f"s3://{bucket}/b.bin", size=250_000) as file:
+            with pytest.raises(StorageError, match="has 200000 bytes, not the 250000 expected") as caught:
+                list(file.stream(0, 250_000, 16_384))
+    assert not caught.value.transient and _gets_and_heads(proxy, "/b.bin") == (1, 0)
+
+
+def test_verify_and_fallback_ask_each_metadata_once_for_its_status(s3_job):
+    """The status the layout asked (does ``_metadata`` exist? its file time) is not asked again for the time."""
+    server, root = s3_job
+    newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        storage = _storage(proxy.endpoint)
+        report = verify(f"{root}/{newest.name}", storage=storage, workers=1)
+        assert _gets_and_heads(proxy, f"/{newest.name}/_metadata") == (1, 1)
+        fallback(root, storage=storage, workers=1)
+    checkpoints = sorted(p.name for p in ROOT.glob("chk-*"))
+    assert len(checkpoints) > 1
+    for name in checkpoints:  # fallback: one status each (the listing's), one read; verify's above
+        expected = (2, 2) if name == newest.name else (1, 1)
+        assert _gets_and_heads(proxy, f"/{name}/_metadata") == expected, name
+    written = storage.stat(f"{root}/{newest.name}/_metadata").mtime
+    assert written is not None and [s.written_at for s in report.snapshots] == [written]

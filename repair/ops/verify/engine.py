@@ -379,8 +379,10 @@ def _plan_path(path: str | Layout, storage: st.Storage, plan: _Plan) -> Layout:
         summary = plan.snapshots[-1]
         summary.recorded_job_ids = sorted(snapshot.resolver.recorded_job_ids)
         summary.relocated_from = dict(snapshot.resolver.moves)
-        info = storage.stat(ref.metadata_uri)
-        summary.written_at = info.mtime if info else None
+        summary.written_at = ref.written_at
+        if summary.written_at is None:  # not known from classify: asked
+            info = storage.stat(ref.metadata_uri)
+            summary.written_at = info.mtime if info else None
     return layout
 
 
