@@ -1,4 +1,4 @@
-"""How the suite is shared between pytest-xdist's workers (scripts/test.sh: ``-n 2 --dist loadgroup``).
+"""How the suite is shared between pytest-xdist's workers (scripts/test.sh: ``-n 3 --dist loadgroup``).
 
 Every test is in a group, and one worker runs a group's tests in their order, one after the other: what
 a module shares (a module fixture: an export, a Spark session; a moto server's buckets) is then built
