@@ -15,7 +15,8 @@ the machine's speed. The phases:
 * ``jvm``: Spark's JVM was just started (PySpark waits for it to listen);
 * ``task``: a task of :func:`repair.ops.runner.run_tasks` begins (in whichever process runs it);
   ``spark-task`` too when it runs on Spark;
-* ``write``: a file of an output is about to be written;
+* ``write``: a file of an output is about to be written; ``written``: it just was (an output that is one
+  file: under its temporary name, not yet renamed into place);
 * ``publish`` / ``published``: an output directory is about to be renamed into place / just was;
 * ``exit``: the command has returned, the interpreter is about to exit.
 
@@ -118,6 +119,7 @@ def _install() -> None:
         announce("write")
         time.sleep(_delay)
         written = write_file(location, fs, fs_path, data, uri, root)
+        announce("written")
         time.sleep(_delay)
         return written
 

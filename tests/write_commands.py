@@ -7,6 +7,7 @@ Used by tests/io/test_write_faults.py (kills and signals) and tests/io/test_disk
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -18,6 +19,8 @@ import pytest
 from tests._flink_state_files import FIXTURES, REPO
 
 CHECKPOINT = next((FIXTURES / "flink-1.20-default" / "checkpoints").glob("*/chk-5"))
+#: A Flink 1.20 checkpoint of Kryo values that ``upgrade`` rewrites for Flink 2.x (smaller than CHECKPOINT).
+UPGRADE_SOURCE = next((FIXTURES / "flink-1.20-upgrade" / "checkpoints").glob("*/chk-5"))
 
 
 #: How a command that runs tasks can run them: the arguments selecting each way.
@@ -28,7 +31,8 @@ MODES = {"in-process": ["--workers", "1"], "workers": ["--workers", "2"], "spark
 class Command:
     name: str
     args: Callable[[Path, Path], list[str]]  # (inputs directory, target) -> CLI arguments
-    commit_file: str | None  # relative to the target: present only when the output is complete (None: writes nothing)
+    commit_file: str | None  # relative to the target: present only when the output is complete (None: writes nothing;
+    # "": the target is a single file, written atomically)
     needs: str | None = None  # an input made first: "export" or "rocksdb"
     runs_tasks: bool = False  # takes --workers and --master
 
@@ -51,6 +55,8 @@ COMMANDS = [
     Command("write-savepoint", lambda i, out: ["write-savepoint", str(i / "export"), "--out", str(out)], "_metadata", needs="export", runs_tasks=True),
     Command("rescale", lambda i, out: ["rescale", str(CHECKPOINT), "--out", str(out), "--max-parallelism", "256", "--workers", "1"], "_metadata", runs_tasks=True),
     Command("edit", lambda i, out: ["edit", str(CHECKPOINT), "--out", str(out), "--rename-uid", "per-type=x", "--copy"], "chk-5/_metadata"),
+    Command("upgrade", lambda i, out: ["upgrade", str(UPGRADE_SOURCE), "--to", "2.1", "--out", str(out), "--workers", "1"], "_metadata", runs_tasks=True),
+    Command("size-html", lambda i, out: ["size", str(CHECKPOINT), "--html", str(out)], ""),
 ]
 #: Commands that write nothing but run tasks (in a pool, on Spark).
 READING_COMMANDS = [
@@ -70,7 +76,18 @@ def start_cli(args: list[str], scratch: Path, *, stderr=subprocess.STDOUT, **ext
 
 
 def files_below(directory: Path) -> set[str]:
+    """The files of an output directory (``{"."}`` for an output that is one file)."""
+    if directory.is_file():
+        return {"."}
     return {str(p.relative_to(directory)) for p in directory.rglob("*") if p.is_file()}
+
+
+def remove_output(path: Path) -> None:
+    """An output directory, or an output that is one file, removed."""
+    if path.is_dir():
+        shutil.rmtree(path)
+    else:
+        path.unlink()
 
 
 def beside_target(parent: Path, target: Path) -> set[str]:

@@ -257,7 +257,7 @@ def size(
     deep: bool = typer.Option(False, "--deep", help="Also read the keyed state of the newest (or -c) checkpoint: expired TTL entries, what a compaction would reclaim, key-group skew, largest keys and values, value sizes."),
     now: Optional[str] = typer.Option(None, "--now", metavar="TIME", help="With --deep: judge TTL expiry at TIME (epoch ms or ISO 8601; default: now)."),
     ttl: Optional[list[str]] = typer.Option(None, "--ttl", metavar="[STATE=]DURATION", help="With --deep: the TTL of STATE (or of every TTL state), e.g. recent=1s, 7d; Flink does not store it in the checkpoint. Repeatable."),
-    history: bool = typer.Option(False, "--history", help="The growth over the retained checkpoints of a job root, per state and step."),
+    history: bool = typer.Option(False, "--history", help="The growth over the retained checkpoints of a job root (of a chk-N: up to it), per state and step."),
     html: Optional[str] = typer.Option(None, "--html", metavar="FILE", help="Also write a self-contained page (no server, no network) of the state sizes and the growth over the retained checkpoints to FILE (a new file, not inside PATH)."),
     json_output: bool = typer.Option(False, "--json", metavar="", help="Print the documented JSON document instead of tables."),
 ) -> None:

@@ -758,7 +758,8 @@ class Storage:
         """Writes ``data`` (bytes, an iterable of byte chunks, or a function writing into the output
         stream it is given) to ``uri`` atomically; returns the size.
 
-        Local disks and HDFS: written to ``<uri>.tmp-<random>`` (fsynced on local disks) and renamed.
+        Local disks and HDFS: written to ``<uri>.tmp-<random>`` (fsynced on local disks) and renamed; the
+        temporary files of ``uri`` that a writer now gone left (killed) are deleted first.
         Object stores: uploaded to the final key, which becomes visible only when complete. Refuses
         to replace an existing file unless ``overwrite``.
 
@@ -774,6 +775,8 @@ class Storage:
             return self._write_retrying(location, fs, location.fs_path, data, uri)
         final = location.fs_path
         temporary = _temporary_name(final)
+        if inside is None:  # an output of its own (not a file of a staging directory): a killed run's temporary file goes
+            _remove_abandoned_staging(fs, final)
         try:
             size = self._write_retrying(location, fs, temporary, data, uri, root)
             with _StorageErrors(uri, "rename the temporary file into place"):
@@ -964,8 +967,9 @@ def _is_zombie(pid: int) -> bool:
 
 
 def _remove_abandoned_staging(fs: pafs.FileSystem, target: str) -> list[str]:
-    """Deletes the staging directories of ``target`` (``<target>.tmp-<host>-<pid>-<random>``) whose
-    writer is gone (see :func:`writer_is_gone`); returns their paths. Best effort."""
+    """Deletes the staging directories of ``target`` (``<target>.tmp-<host>-<pid>-<random>``), and the
+    temporary files :meth:`Storage.write_atomic` names the same way, whose writer is gone (see
+    :func:`writer_is_gone`); returns their paths. Best effort."""
     parent, _, name = target.rstrip("/").rpartition("/")
     prefix = name + _TMP_MARKER
     try:
@@ -975,10 +979,10 @@ def _remove_abandoned_staging(fs: pafs.FileSystem, target: str) -> list[str]:
     removed = []
     for info in siblings:
         base = info.path.rstrip("/").rpartition("/")[2]
-        if info.type == pafs.FileType.Directory and base.startswith(prefix):
+        if info.type in (pafs.FileType.Directory, pafs.FileType.File) and base.startswith(prefix):
             owner = base[len(prefix) :].rpartition("-")[0]
             if writer_is_gone(owner):
-                _delete_quietly(fs, info.path, directory=True)
+                _delete_quietly(fs, info.path, directory=info.type == pafs.FileType.Directory)
                 removed.append(info.path)
     return removed
 

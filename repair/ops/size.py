@@ -49,7 +49,7 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.rocksdb.table.sst import read_table_properties
 from repair.io import storage as st
-from repair.io.layout import ResolvedFile, SnapshotRef, discover
+from repair.io.layout import CHECKPOINT, JOB_ROOT, METADATA_FILE, Layout, ResolvedFile, SnapshotRef, classify, discover
 from repair.io.resolved import IN_FLIGHT, close, is_remote, open_resolved
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.results import CommandResult
@@ -556,9 +556,11 @@ def _range(key_groups) -> tuple[int, int]:
 
 def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: int | None = None,
          storage: st.Storage | None = None, on_progress: Callable[[int, int], None] | None = None,
-         deep: bool = False, now: str | None = None, ttl: list[str] | None = None) -> SizeResult:
+         deep: bool = False, now: str | None = None, ttl: list[str] | None = None,
+         earlier: bool = False) -> SizeResult:
     """The bytes of the snapshot at ``path`` (for a job root: of each retained checkpoint, or ``checkpoint``)
-    per operator, state, subtask, key-group range or file (``by``). ``deep``: also read the keyed state
+    per operator, state, subtask, key-group range or file (``by``); ``earlier``: for a ``chk-N`` (or its
+    ``_metadata``), also of the retained checkpoints before it in its job root (what ``--history`` shows). ``deep``: also read the keyed state
     of the newest of them (:mod:`repair.ops.size_deep`), TTL expiry judged at ``now`` (epoch ms or ISO
     8601; default the current time) with ``ttl`` (``STATE=DURATION`` or ``DURATION``, as ``--ttl``).
     The growth over the checkpoints (``--history``): :func:`repair.ops.size_history.size_history`."""
@@ -574,7 +576,7 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
         raise UsageError(f"--top {top}: expected a positive number")
     storage = storage or st.default_storage()
     layout = discover(path, storage)
-    refs = layout.snapshots
+    refs = _with_earlier(layout, storage) if earlier else layout.snapshots
     if checkpoint is not None:
         refs = [r for r in refs if r.number == checkpoint]
         if not refs:
@@ -586,6 +588,17 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
         deep_result = deep_size(snapshot, storage, measured.checkpoints[-1].pieces, now=now_ms, ttls=ttls, top=top)
     return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings,
                       deep_result)
+
+
+def _with_earlier(layout: Layout, storage: st.Storage) -> list[SnapshotRef]:
+    """A ``chk-N``'s job root's retained checkpoints up to it, oldest first (the snapshots of any other path
+    as they are; a ``chk-N`` whose parent holds no other retained checkpoint alone)."""
+    if layout.kind not in (CHECKPOINT, METADATA_FILE) or layout.root is None or layout.snapshots[0].number is None:
+        return layout.snapshots
+    newest = layout.snapshots[0]
+    around = classify(layout.root, storage)
+    earlier = [ref for ref in around.snapshots if ref.number < newest.number] if around.kind == JOB_ROOT else []
+    return [*earlier, newest]
 
 
 @dataclass

@@ -111,7 +111,8 @@ def history(checkpoints: list[CheckpointSize]) -> History:
 def size_history(path: str, *, checkpoint: int | None = None, html: str | None = None, show_history: bool = True,
                  storage: st.Storage | None = None, **options) -> SizeResult:
     """``repair size PATH --history`` and ``--html FILE``: :func:`repair.ops.size.size` (``options``) with
-    the growth over every retained checkpoint of ``path`` (one for a checkpoint or savepoint) in
+    the growth over every retained checkpoint of ``path`` (for a ``chk-N``: its job root's retained
+    checkpoints up to it; one for a savepoint) in
     ``history`` (unless not ``show_history``) and, with ``html``, a page of it written there (a new file,
     not inside ``path``: checked before anything is read)."""
     if checkpoint is not None:
@@ -119,7 +120,7 @@ def size_history(path: str, *, checkpoint: int | None = None, html: str | None =
     storage = storage or st.default_storage()
     if html is not None:
         new_output(html, [path], storage, file=True)
-    result = size(path, storage=storage, **options)
+    result = size(path, storage=storage, earlier=True, **options)
     growth = history(result.checkpoints)
     if show_history:
         result.history = growth

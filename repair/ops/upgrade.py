@@ -37,7 +37,7 @@ from repair.errors import UsageError
 from repair.formats.flink.backend_meta import StateMetaInfo
 from repair.formats.flink.kryo_upgrade import kryo_columns, kryo_snapshots, pojo_collection_fields, scala_snapshots
 from repair.formats.flink.metadata import OperatorState
-from repair.formats.flink.operator_selection import find_operator
+from repair.formats.flink.operator_selection import find_operator_state
 from repair.formats.flink.pojo_upgrade import CollectionField, FieldTypes, state_pojo
 from repair.formats.flink.serializers import SerializerSnapshot
 from repair.io import storage as st
@@ -187,10 +187,8 @@ def _drops(operators: list[OperatorState], dropped: list[str]) -> set[tuple[str,
     """``(operator id, state)`` of each ``OPERATOR/STATE`` to leave out (uid, name or operator id)."""
     found = set()
     for value in dropped:
-        operator, slash, state = value.rpartition("/")
-        if not slash or not operator or not state:
-            raise UsageError(f"a state to drop is OPERATOR/STATE (uid, name or operator id, then the state's name), not {value!r}")
-        found.add((find_operator(operators, operator).operator_id, state))
+        op, state = find_operator_state(operators, value)
+        found.add((op.operator_id, state))
     return found
 
 
@@ -239,8 +237,10 @@ def _judge_snapshots(op: OperatorState, meta: StateMetaInfo, key_serializer: Ser
         judged.reason = (f"{'the key serializer' if scala_key else 'a serializer'} {scala[0].describe()} is the Scala API's, "
                          f"which Flink 2.x no longer has: the restore fails (ClassNotFoundException {scala[0].class_name}) and "
                          f"no Flink 2.x serializer reads its bytes; ")
-        judged.reason += (f"every keyed state of the operator needs the key: drop them all with repair edit --drop-operator {label} "
-                          f"(the operator starts empty), or move them with a State Processor API job" if scala_key else
+        judged.reason += (f"every keyed state of the operator needs the key: drop them all, its timer states too, with "
+                          f"--drop-state {label}/STATE (its keyed state starts empty, with any key type) or the operator with "
+                          f"repair edit --drop-operator {label} (it starts empty), or move them with a State Processor API job"
+                          if scala_key else
                           _WAY_OUT.format(label, meta.name))
         return judged
     value = meta.serializer("VALUE_SERIALIZER")

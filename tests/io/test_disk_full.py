@@ -25,7 +25,7 @@ import pytest
 
 from repair.cli.app import main
 from repair.io import storage as st
-from tests.write_commands import COMMANDS, files_below
+from tests.write_commands import COMMANDS, files_below, remove_output
 
 # -- a real full disk ---------------------------------------------------------------------------
 
@@ -70,7 +70,7 @@ def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, w
         output = "".join(capsys.readouterr())
         if code == 0:  # it fitted: complete
             assert files_below(target) == expected
-            shutil.rmtree(target)
+            remove_output(target)
         else:
             assert code == 2 and "No space left on device" in output and "Traceback" not in output, output
             assert sorted(p.name for p in small_disk.iterdir()) == ["filler", "tmp"], f"{leave} bytes free: left behind"
@@ -79,7 +79,7 @@ def test_a_full_disk_fails_cleanly_and_a_rerun_succeeds(command, write_inputs, w
         rerun = main(command.args(write_inputs, target))
         assert rerun == 0, "".join(capsys.readouterr())
         assert files_below(target) == expected
-        shutil.rmtree(target)
+        remove_output(target)
 
 
 # -- ENOSPC injected into the write path ----------------------------------------------------------

@@ -19,6 +19,7 @@ from repair.formats.flink.value_encoders import EncodeError, encoder_for
 from repair.formats.flink.values import decoder_for
 from repair.ops.inspect import inspect
 from tests.conftest import (
+    FIXTURES,
     SCALA_FIXTURE_NAMES,
     export_of,
     exported_rows,
@@ -224,3 +225,60 @@ def test_generated_scala_values_round_trip_and_every_truncation_is_a_format_erro
                 decoder.decode_all(data[:end])
 
     check()
+
+
+#: Every keyed state of the Scala job's operator ``by-who``: its own and the timer states its
+#: ``KeyedProcessFunction`` registers (even without timers), named with their slashes.
+BY_WHO_KEYED_STATES = ("totals", "tags", "amount-by-tag", "last-untag", "waves", "per-wave", "last-op",
+                       "_timer_state/processing_user-timers", "_timer_state/event_user-timers")
+
+
+def _without_keyed_state(tmp_path):
+    """write-savepoint of the Scala fixture's newest checkpoint with every keyed state of ``by-who`` dropped."""
+    from repair.ops.export.job import export
+    from repair.ops.write_savepoint import write_savepoint
+
+    export(job_root(SCALA_FIXTURE_NAMES[0]), str(tmp_path / "export"))
+    return write_savepoint(str(tmp_path / "export"), str(tmp_path / "savepoint"),
+                           drop_states=[f"by-who/{state}" for state in BY_WHO_KEYED_STATES])
+
+
+def test_dropping_every_keyed_state_writes_no_keyed_state_as_flink_does_for_an_operator_without_any(tmp_path):
+    """Flink writes no keyed state handle for an operator without keyed state (``SavepointSnapshotStrategy``:
+    "savepoint performed on empty keyed state"), so no key serializer is restored or checked. With every
+    keyed state of ``by-who`` dropped (its timer states too) the savepoint has none either, rather than a
+    key serializer snapshot of the case class ``Who`` with no state behind it; the rest is kept."""
+    from repair.formats.flink.keygroups import operator_id_for_uid
+    from repair.formats.flink.metadata import decode_metadata
+    from repair.ops.verify.engine import verify
+
+    by_who, records = operator_id_for_uid("by-who"), operator_id_for_uid("records")
+    result = _without_keyed_state(tmp_path)
+    written = next(op for op in result.operators if op.operator_id == by_who)
+    assert written.dropped == sorted(BY_WHO_KEYED_STATES) and not written.keyed and written.states == []
+    operators = {op.operator_id: op for op in decode_metadata((tmp_path / "savepoint" / "_metadata").read_bytes()).operators}
+    assert not any(sub.managed_keyed_state for sub in operators[by_who].subtasks)
+    assert any(sub.managed_operator_state for sub in operators[records].subtasks)
+    report = verify(str(tmp_path / "savepoint"), workers=1)
+    assert report.ok and not report.findings
+
+
+@pytest.mark.slow
+def test_real_flink_restores_a_job_keyed_otherwise_once_every_keyed_state_is_dropped(tmp_path):
+    """One JVM run: Flink 1.20 restores the savepoint with every keyed state of ``by-who`` dropped in
+    ``ScalaPortJob``, the Scala job ported to Java (``by-who`` keyed by a ``Tuple2``, no flink-scala on its
+    class path), every value state of every key empty. With a key serializer snapshot left (only the job's own
+    states dropped) the same restore fails: ClassNotFoundException ScalaCaseClassSerializerSnapshot."""
+    import json
+
+    from fixtures import state_model
+    from fixtures.restore import restore_lines
+    from fixtures.upgrade_outcomes import NO_CHECKPOINTS
+
+    _without_keyed_state(tmp_path)
+    dumps = state_model.dump_records(state_model.read_records(FIXTURES / SCALA_FIXTURE_NAMES[0] / "records.tsv"))
+    lines = [json.loads(line) for line in restore_lines("1.20.3", tmp_path / "savepoint", dumps, job="ScalaPortJob",
+                                                        extra_conf=NO_CHECKPOINTS)]
+    assert len(lines) == 7 * len(dumps) and all(set(line) == {"key", "state", "value"} for line in lines)
+    # every value state empty (the port job prints the map state's entries as the Iterable object they are)
+    assert {line["value"] for line in lines if line["state"] != "per-wave"} == {"null"}

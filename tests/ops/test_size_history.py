@@ -51,8 +51,27 @@ def test_usage(capsys):
     assert main(["size", str(root), "--history"]) == 0
     assert "growth over checkpoints" in capsys.readouterr().out
     assert main(["size", str(root), "--history", "-c", "3"]) == 2
-    one = size_history(str(root / "chk-3")).to_json()["history"]
-    assert (one["checkpoint_ids"], one["steps"], one["growth_bytes"]) == ([3], [], 0)
+
+
+def test_the_history_of_a_checkpoint_is_its_roots_retained_checkpoints_up_to_it(read_only_guard, capsys):
+    """``size chk-N --history`` (or its ``_metadata``): how each state grew over the job's retained
+    checkpoints up to chk-N, the same series as the job root's history cut at N."""
+    name = GROWTH_FIXTURE_NAMES[0]
+    root = read_only_guard(damage.checkpoint_root(FIXTURES / name))
+    whole = size_history(str(root)).to_json()["history"]
+    up_to = [c for c in fixture_info(FIXTURES / name)["retained_checkpoints"] if c <= 3]
+    assert len(up_to) > 1
+    for path in (root / "chk-3", root / "chk-3" / "_metadata"):
+        result = size_history(str(path))
+        assert [c.checkpoint_id for c in result.checkpoints] == up_to
+        history = result.to_json()["history"]
+        assert history["checkpoint_ids"] == up_to
+        assert history["bytes"] == whole["bytes"][: len(up_to)]
+        assert history["steps"] == whole["steps"][: len(up_to) - 1]
+        leak = next(s for s in history["states"] if s["state"] == "leak")
+        assert leak["bytes"] == next(s for s in whole["states"] if s["state"] == "leak")["bytes"][: len(up_to)]
+    assert main(["size", str(root / "chk-3"), "--history"]) == 0
+    assert f"growth over checkpoints {up_to[0]}-{up_to[-1]} ({len(up_to)} retained)" in capsys.readouterr().out
 
 
 def test_the_library_gives_the_series_as_an_arrow_table():

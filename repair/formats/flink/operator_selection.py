@@ -9,7 +9,8 @@ What a command does with the matches is its own rule, named here so each picks o
 - :func:`select_operators` gives every operator each selector names: ``repair export`` exports them all and
   ``repair inspect`` shows them all (two operators may share a name);
 - :func:`find_operator` wants exactly one: ``repair edit`` and ``write-savepoint``'s ``drop_states`` change
-  the operator named, and an ambiguous name must not change two.
+  the operator named, and an ambiguous name must not change two (:func:`find_operator_state` splits
+  ``--drop-state``'s ``OPERATOR/STATE``, whose state may hold slashes).
 
 A selector that names nothing is the caller's to report: a usage error in export, edit and write-savepoint,
 a line of inspect's result (the CLI exits 2).
@@ -50,3 +51,17 @@ def find_operator(operators: Iterable[OperatorState], selector: str) -> Operator
         what = "no operator" if not found else f"{len(found)} operators"
         raise UsageError(f"{what} with uid, name or id {selector!r} in the snapshot (it holds {held})")
     return found[0]
+
+
+def find_operator_state(operators: Iterable[OperatorState], value: str) -> tuple[OperatorState, str]:
+    """The operator and state name of ``OPERATOR/STATE`` (``--drop-state``), cut at the last slash after
+    which the rest names one operator: a state's name may hold slashes too (a timer state,
+    ``by-who/_timer_state/event_user-timers``). :class:`UsageError` when no cut names one."""
+    operators = list(operators)
+    cuts = [i for i, char in enumerate(value) if char == "/" and 0 < i < len(value) - 1]
+    if not cuts:
+        raise UsageError(f"a state to drop is OPERATOR/STATE (uid, name or operator id, then the state's name), not {value!r}")
+    for cut in reversed(cuts):
+        if len(select_operators(operators, [value[:cut]])[value[:cut]]) == 1:
+            return find_operator(operators, value[:cut]), value[cut + 1:]
+    return find_operator(operators, value[: cuts[-1]]), value[cuts[-1] + 1:]  # its error names the operators held

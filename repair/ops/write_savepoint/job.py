@@ -78,7 +78,7 @@ from repair.formats.flink.handles import (
 from repair.formats.flink.keygroups import UPPER_BOUND_MAX_PARALLELISM, key_group_range_for_operator
 from repair.formats.flink.kryo_upgrade import KryoColumn, kryo_columns
 from repair.formats.flink.metadata import CheckpointMetadata, OperatorState, SubtaskState, encode_metadata, generation_of_metadata_version
-from repair.formats.flink.operator_selection import find_operator
+from repair.formats.flink.operator_selection import find_operator_state
 from repair.formats.flink.operator_state import replace_states
 from repair.formats.flink.pojo_upgrade import CollectionField, PojoColumn, flink2_meta, state_pojo
 from repair.formats.flink.savepoint_properties import savepoint_trailer
@@ -245,10 +245,7 @@ def write_savepoint(
     exported = {op["operator_id"]: op for op in manifest.get("operators", [])}
     drops: dict[str, set[str]] = defaultdict(set)
     for value in drop_states:
-        operator, slash, state = value.rpartition("/")
-        if not slash or not operator or not state:
-            raise UsageError(f"a state to drop is OPERATOR/STATE (uid, name or operator id, then the state's name), not {value!r}")
-        op = find_operator(metadata.operators, operator)
+        op, state = find_operator_state(metadata.operators, value)
         if not any(sub.managed_keyed_state is not None for sub in op.subtasks):
             raise UsageError(f"{value}: the operator has no keyed state (operator state is dropped by edit)")
         drops[op.operator_id].add(state)
@@ -423,6 +420,9 @@ class _Writer:
             trimmed = meta_without_states(meta[0], dropped)
             meta = (trimmed, decode_keyed_backend_meta(trimmed))
             written.dropped = sorted(dropped)
+            if not meta[1].states:  # every keyed state dropped: no keyed state handle, as Flink snapshots an operator
+                written.keyed = False  # without keyed state; a key serializer left alone would still be restored and checked
+                return
         pojo_columns: dict[int, PojoColumn] = {}
         if self.upgrade is not None:
             meta, pojo_columns = _flink2_pojos(meta, self.upgrade.pojo_fields, op.operator_id)
