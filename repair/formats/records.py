@@ -4,7 +4,7 @@ compiled for each class.
 ``dataclasses.dataclass`` writes the source of each generated method and compiles it when the class is
 created (``exec``): about 0.1-0.15 ms per method, 0.4-0.5 ms per class, and a short command creates some 80
 dataclasses before it reads a byte (0.04 CPU s of ``repair verify``'s start-up:
-docs/benchmarks/verify.md, "Start-up: classes"). ``record`` lets ``dataclass`` generate only ``__init__``
+docs/benchmarks/verify.md, "Start-up classes"). ``record`` lets ``dataclass`` generate only ``__init__``
 (and a frozen class's ``__setattr__`` and ``__delattr__``) and gives the class ``__repr__``, ``__eq__`` and,
 where ``dataclass`` would, ``__hash__`` built from the class's fields without compiling anything. They
 answer as ``dataclass``'s do:
