@@ -37,7 +37,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Collection
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from repair.errors import StorageError
 from repair.formats.flink.handles import (
@@ -47,6 +47,7 @@ from repair.formats.flink.handles import (
     RelativeFileHandle,
     SegmentFileHandle,
 )
+from repair.formats.records import record
 from repair.io import storage as st
 
 METADATA = "_metadata"
@@ -70,7 +71,7 @@ DIRECTORY = "directory"  # a directory holding none of these (empty, only incomp
 SNAPSHOT_KINDS = frozenset({JOB_ROOT, CHECKPOINT, SAVEPOINT, METADATA_FILE})
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class SnapshotRef:
     """One checkpoint or savepoint on storage: the directory holding its ``_metadata``."""
 
@@ -87,7 +88,7 @@ class SnapshotRef:
         return st.basename(self.directory)
 
 
-@dataclass
+@record
 class Layout:
     """What a user-given path is, and the snapshots in it (oldest first; savepoints by name)."""
 
@@ -210,7 +211,7 @@ def _single(directory: str, kind: str, path: str, metadata_info: st.FileInfo, me
 # -- resolving handles ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class ResolvedFile:
     """Where the bytes of one stream handle are now.
 

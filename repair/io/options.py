@@ -5,10 +5,11 @@ from __future__ import annotations
 import ipaddress
 import os
 import urllib.parse
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Mapping
 
 from repair.errors import StorageError
+from repair.formats.records import record
 from repair.io.retry import DEFAULT_BUDGET_SECONDS
 
 
@@ -38,7 +39,7 @@ def _truthy(value: str | None) -> bool:
     return (value or "").strip().lower() in ("1", "true", "yes", "on")
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class StorageOptions:
     """Settings of the file systems. Plain values only, so a :class:`Storage` pickles cheaply.
 

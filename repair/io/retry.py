@@ -21,8 +21,10 @@ from __future__ import annotations
 import random
 import re
 import time
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Callable, TypeVar
+
+from repair.formats.records import record
 
 T = TypeVar("T")
 
@@ -63,7 +65,7 @@ class ShortRead(OSError):
     """A read returned fewer bytes than the file is known to hold: the connection, not the file."""
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RetryPolicy:
     """Capped exponential backoff with full jitter, within a time budget per operation."""
 

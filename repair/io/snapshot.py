@@ -9,7 +9,6 @@ from __future__ import annotations
 import functools
 import threading
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Callable, Iterator, TypeVar
 
 import xxhash
@@ -17,6 +16,7 @@ import xxhash
 from repair.errors import FormatError, RepairError
 from repair.formats.flink.handles import FileHandle, SegmentFileHandle
 from repair.formats.flink.metadata import CheckpointMetadata, decode_metadata
+from repair.formats.records import record
 from repair.io import storage as st
 from repair.io.layout import PathResolver, SnapshotRef
 
@@ -24,7 +24,7 @@ from repair.io.layout import PathResolver, SnapshotRef
 MAX_METADATA_BYTES = 2 << 30
 
 
-@dataclass
+@record
 class LoadedSnapshot:
     ref: SnapshotRef
     metadata: CheckpointMetadata

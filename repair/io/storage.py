@@ -48,11 +48,11 @@ import os
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator, Union
 
 from repair.errors import RepairError, StorageError
 from repair.formats.bytes.random_access import RandomAccess
+from repair.formats.records import record
 from repair.io import objects
 from repair.io.local_files import LocalStatus, list_local, open_local, stat_local
 from repair.io.objects import ObjectFile
@@ -217,7 +217,7 @@ class _StorageErrors:
         return False
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileInfo:
     """What :meth:`Storage.stat` and :meth:`Storage.list_dir` report about one entry."""
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 
 from repair.errors import StorageError
+from repair.formats.records import record
 
 #: URI scheme -> kind of file system.
 _SCHEME_KINDS = {
@@ -31,7 +31,7 @@ _URI_RE = re.compile(r"^(?P<scheme>[A-Za-z][A-Za-z0-9+.\-]*)://(?P<authority>[^/
 
 
 # -- locations -----------------------------------------------------------------------------------
-@dataclass(frozen=True)
+@record(frozen=True)
 class Location:
     """A parsed URI or path.
 

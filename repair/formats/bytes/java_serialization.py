@@ -18,11 +18,12 @@ checkpointType``, booleans ``forced``, ``discardSubsumed``, ``discardFinished``,
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader, decode_modified_utf8
+from repair.formats.records import record
 
 STREAM_MAGIC = 0xACED
 STREAM_VERSION = 5
@@ -55,7 +56,7 @@ MAX_DEPTH = 64
 _PRIMITIVE_SIZES = {"B": 1, "C": 2, "D": 8, "F": 4, "I": 4, "J": 8, "S": 2, "Z": 1}
 
 
-@dataclass
+@record
 class JavaField:
     """A field of a class descriptor: type code (``B C D F I J S Z [ L``), name, and class for ``[``/``L``."""
 
@@ -64,7 +65,7 @@ class JavaField:
     class_name: str | None = None
 
 
-@dataclass
+@record
 class JavaClassDesc:
     """A class descriptor (``TC_CLASSDESC`` or, with ``proxy_interfaces`` set, ``TC_PROXYCLASSDESC``)."""
 
@@ -87,7 +88,7 @@ class JavaClassDesc:
         return chain[::-1]
 
 
-@dataclass
+@record
 class JavaObject:
     """An object: per class of its hierarchy (topmost first) the field values and annotations."""
 
@@ -106,13 +107,13 @@ class JavaObject:
         return default
 
 
-@dataclass
+@record
 class JavaEnum:
     class_name: str
     constant: str
 
 
-@dataclass
+@record
 class JavaArray:
     """An array; a ``byte[]`` keeps its values as ``bytes``."""
 
@@ -120,12 +121,12 @@ class JavaArray:
     values: list[Any] | bytes
 
 
-@dataclass
+@record
 class JavaClass:
     class_desc: JavaClassDesc | None
 
 
-@dataclass
+@record
 class JavaBlockData:
     data: bytes
 
@@ -426,7 +427,7 @@ def _check_flink_classes(descs: list[JavaClassDesc], value: Any) -> None:
                 stack.extend(values.values())
 
 
-@dataclass
+@record
 class CheckpointProperties:
     """The decoded V4+ trailer (``CheckpointProperties`` and its ``SnapshotType``).
 

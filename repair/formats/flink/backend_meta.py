@@ -23,7 +23,7 @@ on from there, so one exotic serializer does not hide the other states. ``resync
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
@@ -36,6 +36,7 @@ from repair.formats.flink.serializers import (
     opaque_snapshot,
     set_kryo_generation,
 )
+from repair.formats.records import record
 
 #: ``StateMetaInfoSnapshot.BackendStateType`` by ordinal (KEY_VALUE_V2 exists from 2.0).
 BACKEND_STATE_TYPES = ("KEY_VALUE", "OPERATOR", "BROADCAST", "PRIORITY_QUEUE", "KEY_VALUE_V2")
@@ -64,7 +65,7 @@ _KEYED_KINDS = {
 _OPERATOR_KINDS = {"SPLIT_DISTRIBUTE": "operator-list", "UNION": "union-list", "BROADCAST": "broadcast"}
 
 
-@dataclass
+@record
 class StateMetaInfo:
     """One registered state (``StateMetaInfoSnapshot``).
 
@@ -136,7 +137,7 @@ class StateMetaInfo:
         return describe(self.serializer("VALUE_SERIALIZER"))
 
 
-@dataclass
+@record
 class KeyedBackendMeta:
     """A decoded ``KeyedBackendSerializationProxy``.
 
@@ -179,7 +180,7 @@ class KeyedBackendMeta:
         raise KeyError(name)
 
 
-@dataclass
+@record
 class OperatorBackendMeta:
     """A decoded ``OperatorBackendSerializationProxy``; ``compression`` is None for writers before 1.18."""
 

@@ -14,9 +14,11 @@ bytes, which optional fields were present). Paths are data: nothing here resolve
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from enum import IntEnum
 from typing import Callable, Iterator, Union
+
+from repair.formats.records import record
 
 #: Flink's upper bound of max parallelism, i.e. of key groups (``KeyGroupRangeAssignment.UPPER_BOUND_MAX_PARALLELISM``).
 MAX_KEY_GROUPS = 1 << 15
@@ -60,7 +62,7 @@ class ChangelogLayout:
     FLINK_1_15 = "1.15+"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class HandleDialect:
     """Writer-dependent details of the handle encodings that the metadata version does not tell.
 
@@ -82,7 +84,7 @@ def _offset_field() -> int:
     return field(default=-1, compare=False, repr=False)
 
 
-@dataclass
+@record
 class KeyGroupRange:
     """Key groups ``[start, start + count - 1]`` (``KeyGroupRange``, written as ``int start, int count``)."""
 
@@ -98,7 +100,7 @@ class KeyGroupRange:
         return self.start <= key_group <= self.end
 
 
-@dataclass
+@record
 class ByteStreamHandle:
     """Code 1, ``ByteStreamStateHandle``: state bytes inline in ``_metadata``.
 
@@ -115,7 +117,7 @@ class ByteStreamHandle:
         return len(self.data)
 
 
-@dataclass
+@record
 class FileHandle:
     """Code 2, ``FileStateHandle``: an absolute path (a URI such as ``file:/...`` or ``s3://...``)."""
 
@@ -125,7 +127,7 @@ class FileHandle:
     type_code = HandleType.FILE
 
 
-@dataclass
+@record
 class RelativeFileHandle:
     """Code 6, ``RelativeFileStateHandle``: a file name relative to the directory holding ``_metadata``."""
 
@@ -135,7 +137,7 @@ class RelativeFileHandle:
     type_code = HandleType.RELATIVE_FILE
 
 
-@dataclass
+@record
 class SegmentFileHandle:
     """Code 15, ``SegmentFileStateHandle`` (file merging, 1.20+): bytes ``[start, start+size)`` of a file."""
 
@@ -152,7 +154,7 @@ class SegmentFileHandle:
         return ("EXCLUSIVE", "SHARED")[self.scope]
 
 
-@dataclass
+@record
 class EmptySegmentFileHandle:
     """Code 16, ``EmptySegmentFileStateHandle``: the singleton "no bytes" segment; no body."""
 
@@ -161,7 +163,7 @@ class EmptySegmentFileHandle:
     size = 0
 
 
-@dataclass
+@record
 class KeyGroupsHandle:
     """Codes 3, 7 and 12: a full snapshot of key groups (``KeyGroupsStateHandle``).
 
@@ -182,7 +184,7 @@ class KeyGroupsHandle:
         return None if self.delegate is None else getattr(self.delegate, "size", None)
 
 
-@dataclass
+@record
 class LocalFile:
     """One entry of an incremental handle's shared or private list: local file name and its handle."""
 
@@ -190,7 +192,7 @@ class LocalFile:
     handle: "StreamHandle | None"
 
 
-@dataclass
+@record
 class IncrementalKeyedHandle:
     """Codes 5 and 11, ``IncrementalRemoteKeyedStateHandle``: one RocksDB/ForSt native checkpoint.
 
@@ -218,7 +220,7 @@ class IncrementalKeyedHandle:
         return [entry for entry in (*self.shared, *self.private) if entry.local_path.endswith(".sst")]
 
 
-@dataclass
+@record
 class ChangelogBackendHandle:
     """Codes 8 and 14, ``ChangelogStateBackendHandle``: materialized plus non-materialized keyed handles.
 
@@ -237,7 +239,7 @@ class ChangelogBackendHandle:
     offset: int = _offset_field()
 
 
-@dataclass
+@record
 class StateChange:
     """One change of an in-memory changelog handle; ``key_group`` -1 marks a metadata change."""
 
@@ -245,7 +247,7 @@ class StateChange:
     data: bytes
 
 
-@dataclass
+@record
 class InMemoryChangelogHandle:
     """Code 9, ``InMemoryChangelogStateHandle``: changes inline (``state_handle_id`` is None for 1.14)."""
 
@@ -258,7 +260,7 @@ class InMemoryChangelogHandle:
     type_code = HandleType.CHANGELOG_BYTE_INCREMENT
 
 
-@dataclass
+@record
 class OffsetHandle:
     """A stream handle with the offset of the change set inside it."""
 
@@ -266,7 +268,7 @@ class OffsetHandle:
     handle: "StreamHandle | None"
 
 
-@dataclass
+@record
 class ChangelogStreamHandle:
     """Codes 10 and 13, ``ChangelogStateHandleStreamImpl``: changelog files written by the DSTL.
 
@@ -287,7 +289,7 @@ class ChangelogStreamHandle:
 OPERATOR_STATE_MODES = ("SPLIT_DISTRIBUTE", "UNION", "BROADCAST")
 
 
-@dataclass
+@record
 class OperatorStateEntry:
     """One named operator state in an operator state handle: distribution mode and partition offsets."""
 
@@ -300,7 +302,7 @@ class OperatorStateEntry:
         return OPERATOR_STATE_MODES[self.mode]
 
 
-@dataclass
+@record
 class OperatorStateHandle:
     """Codes 4 (``OperatorStreamStateHandle``) and 17 (``FileMergingOperatorStreamStateHandle``, 1.20+).
 
@@ -317,7 +319,7 @@ class OperatorStateHandle:
     offset: int = _offset_field()
 
 
-@dataclass
+@record
 class ChannelStateHandle:
     """In-flight data of one input channel (``kind`` "input": gate, channel) or result subpartition
     ("output": partition, subpartition) of an unaligned checkpoint.
@@ -335,7 +337,7 @@ class ChannelStateHandle:
     offset: int = _offset_field()
 
 
-@dataclass
+@record
 class MergedChannelStateHandle:
     """Codec V2 types 3/4 (2.1+): several channels' state in one delegate.
 

@@ -22,7 +22,7 @@ naming field and offset. :func:`encode_metadata` writes the model back; for any 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Iterator
 
 from repair.errors import FormatError, RepairError
@@ -43,6 +43,7 @@ from repair.formats.flink.handles import (
     iter_stream_handles,
     map_stream_handles,
 )
+from repair.formats.records import record
 
 #: ``Checkpoints.HEADER_MAGIC_NUMBER``.
 METADATA_MAGIC = 0x4960672D
@@ -62,7 +63,7 @@ def generation_of_metadata_version(version: int) -> int:
     return 2 if version <= 4 else 5
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class MetadataDialect:
     """How a particular writer encoded the dialect-dependent parts (see module docstring)."""
 
@@ -78,7 +79,7 @@ class MetadataDialect:
         return ", ".join(parts)
 
 
-@dataclass
+@record
 class MasterState:
     """State of a master hook (``MasterState``): name, version and opaque payload."""
 
@@ -88,7 +89,7 @@ class MasterState:
     offset: int = field(default=-1, compare=False, repr=False)
 
 
-@dataclass
+@record
 class SubtaskState:
     """One subtask of an operator (``OperatorSubtaskState``), or a finished-subtask marker.
 
@@ -120,7 +121,7 @@ class SubtaskState:
             yield f"result_subpartition_state[{i}]", handle
 
 
-@dataclass
+@record
 class OperatorState:
     """One operator (``OperatorState``).
 
@@ -159,7 +160,7 @@ class OperatorState:
         return self.operator_uid or self.operator_name or self.operator_id
 
 
-@dataclass
+@record
 class CheckpointMetadata:
     """A decoded ``_metadata`` file.
 

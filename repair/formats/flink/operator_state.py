@@ -33,7 +33,7 @@ Rows have the keys of :data:`~repair.formats.flink.in_rocksdb.keyed_rows.ROW_FIE
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, Iterator, Mapping, Sequence
 
 from repair.errors import FormatError, RepairError, UnsupportedSerializerError
@@ -48,12 +48,13 @@ from repair.formats.flink.full_snapshot.canonical import SNAPPY_STREAM_IDENTIFIE
 from repair.formats.flink.handles import OperatorStateEntry
 from repair.formats.flink.in_rocksdb.keyed_rows import ROW_FIELDS
 from repair.formats.flink.values import decoder_for
+from repair.formats.records import record
 
 #: ``StateMetaInfoSnapshot.BackendStateType`` ordinals of operator and broadcast states.
 _OPERATOR, _BROADCAST = 1, 2
 
 
-@dataclass
+@record
 class OperatorStateInfo:
     """One state of an operator state handle: its meta info from the file, and from the handle its
     distribution mode (``SPLIT_DISTRIBUTE``, ``UNION`` or ``BROADCAST``) and partition offsets."""

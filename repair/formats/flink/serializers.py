@@ -23,7 +23,7 @@ caller decides what of the surrounding data is still usable (see ``flink_backend
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Callable, Iterable
 
 from repair.errors import FormatError
@@ -32,6 +32,7 @@ from repair.formats.bytes.java_io import read_utf
 from repair.formats.bytes.java_serialization import JavaStreamReader
 from repair.formats.flink import avro, registry, scala_types
 from repair.formats.flink.table_types import SqlType, sql_type_of
+from repair.formats.records import record
 
 
 def read_java_stream_object(reader: ByteReader) -> Any:
@@ -67,7 +68,7 @@ class UnknownSerializerSnapshotError(FormatError):
         super().__init__("serializer snapshot class", offset, "a snapshot class this decoder knows", class_name, detail=detail)
 
 
-@dataclass
+@record
 class PojoField:
     """A field of a POJO snapshot: name, declaring class and the field serializer's snapshot.
 
@@ -81,7 +82,7 @@ class PojoField:
     problem: str | None = None
 
 
-@dataclass
+@record
 class SerializerSnapshot:
     """One versioned serializer snapshot.
 

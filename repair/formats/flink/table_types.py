@@ -12,13 +12,14 @@ does not know keeps its type root and no parameters.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from repair.formats.bytes.java_serialization import JavaArray, JavaEnum, JavaObject
+from repair.formats.records import record
 
 
-@dataclass
+@record
 class SqlType:
     """A logical type: its ``LogicalTypeRoot`` name, nullability, parameters and children; ``names`` are
     the field names of a ROW."""

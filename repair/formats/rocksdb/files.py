@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from repair.errors import FormatError
+from repair.formats.records import record
 
 _MANIFEST_NAME = re.compile(r"MANIFEST-(\d+)")
 
@@ -35,7 +36,7 @@ class FileKind(str, enum.Enum):
     TEMP = "temp"
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class RocksDBFileName:
     """A parsed RocksDB file name; ``number`` is ``None`` for unnumbered files (CURRENT, LOCK ...)."""
 
@@ -111,7 +112,7 @@ def encode_current(manifest_name: str) -> bytes:
 # -- OPTIONS -----------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class OptionsFile:
     """A parsed OPTIONS file. Column families keep the file's order."""
 

@@ -16,12 +16,13 @@ zero-filled and writing goes on in the next block.
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Iterator
 
 from repair.errors import FormatError
 from repair.findings import Problem
 from repair.formats.bytes.random_access import RandomAccess
+from repair.formats.records import record
 from repair.formats.rocksdb.table.checksum import crc32c, mask_crc, unmask_crc
 
 BLOCK_SIZE = 32768
@@ -79,7 +80,7 @@ class LogFormatError(FormatError):
         self.kind = kind
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class LogRecord:
     """A logical record: the file ``offset`` of its first fragment's header, and its payload."""
 
@@ -89,7 +90,7 @@ class LogRecord:
     meta_type: int | None = None
 
 
-@dataclass
+@record
 class LogReader:
     """Reads the logical records of a log file.
 

@@ -18,13 +18,14 @@ complete so that a MANIFEST can be rewritten). :func:`read_manifest` decodes a w
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any, Iterable, Iterator
 
 from repair.errors import FormatError
 from repair.findings import Problem
 from repair.formats.bytes.coding import LittleEndianReader, encode_varint, length_prefixed
 from repair.formats.bytes.random_access import RandomAccess
+from repair.formats.records import record
 from repair.formats.rocksdb.log_format import LogReader, encode_log
 from repair.formats.rocksdb.table.block import InternalKey, decode_internal_key
 
@@ -111,7 +112,7 @@ class ManifestFormatError(FormatError):
     """A VersionEdit that does not decode. ``offset`` is the file offset of its log record."""
 
 
-@dataclass
+@record
 class FileMetaData:
     """One SST added by a VersionEdit (``FileMetaData`` of ``db/version_edit.h``)."""
 
@@ -167,7 +168,7 @@ class FileMetaData:
         return out
 
 
-@dataclass
+@record
 class BlobFileAddition:
     number: int
     total_blob_count: int
@@ -177,7 +178,7 @@ class BlobFileAddition:
     unknown_custom_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
-@dataclass
+@record
 class BlobFileGarbage:
     number: int
     garbage_blob_count: int
@@ -185,7 +186,7 @@ class BlobFileGarbage:
     unknown_custom_fields: list[tuple[int, bytes]] = field(default_factory=list)
 
 
-@dataclass
+@record
 class VersionEdit:
     """One decoded VersionEdit. ``None`` means the field is absent from the record."""
 
@@ -619,7 +620,7 @@ def read_manifest(source: RandomAccess) -> list[VersionEdit]:
     return list(iter_version_edits(source))
 
 
-@dataclass
+@record
 class ColumnFamilyVersion:
     """The live state of one column family after replay."""
 
@@ -643,7 +644,7 @@ class ColumnFamilyVersion:
         }
 
 
-@dataclass
+@record
 class LiveVersion:
     """Result of :func:`replay`: live column families and files, and the DB-wide counters."""
 

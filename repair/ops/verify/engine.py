@@ -21,7 +21,7 @@ TaskManager's working or local-recovery ``db/`` dir) and on single SST or MANIFE
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 from typing import Any, Callable, Protocol
 
 from repair.errors import RepairError
@@ -36,6 +36,7 @@ from repair.formats.flink.handles import (
 )
 from repair.formats.flink.keygroups import operator_label
 from repair.formats.flink.metadata import generation_of_metadata_version
+from repair.formats.records import record
 from repair.formats.rocksdb.files import FileKind, parse_file_name, table_file_name
 from repair.io import storage as st
 from repair.io.layout import FILE, JOB_ROOT, METADATA, ROCKSDB_DIR, SNAPSHOT_KINDS, Layout, classify
@@ -49,7 +50,7 @@ from repair.results import CommandResult
 POOL_THRESHOLD_BYTES = 64 << 20
 
 
-@dataclass
+@record
 class Reference:
     """Who references a file: which snapshot, operator, subtask, and under which local name."""
 
@@ -81,7 +82,7 @@ class Reference:
         return None if self.operator is None else operator_label(self.operator)
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class CheckpointFinding(Problem):
     """A problem in a checkpoint: what (a :class:`~repair.findings.Problem`) and where (which snapshot,
     operator, subtask and file reference the bytes). Its JSON document has every field, null included."""
@@ -123,7 +124,7 @@ class CheckpointFinding(Problem):
         return (self.kind, self.path, self.offset, self.message, ref.operator, ref.subtask, ref.local_name)
 
 
-@dataclass
+@record
 class SnapshotSummary:
     name: str
     checkpoint_id: int | None
@@ -185,7 +186,7 @@ AGE_FROM_SST = "newest-sst"
 AGE_FROM_FILE_TIME = "metadata-file-time"
 
 
-@dataclass
+@record
 class VerifyResult(CommandResult):
     path: str
     layout: str
@@ -244,7 +245,7 @@ class CheckedFiles(Protocol):
 # -- planning ------------------------------------------------------------------------------------
 
 
-@dataclass
+@record
 class _Instance:
     """One RocksDB instance to cross-check, by local name: its SSTs (shared by incremental checkpoints,
     private in full ones) and its other files (MANIFEST, CURRENT, OPTIONS)."""
@@ -254,7 +255,7 @@ class _Instance:
     others: dict[str, FileTask] = field(default_factory=dict)
 
 
-@dataclass
+@record
 class _Plan:
     tasks: dict[tuple, FileTask] = field(default_factory=dict)
     references: dict[tuple, list[Reference]] = field(default_factory=dict)

@@ -11,11 +11,12 @@ pool or in a Spark task.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from repair.errors import RepairError, StorageError, UnsupportedSerializerError
 from repair.findings import Problem, Severity
 from repair.formats.bytes.random_access import BytesSource
+from repair.formats.records import record
 from repair.formats.rocksdb.files import decode_current, parse_options
 from repair.formats.rocksdb.manifest import iter_version_edits, replay
 from repair.formats.rocksdb.table.sst import FOOTER_SIZE, verify_table
@@ -28,7 +29,7 @@ KINDS = ("sst", "manifest", "current", "options", "backend-meta", "key-groups", 
 MAX_WHOLE_FILE = 1 << 30
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class FileTask:
     kind: str
     size: int  # bytes the referencing handle records
@@ -58,7 +59,7 @@ class FileTask:
         return ("file", self.kind, self.uri, self.start, self.size)
 
 
-@dataclass
+@record
 class ManifestSummary:
     """What a MANIFEST says is live: ``{file number: (size, column family name, level)}``."""
 
@@ -66,7 +67,7 @@ class ManifestSummary:
     column_families: list[str] = field(default_factory=list)
 
 
-@dataclass
+@record
 class FileResult:
     task: FileTask
     problems: list[Problem] = field(default_factory=list)

@@ -121,6 +121,31 @@ def test_index_fast_decoder_matches_the_block_reader(tables):
     assert compared > 500
 
 
+@pytest.mark.parametrize("where", ["past the end of the file", "into the footer", "too large"])
+def test_an_index_handle_out_of_bounds_is_the_same_finding_on_both_paths(tables, monkeypatch, where):
+    """An index entry pointing past the blocks (a wrong length or offset in the index): the fast loop
+    checks the bounds before reading, as the general loop does, and both name that one entry."""
+    data = tables[0]
+    reports = []
+    for fast in (True, False):
+        monkeypatch.setattr(sst, "_FAST_PATHS", fast)
+        table = open_table(BytesSource(data))
+        handles = list(table.top_level_index)
+        last = handles[-1]
+        handles[-1] = {
+            "past the end of the file": sst.BlockHandle(len(data) + 10, last.size),
+            "into the footer": sst.BlockHandle(last.offset, table.footer.footer_offset - last.offset),
+            "too large": sst.BlockHandle(last.offset, table.max_block_size + 100),
+        }[where]
+        table.top_level_index = handles
+        for chunk_size in (300, 1 << 20):
+            reports.append(json.dumps(table.verify(chunk_size=chunk_size, decompress=False).to_json()))
+    assert len(set(reports)) == 1
+    findings = json.loads(reports[0])["findings"]
+    assert [f["kind"] for f in findings] == ["bad_block_handle"]
+    assert findings[0]["offset"] == handles[-1].offset
+
+
 # -- decompress=False ----------------------------------------------------------------------------
 
 

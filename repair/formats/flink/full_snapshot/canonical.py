@@ -21,7 +21,6 @@ one state at a time.
 from __future__ import annotations
 
 import bisect
-from dataclasses import dataclass
 from typing import Iterator, Sequence
 
 import cramjam
@@ -29,6 +28,7 @@ import cramjam
 from repair.errors import FormatError
 from repair.formats.bytes.binary import ByteReader
 from repair.formats.flink.handles import KeyGroupRange
+from repair.formats.records import record
 from repair.formats.rocksdb.table.checksum import crc32c, mask_crc
 
 #: ``FullSnapshotUtil.END_OF_KEY_GROUP_MARK`` and ``FIRST_BIT_IN_BYTE_MASK``.
@@ -40,7 +40,7 @@ SNAPPY_STREAM_IDENTIFIER = b"\xff\x06\x00\x00sNaPpY"
 SNAPPY_MAX_CHUNK = 65536
 
 
-@dataclass
+@record
 class KeyGroupEntry:
     """One key/value pair of a full snapshot. ``key`` has the "meta data follows" bit cleared."""
 

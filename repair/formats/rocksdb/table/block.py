@@ -24,11 +24,11 @@ from __future__ import annotations
 
 import enum
 import sys
-from dataclasses import dataclass
 from typing import Any, Iterator, NamedTuple
 
 from repair.errors import FormatError
 from repair.formats.bytes.coding import U32, decode_varint32, decode_varint64, zigzag_decode
+from repair.formats.records import record
 
 #: Every block on disk is followed by 1 byte of compression type and a 4-byte checksum.
 BLOCK_TRAILER_SIZE = 5
@@ -136,7 +136,7 @@ def value_type_name(code: int) -> str:
         return f"0x{code:02x}"
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class InternalKey:
     """An internal key: user key, then ``(seqno << 8) | type`` as fixed64 (``db/dbformat.h``)."""
 
@@ -156,7 +156,7 @@ def decode_internal_key(key: bytes, offset: int = 0, field: str = "internal key"
     return InternalKey(bytes(key[:-8]), packed >> 8, packed & 0xFF)
 
 
-@dataclass(frozen=True, slots=True)
+@record(frozen=True, slots=True)
 class BlockLayout:
     """Where the entries of a decoded block end, and its restart points."""
 

@@ -12,11 +12,12 @@ does not fail the whole block: it is kept raw and listed in :attr:`TableProperti
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from repair.errors import FormatError
 from repair.formats.bytes.coding import decode_varint64
+from repair.formats.records import record
 
 #: Built-in properties stored as varint64, by name -> attribute of :class:`TableProperties`.
 NUMERIC_PROPERTIES: dict[str, str] = {
@@ -93,7 +94,7 @@ UNKNOWN_COLUMN_FAMILY_ID = 0x7FFFFFFF
 _BINARY_PROPERTIES = {"rocksdb.seqno.time.map"}
 
 
-@dataclass
+@record
 class TableProperties:
     """Decoded table properties. ``None`` means the property is absent from the file."""
 

@@ -29,7 +29,7 @@ import dataclasses
 import enum
 import sys
 from bisect import bisect_right
-from dataclasses import dataclass, field
+from dataclasses import field
 from itertools import islice, repeat
 from operator import add, gt, lt, sub
 from typing import Any, Callable, Iterator, NamedTuple
@@ -40,6 +40,7 @@ from repair.errors import FormatError, TruncatedError
 from repair.findings import Problem
 from repair.formats.bytes.coding import U32, U64
 from repair.formats.bytes.random_access import RandomAccess, read_exactly
+from repair.formats.records import record
 from repair.formats.rocksdb.table.block import (
     BLOCK_TRAILER_SIZE,
     BlockHandle,
@@ -121,7 +122,7 @@ class BlockKind(str, enum.Enum):
 # -- footer ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class Footer:
     """A decoded footer. ``index_handle`` is ``None`` for format_version >= 6 (it is in the metaindex)."""
 
@@ -279,7 +280,7 @@ class RangeTombstone(NamedTuple):
     seqno: int
 
 
-@dataclass(frozen=True)
+@record(frozen=True)
 class BlockProblem(Problem):
     """One problem found while verifying a table: a :class:`~repair.findings.Problem` that also says
     which kind of block (``data``, ``index``, ``footer``, ...) and the block's size, when known."""
@@ -291,7 +292,7 @@ class BlockProblem(Problem):
         return tuple((name, value) for name, value in (("block_kind", self.block_kind), ("size", self.size)) if value is not None)
 
 
-@dataclass
+@record
 class VerifyReport:
     """Result of :func:`verify_table`: findings, and how much was checked."""
 
