@@ -25,8 +25,17 @@ from __future__ import annotations
 import dataclasses
 import reprlib
 from operator import attrgetter
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # type checkers read ``record`` as they read ``dataclass`` (PEP 681)
+    from typing_extensions import dataclass_transform
+else:  # the marker informs type checkers only: nothing to do at run time
+
+    def dataclass_transform(**_options):
+        return lambda decorator: decorator
 
 
+@dataclass_transform()
 def record(cls=None, /, *, frozen: bool = False, **options):
     """``@record`` or ``@record(frozen=True, slots=True, kw_only=True, ...)``: ``dataclass`` with the
     ``__repr__``, ``__eq__`` and ``__hash__`` described in the module's documentation."""
