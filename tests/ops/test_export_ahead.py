@@ -32,10 +32,8 @@ GUARD_SECONDS = 20
 @pytest.fixture(scope="module")
 def s3_checkpoint():
     """The fixture's newest checkpoint in a bucket of a loopback S3 server: ``(server, s3://.../chk-N)``."""
-    server = s3_server.start_s3_server_or_skip()
-    bucket = server.new_bucket(s3_server.tree(ROOT, "job"))
-    yield server, f"s3://{bucket}/job/{NEWEST.name}"
-    server.stop()
+    for server, bucket in s3_server.serving_tree(ROOT):
+        yield server, f"s3://{bucket}/job/{NEWEST.name}"
 
 
 @pytest.fixture
