@@ -137,7 +137,7 @@ def test_an_instance_larger_than_the_bound_is_not_fetched_ahead(s3_checkpoint, s
     assert not list(scratch.glob("repair-*"))
 
 
-def test_a_pool_exports_lanes_fetching_ahead_and_writes_the_local_bytes(s3_checkpoint, tmp_path):
+def test_a_pool_exports_in_lanes_and_writes_the_local_bytes_reporting_every_task(s3_checkpoint, tmp_path):
     server, checkpoint = s3_checkpoint
     done = []
     result = export(checkpoint, str(tmp_path / "remote"), storage=s3_server.storage_for(server.endpoint), workers=2,
