@@ -36,6 +36,14 @@ def s3_checkpoint():
         yield server, f"s3://{bucket}/job/{NEWEST.name}"
 
 
+@pytest.fixture(scope="module")
+def local_parts(tmp_path_factory):
+    """The Parquet parts of the same export from local disk, by relative path."""
+    out = tmp_path_factory.mktemp("local") / "out"
+    export(str(NEWEST), str(out), workers=1)
+    return _parts(out)
+
+
 @pytest.fixture
 def scratch(tmp_path, monkeypatch):
     """The temporary directory scratch space is made in, for this test alone."""
@@ -74,7 +82,7 @@ class _Events:
         pass
 
 
-def test_the_next_instances_files_are_copied_while_the_current_one_is_exported(s3_checkpoint, scratch, tmp_path, monkeypatch):
+def test_the_next_instances_files_are_copied_while_the_current_one_is_exported(s3_checkpoint, local_parts, scratch, tmp_path, monkeypatch):
     server, checkpoint = s3_checkpoint
     events = _Events(monkeypatch)
     real_write = export_job.write_state_part
@@ -92,8 +100,7 @@ def test_the_next_instances_files_are_copied_while_the_current_one_is_exported(s
     storage = s3_server.storage_for(server.endpoint)
     result = export(checkpoint, str(tmp_path / "remote"), storage=storage, workers=1)
     log = list(events.log)
-    export(str(NEWEST), str(tmp_path / "local"), workers=1, engine="rocksdb")
-    assert result.rows and _parts(tmp_path / "remote") == _parts(tmp_path / "local")
+    assert result.rows and _parts(tmp_path / "remote") == local_parts
     assert log.index("copy 2 in repair-fetch-ahead") < log.index("first part written"), log
     instances = sum(len(op.engines) for op in result.operators)
     assert instances > 2 and len(log) == instances + 1 and all("fetch-ahead" in entry for entry in log if "copy" in entry), log
@@ -137,13 +144,12 @@ def test_an_instance_larger_than_the_bound_is_not_fetched_ahead(s3_checkpoint, s
     assert not list(scratch.glob("repair-*"))
 
 
-def test_a_pool_exports_in_lanes_and_writes_the_local_bytes_reporting_every_task(s3_checkpoint, tmp_path):
+def test_a_pool_exports_in_lanes_and_writes_the_local_bytes_reporting_every_task(s3_checkpoint, local_parts, tmp_path):
     server, checkpoint = s3_checkpoint
     done = []
     result = export(checkpoint, str(tmp_path / "remote"), storage=s3_server.storage_for(server.endpoint), workers=2,
                     on_progress=lambda n, total: done.append((n, total)))
-    export(str(NEWEST), str(tmp_path / "local"), workers=1)
-    assert _parts(tmp_path / "remote") == _parts(tmp_path / "local") and result.rows
+    assert _parts(tmp_path / "remote") == local_parts and result.rows
     assert done[-1][0] == done[-1][1] == len(done)  # every task reported once
 
 
