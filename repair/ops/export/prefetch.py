@@ -9,13 +9,15 @@ process in order and, while one is exported, copies the next one's instance
 * **Bounded**: one instance ahead at most, and only one of at most :data:`AHEAD_MAX_BYTES` remote bytes:
   the scratch space holds the instance being exported and at most the next one;
 * **The same copies**: retries, size checks, and errors kept for the task, which raises them when it
-  opens the instance as if it had copied it itself (a storage fault that stays: unknown, as before);
-* **Our own scratch space**: a fetch's directory is removed when its task ends; when the run ends early
-  (an error, SIGINT or SIGTERM) the fetch ahead is stopped (its copies end at their next chunk) and
-  its directory removed (by the fetching thread if it is still busy), so nothing is left behind.
+  opens the instance as if it had copied it itself (a file that stays unreadable: the error naming it);
+* **Our own scratch space**: a fetch's directory is made and removed by the thread running the tasks,
+  when the task ends; when the run ends early (an error, SIGINT or SIGTERM) the fetch ahead is stopped
+  (its copies end at their next chunk, waited for :data:`STOP_WAIT_SECONDS` at most) and its directory
+  removed: a copy that has not stopped by then finds no directory to write into.
 
 In a process pool each worker runs a lane of tasks (:func:`lanes`, about equal bytes per lane) with an
-:class:`Ahead` of its own (:class:`Lane`); on Spark tasks run as before, each copying its own files.
+:class:`Ahead` of its own (:class:`Lane`; progress is reported as lanes end); on Spark tasks run as
+before, each copying its own files.
 Only tasks of a source whose handle is one RocksDB instance
 (:attr:`~repair.ops.export.sources.StateSource.instance_ahead`) with remote files are fetched ahead.
 """
