@@ -161,3 +161,13 @@ def start_s3_server_or_skip() -> S3Server:
         return start_s3_server()
     except ImportError as error:
         pytest.skip(f"missing tool: moto[server] is not installed: {error}")
+
+
+def serving_tree(root, prefix: str = "job"):
+    """A module fixture's body: a loopback S3 server holding every file below ``root`` under
+    ``s3://<bucket>/<prefix>/``; yields ``(server, bucket)`` and stops the server afterwards."""
+    server = start_s3_server_or_skip()
+    try:
+        yield server, server.new_bucket(tree(root, prefix))
+    finally:
+        server.stop()

@@ -21,6 +21,7 @@ import os
 import re
 import shutil
 import tempfile
+import threading
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
@@ -40,6 +41,9 @@ SCRATCH_CHUNK = 1 << 20
 #: milliseconds to the first byte on S3), so several are kept in flight; each holds one chunk in memory.
 #: ``REPAIR_IN_FLIGHT`` sets another number (1: one at a time).
 IN_FLIGHT = max(1, int(os.environ.get("REPAIR_IN_FLIGHT") or 16))
+#: Copies in flight in this process, whichever thread asks (export copies the next RocksDB instance
+#: while it reads the current one): at most :data:`IN_FLIGHT` at once.
+_copy_slots = threading.BoundedSemaphore(IN_FLIGHT)
 
 
 def read_resolved(
@@ -85,15 +89,22 @@ def is_remote(resolved: ResolvedFile) -> bool:
     return resolved.inline is None and st.parse_location(resolved.uri).kind != "local"
 
 
-def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO) -> None:
+class CopyStopped(Exception):
+    """A copy given up because its ``stop`` event was set (see :func:`copy_files`)."""
+
+
+def write_resolved(storage: st.Storage, resolved: ResolvedFile, out: BinaryIO, *, stop: threading.Event | None = None) -> None:
     """Write a resolved handle's bytes to ``out``, a chunk of about :data:`SCRATCH_CHUNK` bytes in memory at
     a time: from an object store in one GET, streamed (see :meth:`~repair.io.storage.InputFile.stream`). The
-    caller checks the bytes written against ``resolved.size`` (a file shorter than it fails here)."""
+    caller checks the bytes written against ``resolved.size`` (a file shorter than it fails here). When
+    ``stop`` is set, :class:`CopyStopped` is raised before the next chunk is written."""
     if resolved.inline is not None:
         out.write(resolved.inline)
         return
     with storage.open_input(resolved.uri, size=resolved.start + resolved.size) as file:
         for chunk in file.stream(resolved.start, resolved.size, SCRATCH_CHUNK):
+            if stop is not None and stop.is_set():
+                raise CopyStopped(resolved.uri)
             out.write(chunk)
 
 
@@ -113,23 +124,29 @@ def copy_to_scratch(storage: st.Storage, resolved: ResolvedFile, scratch: str) -
     return copies_in_scratch(storage, [resolved], scratch)[0]
 
 
-def copy_file(storage: st.Storage, resolved: ResolvedFile, target: str) -> None:
+def copy_file(storage: st.Storage, resolved: ResolvedFile, target: str, *, stop: threading.Event | None = None) -> None:
     """Copy a handle's bytes to the new local file ``target`` (never through a link or over a file),
-    checking that it got as many bytes as ``_metadata`` records."""
+    checking that it got as many bytes as ``_metadata`` records; ``stop``: see :func:`write_resolved`."""
+    if stop is not None and stop.is_set():
+        raise CopyStopped(resolved.uri)
     with scratch_write_errors(target), open(target, "xb") as out:
-        write_resolved(storage, resolved, out)
+        write_resolved(storage, resolved, out, stop=stop)
     copied = os.path.getsize(target)
     if copied != resolved.size:
         raise StorageError(f"copied {copied} bytes, _metadata records {resolved.size}", source=resolved.uri)
 
 
 def copy_files(storage: st.Storage, copies: Sequence[tuple[ResolvedFile, str]], *,
-               in_flight: int = IN_FLIGHT) -> list[StorageError | None]:
+               in_flight: int = IN_FLIGHT, stop: threading.Event | None = None) -> list[StorageError | None]:
     """:func:`copy_file` for each ``(resolved, target)``, ``in_flight`` at a time; the error of each
-    copy (None: copied), in the order given. Remote copies overlap their requests' latency."""
+    copy (None: copied), in the order given. Remote copies overlap their requests' latency (at most
+    :data:`IN_FLIGHT` copies at once in the process, however many threads copy). Once ``stop``
+    is set (another thread gives the copies up), every copy ends at its next chunk and
+    :class:`CopyStopped` is raised."""
     def one(copy: tuple[ResolvedFile, str]) -> StorageError | None:
         try:
-            copy_file(storage, *copy)
+            with _copy_slots:
+                copy_file(storage, *copy, stop=stop)
         except StorageError as error:
             return error
         return None

@@ -40,7 +40,7 @@ from repair.io import storage as st
 from repair.io.resolved import copies_in_scratch, is_remote, open_resolved, read_resolved, scratch_directory
 from repair.io.snapshot import LoadedSnapshot
 from repair.readers.kryo_generation import mark_kryo_generation
-from repair.readers.rocksdb_instance import InstanceUnavailable, RocksDbInstance, open_rocksdb_instance
+from repair.readers.rocksdb_instance import InstanceUnavailable, MaterialisedInstance, RocksDbInstance, open_rocksdb_instance
 
 
 @dataclass
@@ -279,10 +279,12 @@ def iter_incremental_handle(
     *,
     states: Collection[str] | None = None,
     engine: str = "python",
+    materialised: MaterialisedInstance | None = None,
 ) -> Iterator[StateStream]:
     """The state streams of one subtask's incremental RocksDB handle of ``snapshot``, the LSM tree
     resolved by ``engine`` (:data:`ENGINES`). Files stay open until the iteration ends or the generator
-    is closed; files on remote stores are read from a local scratch copy, deleted then."""
+    is closed; files on remote stores are read from a local scratch copy, deleted then. ``materialised``:
+    the handle's files already placed for RocksDB (:func:`~repair.readers.rocksdb_instance.materialise_instance`)."""
     if engine not in ENGINES:
         raise ValueError(f"engine must be one of {', '.join(ENGINES)}, not {engine!r}")
     meta = read_handle_meta(snapshot, storage, handle)
@@ -290,7 +292,7 @@ def iter_incremental_handle(
         reason = None
         if engine != "python":
             try:
-                instance = opened.enter_context(open_rocksdb_instance(snapshot, storage, handle))
+                instance = opened.enter_context(open_rocksdb_instance(snapshot, storage, handle, materialised=materialised))
             except InstanceUnavailable as error:
                 if engine == "rocksdb":
                     raise

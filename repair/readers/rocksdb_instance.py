@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 import weakref
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from itertools import islice
 from typing import Iterator
@@ -42,7 +43,7 @@ from repair.formats.flink.handles import IncrementalKeyedHandle
 from repair.formats.rocksdb.files import FileKind, decode_current, parse_file_name, parse_options
 from repair.io import storage as st
 from repair.io.layout import ResolvedFile
-from repair.io.resolved import MAX_SMALL_FILE_BYTES, copy_files, is_remote, scratch_directory
+from repair.io.resolved import IN_FLIGHT, MAX_SMALL_FILE_BYTES, copy_files, is_remote, scratch_directory
 from repair.io.snapshot import LoadedSnapshot
 
 #: Flink's merge operator on every column family (RocksDB knows it by this name) and its delimiter,
@@ -77,18 +78,50 @@ class _Source:
     description: str
 
 
+@dataclass
+class MaterialisedInstance:
+    """An instance's files placed in a directory ahead of opening it (:func:`materialise_instance`), e.g.
+    while another instance is read: what :func:`open_rocksdb_instance` would otherwise place itself."""
+
+    #: The directory holding the files; its owner (who made it) removes it, not the instance.
+    directory: str
+    #: The source of each file, by local name (None when materialising failed).
+    sources: dict[str, _Source] | None
+    #: What materialising raised, raised again by :func:`open_rocksdb_instance` as if it happened there.
+    error: RepairError | None = None
+
+
+def materialise_instance(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle, directory: str, *,
+                         stop: threading.Event | None = None, in_flight: int | None = None) -> MaterialisedInstance:
+    """Place the files of ``handle`` in ``directory`` (an empty directory of the caller's) as
+    :func:`open_rocksdb_instance` would, copying ``in_flight`` files at once (default
+    :data:`~repair.io.resolved.IN_FLIGHT`); its errors are kept for the open. ``stop``: give the copies
+    up (:class:`~repair.io.resolved.CopyStopped` is raised)."""
+    try:
+        return MaterialisedInstance(directory, _materialise(snapshot, storage, handle, directory, stop=stop, in_flight=in_flight))
+    except RepairError as error:
+        return MaterialisedInstance(directory, None, error)
+
+
 @contextmanager
-def open_rocksdb_instance(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle) -> Iterator["RocksDbInstance"]:
+def open_rocksdb_instance(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle, *,
+                          materialised: MaterialisedInstance | None = None) -> Iterator["RocksDbInstance"]:
     """The instance of ``handle`` opened read-only by RocksDB in a scratch directory; the database is
-    closed and the directory removed when the context exits, also on errors.
+    closed and the directory removed when the context exits, also on errors. ``materialised``: its
+    files already placed (:func:`materialise_instance`), in a directory its owner removes.
 
     Raises :class:`InstanceUnavailable` when RocksDB cannot serve it as the checkpoint describes it,
     :class:`~repair.errors.StorageError` when an SST cannot be read or a local name would leave the
     directory, :class:`~repair.errors.FormatError` for a null SST handle.
     """
-    with scratch_directory("rocksdb") as directory:
+    with scratch_directory("rocksdb") if materialised is None else nullcontext(materialised.directory) as directory:
         try:
-            sources = _materialise(snapshot, storage, handle, directory)
+            if materialised is None:
+                sources = _materialise(snapshot, storage, handle, directory)
+            elif materialised.error is not None:
+                raise materialised.error
+            else:
+                sources = materialised.sources
             _check_instance_files(directory, sources)
             instance = RocksDbInstance(directory, sources)
         except RepairError as error:  # errors of SST reads name the SST already
@@ -102,7 +135,8 @@ def open_rocksdb_instance(snapshot: LoadedSnapshot, storage: st.Storage, handle:
 # -- materialising ---------------------------------------------------------------------------------
 
 
-def _materialise(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle, directory: str) -> dict[str, _Source]:
+def _materialise(snapshot: LoadedSnapshot, storage: st.Storage, handle: IncrementalKeyedHandle, directory: str, *,
+                 stop: threading.Event | None = None, in_flight: int | None = None) -> dict[str, _Source]:
     """Place every file of ``handle`` in ``directory``; returns the source of each, by local name."""
     sources: dict[str, _Source] = {}
     copies: list[tuple[ResolvedFile, str]] = []
@@ -129,7 +163,7 @@ def _materialise(snapshot: LoadedSnapshot, storage: st.Storage, handle: Incremen
         if not (table and _link_whole_local_file(resolved, target)):
             copies.append((resolved, target))
     # copied several at once: on an object store each file's requests wait for the network
-    for (resolved, target), error in zip(copies, copy_files(storage, copies)):
+    for (resolved, target), error in zip(copies, copy_files(storage, copies, stop=stop, in_flight=in_flight or IN_FLIGHT)):
         if error is not None:
             if target.endswith(".sst"):  # the data itself is unreadable: no engine can serve it
                 raise error

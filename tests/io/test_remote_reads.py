@@ -38,10 +38,8 @@ LATENCY = Faults(latency_seconds=0.01)  # any latency: what is tested is that re
 @pytest.fixture(scope="module")
 def s3_job():
     """The fixture's job root in a bucket of a loopback S3 server: ``(server, s3://bucket/job)``."""
-    server = s3_server.start_s3_server_or_skip()
-    bucket = server.new_bucket(s3_server.tree(ROOT, "job"))
-    yield server, f"s3://{bucket}/job"
-    server.stop()
+    for server, bucket in s3_server.serving_tree(ROOT):
+        yield server, f"s3://{bucket}/job"
 
 
 def _storage(endpoint: str, budget: float = 10.0) -> Storage:

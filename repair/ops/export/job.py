@@ -37,6 +37,7 @@ there: :mod:`repair.readers.raw_timers`), and changelog states whose changes can
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import urllib.parse
 from collections import Counter
@@ -62,10 +63,12 @@ from repair.ops.export.parts import (
     check_kind,
     write_state_part,
 )
+from repair.ops.export.prefetch import Ahead, Lane, lanes
 from repair.ops.export.sources import SLOTS, SOURCES, not_exported, source_for
 from repair.ops.renamed import renamed
 from repair.ops.runner import default_workers, run_tasks
 from repair.readers.rocksdb import ENGINES
+from repair.readers.rocksdb_instance import MaterialisedInstance
 from repair.results import CommandResult
 
 __all__ = ["COLUMNS", "COMMIT_FILE", "export", "export_subtask", "partition_value"]
@@ -245,9 +248,10 @@ class SubtaskExport:
     engine: dict[str, str | None] | None = None
 
 
-def export_subtask(task: ExportTask) -> SubtaskExport:
+def export_subtask(task: ExportTask, materialised: MaterialisedInstance | None = None) -> SubtaskExport:
     """Stream one subtask's states into Parquet parts below ``task.staging`` (runs in a worker or Spark
-    executor); returns the counts."""
+    executor); returns the counts. ``materialised``: its RocksDB instance's files, fetched ahead
+    (:mod:`~repair.ops.export.prefetch`)."""
     source = SOURCES[task.source]
     snapshot = load_snapshot_shared(task.ref, task.root, task.storage, task.metadata_digest)
     op = snapshot.metadata.operator(task.operator_id)
@@ -257,7 +261,7 @@ def export_subtask(task: ExportTask) -> SubtaskExport:
     plans = {plan.name: plan for plan in task.states}
     parts: dict[str, PartStats] = {}
     engine = None
-    for stream in source.streams(snapshot, task.storage, op, sub, set(plans), engine=task.engine):
+    for stream in source.streams(snapshot, task.storage, op, sub, set(plans), engine=task.engine, materialised=materialised):
         plan = plans[stream.name]
         check_kind(stream, plan.kind)
         if stream.engine is not None:
@@ -342,8 +346,12 @@ def export(
             finished.append(task)
             on_progress(len(finished), len(tasks))
 
-        outputs = run_tasks(export_subtask, tasks, workers=workers, master=master, on_done=subtask_done if on_progress else None,
-                            cost=lambda task: _stored_bytes(snapshot, task))
+        done = subtask_done if on_progress else None
+        cost = functools.partial(_stored_bytes, snapshot)
+        if master is None and st.parse_location(ref.metadata_uri).kind != "local":  # the next instance fetched meanwhile
+            outputs = _run_fetching_ahead(tasks, workers, done, cost)
+        else:
+            outputs = run_tasks(export_subtask, tasks, workers=workers, master=master, on_done=done, cost=cost)
         entries: dict[tuple[str, str], ExportedState] = {}
         for op in planner.operators:
             planned = ((p, source) for (op_id, source), ps in plans.items() if op_id == op.operator_id for p in ps)
@@ -361,6 +369,26 @@ def export(
         result.operators = [op for op in planner.operators if op.states]
         publisher.write(COMMIT_FILE, json.dumps(result.to_json(), indent=2, ensure_ascii=False).encode() + b"\n")
     return result
+
+
+def _run_fetching_ahead(tasks: list[ExportTask], workers: int, on_done: Callable | None,
+                        cost: Callable[[ExportTask], float]) -> list[SubtaskExport]:
+    """:func:`export_subtask` of every task, each process fetching its next task's RocksDB instance while
+    it exports one (:mod:`~repair.ops.export.prefetch`): in this process, or in a pool whose workers each
+    run a lane of tasks."""
+    if workers <= 1 or len(tasks) <= 1:
+        with Ahead(tasks, export_subtask) as ahead:
+            return run_tasks(ahead, tasks, workers=1, on_done=on_done)
+    dealt = lanes(tasks, workers, cost)
+
+    def lane_done(lane: list[ExportTask], outputs: list[SubtaskExport]) -> None:
+        for task, output in zip(lane, outputs):
+            on_done(task, output)
+
+    outputs = run_tasks(Lane(export_subtask), [[tasks[i] for i in lane] for lane in dealt], workers=workers,
+                        on_done=lane_done if on_done else None)
+    by_index = {i: output for lane, lane_outputs in zip(dealt, outputs) for i, output in zip(lane, lane_outputs)}
+    return [by_index[i] for i in range(len(tasks))]
 
 
 def _stored_bytes(snapshot: LoadedSnapshot, task: ExportTask) -> int:

@@ -38,6 +38,7 @@ from repair.readers.raw_timers import (
     timers_or_reason,
 )
 from repair.readers.rocksdb import StateStream, iter_incremental_handle, read_handle_meta
+from repair.readers.rocksdb_instance import MaterialisedInstance
 
 #: The subtask slots export looks at, in this order.
 SLOTS = ("managed_operator_state", "raw_operator_state", "managed_keyed_state", "raw_keyed_state")
@@ -71,6 +72,9 @@ class StateSource:
     #: ``(snapshot, storage, handle) -> reason or None``, for handles whose type does not tell whether
     #: this source reads them (it reads their first bytes); None: every handle of the type.
     _declines: Callable[..., str | None] | None = None
+    #: Whether the handle is one RocksDB instance whose files can be placed ahead of reading it
+    #: (:mod:`repair.ops.export.prefetch`); :meth:`streams` then takes them as ``materialised``.
+    instance_ahead: bool = False
 
     def applies(self, handle: object) -> bool:
         """Whether this source may read ``handle`` (the subtask's handle in :attr:`slot`)."""
@@ -85,9 +89,13 @@ class StateSource:
         return self._plan(snapshot, storage, op, getattr(sub, self.slot))
 
     def streams(self, snapshot: LoadedSnapshot, storage: st.Storage, op: OperatorState, sub: SubtaskState,
-                states: Collection[str] | None, *, engine: str = "auto") -> Iterator[StateStream]:
+                states: Collection[str] | None, *, engine: str = "auto",
+                materialised: MaterialisedInstance | None = None) -> Iterator[StateStream]:
         """The rows of the states named ``states`` (None: every state), one stream after the other; ``engine`` resolves
-        LSM trees (:data:`~repair.readers.rocksdb.ENGINES`; sources without one ignore it)."""
+        LSM trees (:data:`~repair.readers.rocksdb.ENGINES`; sources without one ignore it). ``materialised``: the
+        instance's files placed ahead (only for an :attr:`instance_ahead` source)."""
+        if materialised is not None:
+            return self._streams(snapshot, storage, op, getattr(sub, self.slot), states, engine, materialised=materialised)
         return self._streams(snapshot, storage, op, getattr(sub, self.slot), states, engine)
 
 
@@ -124,8 +132,9 @@ SOURCES: dict[str, StateSource] = {
         # keyed state of incremental RocksDB handles (checkpoints and native savepoints)
         StateSource(
             "incremental-keyed", "managed_keyed_state", IncrementalKeyedHandle, _keyed_plan(read_handle_meta),
-            lambda snapshot, storage, op, handle, states, engine: iter_incremental_handle(
-                snapshot, storage, handle, op.max_parallelism, states=states, engine=engine),
+            lambda snapshot, storage, op, handle, states, engine, materialised=None: iter_incremental_handle(
+                snapshot, storage, handle, op.max_parallelism, states=states, engine=engine, materialised=materialised),
+            instance_ahead=True,
         ),
         # keyed state of full snapshots (key-group streams): canonical savepoints; heap-backend checkpoints and native savepoints
         StateSource(
