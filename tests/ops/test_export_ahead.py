@@ -185,3 +185,20 @@ def test_lanes_hold_about_equal_costs_each_in_the_tasks_order():
     assert all(lane == sorted(lane) for lane in dealt)
     assert sorted(sum(costs[i] for i in lane) for lane in dealt) == [8, 8]
     assert prefetch.lanes(costs, 10, float) == [[0], [3], [5], [4], [1], [2]]
+
+
+def test_a_pool_takes_short_lanes_so_progress_and_balance_follow_the_work(monkeypatch):
+    """Many tasks in a pool: lanes of about TASKS_PER_LANE tasks (more lanes than workers, taken as
+    workers free up), not one lane per worker that would report progress only at its end."""
+    given = []
+
+    def fake_run_tasks(function, items, *, workers, on_done=None, **_):
+        given.extend(items)
+        return [[None] * len(item) for item in items]
+
+    monkeypatch.setattr(export_job, "run_tasks", fake_run_tasks)
+    tasks = list(range(40))
+    export_job._run_fetching_ahead(tasks, 2, None, lambda task: 1.0)
+    assert sorted(task for lane in given for task in lane) == tasks
+    assert len(given) == 40 // export_job.TASKS_PER_LANE
+    assert all(len(lane) == export_job.TASKS_PER_LANE for lane in given)

@@ -371,15 +371,20 @@ def export(
     return result
 
 
+#: About how many tasks a pool's worker runs in a row, fetching the next one's instance ahead.
+TASKS_PER_LANE = 4
+
+
 def _run_fetching_ahead(tasks: list[ExportTask], workers: int, on_done: Callable | None,
                         cost: Callable[[ExportTask], float]) -> list[SubtaskExport]:
     """:func:`export_subtask` of every task, each process fetching its next task's RocksDB instance while
-    it exports one (:mod:`~repair.ops.export.prefetch`): in this process, or in a pool whose workers each
-    run a lane of tasks."""
+    it exports one (:mod:`~repair.ops.export.prefetch`): in this process, or in a pool whose workers take
+    lanes of about :data:`TASKS_PER_LANE` tasks as they free up (progress is reported, and the work
+    balanced, lane by lane; only a lane's first instance is not fetched ahead)."""
     if workers <= 1 or len(tasks) <= 1:
         with Ahead(tasks, export_subtask) as ahead:
             return run_tasks(ahead, tasks, workers=1, on_done=on_done)
-    dealt = lanes(tasks, workers, cost)
+    dealt = lanes(tasks, max(workers, len(tasks) // TASKS_PER_LANE), cost)
 
     def lane_done(lane: list[ExportTask], outputs: list[SubtaskExport]) -> None:
         for task, output in zip(lane, outputs):

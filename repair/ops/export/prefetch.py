@@ -15,8 +15,9 @@ process in order and, while one is exported, copies the next one's instance
   (its copies end at their next chunk, waited for :data:`STOP_WAIT_SECONDS` at most) and its directory
   removed: a copy that has not stopped by then finds no directory to write into.
 
-In a process pool each worker runs a lane of tasks (:func:`lanes`, about equal bytes per lane) with an
-:class:`Ahead` of its own (:class:`Lane`; progress is reported as lanes end); on Spark tasks run as
+In a process pool the tasks are dealt into lanes of a few tasks each (:func:`lanes`, about equal bytes
+per lane), which the workers take as they free up, each lane with an :class:`Ahead` of its own
+(:class:`Lane`; progress is reported as lanes end); on Spark tasks run as
 before, each copying its own files.
 Only tasks of a source whose handle is one RocksDB instance
 (:attr:`~repair.ops.export.sources.StateSource.instance_ahead`) with remote files are fetched ahead.
