@@ -326,6 +326,20 @@ class InputFile:
                 return buffered
         return self._read_range(offset, length, view=view)
 
+    @property
+    def in_memory(self) -> bool:
+        """Whether every byte of the file is held in memory (a whole-file scan's buffer): reads make no request."""
+        buffer = self._buffer
+        return buffer is not None and self._buffer_start == 0 and len(buffer) >= self._size
+
+    def read_ahead(self) -> None:
+        """Reads now what the first reads of a whole-file scan would read into the buffer (the whole file,
+        or its tail; nothing if it is not buffered, or is already): for a thread that only fetches, so
+        that the thread checking the file finds its bytes in memory (pyarrow's files, opened with a HEAD;
+        an ``obstore`` scan reads them when it opens)."""
+        if self._buffer is None and (self._buffer_whole or self._buffer_tail) and self._size:
+            self._read_buffered(0 if self._buffer_whole else self._size - self._buffer_tail, 1)
+
     def _read_buffered(self, offset: int, length: int) -> memoryview | None:
         """The bytes from the buffer (filled first if this read is the one that fills it), or None."""
         buffer = self._buffer

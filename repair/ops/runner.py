@@ -37,6 +37,7 @@ def run_tasks(
     fetch: Callable[[T], F] | None = None,
     threads: int = 1,
     fetch_bytes: float | None = None,
+    held: Callable[[T], float] | None = None,
     cost: Callable[[T], float] | None = None,
 ) -> list[R]:
     """``[func(t) for t in tasks]``, possibly in parallel; ``func`` and tasks must be picklable.
@@ -45,8 +46,9 @@ def run_tasks(
     a file's bytes), and ``func(fetch(task))``, the work on what it fetched. In this process, and in each
     worker of a pool, up to ``threads`` fetches run ahead in threads while ``func`` runs in the calling
     thread, one task at a time (:class:`_FetchAhead`): the requests' latency overlaps, and the CPU work
-    never competes with itself for the interpreter lock. ``fetch_bytes`` bounds the ``cost`` of the
-    fetched tasks held at once (waiting, or being worked on; one task is always let through).
+    never competes with itself for the interpreter lock. ``fetch_bytes`` bounds the bytes that the
+    fetched tasks hold at once (waiting, or being worked on), ``held(task)`` each (one task is always let
+    through); ``held`` must pickle for a pool.
     ``cost`` estimates a task's work (its bytes, say): on Spark the costliest tasks run first, in
     partitions that shrink towards the end of the job (:func:`spark_partitions`), so that no large task
     starts last."""
@@ -61,7 +63,7 @@ def run_tasks(
             for task, result in zip(tasks, results):
                 on_done(task, result)
         return results
-    ahead = _FetchAhead(func, threads, cost, fetch_bytes) if fetch is not None and threads > 1 else None
+    ahead = _FetchAhead(func, threads, held, fetch_bytes) if fetch is not None and threads > 1 else None
     if workers <= 1 or len(tasks) == 1:
         results = []
         if ahead is None:
@@ -215,15 +217,15 @@ class _FetchAhead:
     """Runs :class:`_Fetched` tasks with up to ``threads`` fetches in threads ahead of the calling thread,
     which does the work on each fetched task in the tasks' order (picklable: a pool's worker runs groups).
 
-    At most ``threads`` fetched tasks wait, holding at most ``fetch_bytes`` of ``cost`` together with the
-    one being worked on (the next task is fetched once there is room; one is always let through)."""
+    At most ``threads`` fetched tasks wait, holding at most ``fetch_bytes`` (``held(task)`` each) together
+    with the one being worked on (the next task is fetched once there is room; one is always let through)."""
 
-    def __init__(self, task: _Fetched, threads: int, cost: Callable | None, fetch_bytes: float | None, guard: bool = False):
-        self.task, self.threads, self.cost, self.fetch_bytes, self.guard = task, threads, cost, fetch_bytes, guard
+    def __init__(self, task: _Fetched, threads: int, held: Callable | None, fetch_bytes: float | None, guard: bool = False):
+        self.task, self.threads, self.held, self.fetch_bytes, self.guard = task, threads, held, fetch_bytes, guard
 
     def guarded(self) -> "_FetchAhead":
         """The same, returning a :class:`_Failure` for a :class:`RepairError` (a pool's worker: results pickle)."""
-        return _FetchAhead(self.task, self.threads, self.cost, self.fetch_bytes, guard=True)
+        return _FetchAhead(self.task, self.threads, self.held, self.fetch_bytes, guard=True)
 
     def __call__(self, tasks: list) -> list:
         return [result for _, result in self.run(tasks)]
@@ -232,9 +234,9 @@ class _FetchAhead:
         """``(task, result)`` for each task, in order, as each is done."""
         from collections import deque
 
-        cost = self.cost or (lambda _task: 0)
+        cost = self.held or (lambda _task: 0)
         limit = float("inf") if self.fetch_bytes is None else self.fetch_bytes
-        waiting: deque = deque()  # (task, its fetch's future, its cost)
+        waiting: deque = deque()  # (task, its fetch's future, the bytes it holds)
         held = 0.0
         upcoming = iter(tasks)
         following = next(upcoming, None)

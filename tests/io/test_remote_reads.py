@@ -17,6 +17,7 @@ import pytest
 
 from repair.errors import StorageError
 from repair.io import layout as layout_module
+from repair.io import objects as objects_module
 from repair.io import resolved as resolved_module
 from repair.io import storage as storage_module
 from repair.io.objects import ObjectFile
@@ -400,3 +401,20 @@ def test_a_fault_on_one_file_is_unknown_for_it_and_the_other_files_keep_their_ve
     assert by_file.pop(failing) == {"unknown"}
     assert by_file.pop(damaged) - {"unknown"}  # found damaged: a verdict on bytes that were read
     assert by_file == {} and report.files > 100
+
+
+@pytest.mark.parametrize("client", ["obstore", "pyarrow"])
+def test_a_scanned_file_read_ahead_is_in_memory_before_its_first_read(blobs, monkeypatch, client):
+    """Verify's fetching threads read a scanned file's bytes (``InputFile.read_ahead``), so that the checking
+    thread waits for no request; also where pyarrow reads (a pool's worker, forked after obstore was used),
+    whose open asks only the size."""
+    server, bucket, files = blobs
+    if client == "pyarrow":
+        monkeypatch.setattr(objects_module, "_forked_after_use", True)
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        with _storage(proxy.endpoint).open_input(f"s3://{bucket}/a.bin", scan=True) as file:
+            file.read_ahead()
+            fetched = dict(proxy.by_object)
+            assert _read_all(file, file.size) == _expected(files["a.bin"])
+            assert dict(proxy.by_object) == fetched
+    assert _gets_and_heads(proxy, "/a.bin") == (1, 0 if client == "obstore" else 1)

@@ -656,7 +656,7 @@ def _execute(
         # checked one at a time as they arrive, within the read buffers' bytes (docs/benchmarks/remote.md)
         results += run_tasks(check_opened, external, workers=workers, master=master, on_done=progressed,
                              fetch=functools.partial(open_file, storage=storage), threads=IN_FLIGHT,
-                             fetch_bytes=st.READ_BUFFERS.limit, cost=_task_size)
+                             fetch_bytes=st.READ_BUFFERS.limit, held=_held_in_memory, cost=_task_size)
     else:
         results += run_tasks(check, external, workers=workers, master=master, on_done=progressed, cost=_task_size)
     if plan.checked_files is not None:
@@ -667,6 +667,14 @@ def _execute(
 
 def _task_size(task: FileTask) -> int:
     return task.size
+
+
+def _held_in_memory(task: FileTask) -> int:
+    """The bytes a remote file fetched for checking holds until it is checked: a whole file that fits in
+    the read buffers (:func:`~repair.ops.verify.file_checks.open_file`); one that does not is checked by
+    the fetching thread, its reads going to the store as the scan asks."""
+    fits = task.whole_file and not task.start and task.size <= min(st.SCAN_WHOLE_MAX, st.READ_BUFFERS.limit)
+    return task.size if fits else 0
 
 
 # -- assembly ------------------------------------------------------------------------------------
