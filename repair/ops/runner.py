@@ -234,28 +234,29 @@ class _FetchAhead:
         """``(task, result)`` for each task, in order, as each is done."""
         from collections import deque
 
-        cost = self.held or (lambda _task: 0)
+        held = self.held or (lambda _task: 0)
         limit = float("inf") if self.fetch_bytes is None else self.fetch_bytes
         waiting: deque = deque()  # (task, its fetch's future, the bytes it holds)
-        held = 0.0
+        holding = 0.0
+        end = object()
         upcoming = iter(tasks)
-        following = next(upcoming, None)
+        following = next(upcoming, end)
         with _stopped_at_once(ThreadPoolExecutor(max_workers=min(self.threads, len(tasks)), thread_name_prefix="repair-fetch")) as pool:
-            while waiting or following is not None:
-                while following is not None and len(waiting) < self.threads and (not waiting or held + cost(following) <= limit):
+            while waiting or following is not end:
+                while following is not end and len(waiting) < self.threads and (not waiting or holding + held(following) <= limit):
                     with _signals_for_the_main_thread():  # a thread the pool starts inherits them blocked
                         future = pool.submit(self.task.fetch, following)
-                    waiting.append((following, future, cost(following)))
-                    held += waiting[-1][2]
-                    following = next(upcoming, None)
-                task, future, task_cost = waiting.popleft()
+                    waiting.append((following, future, held(following)))
+                    holding += waiting[-1][2]
+                    following = next(upcoming, end)
+                task, future, task_bytes = waiting.popleft()
                 try:
                     result = self.task.func(future.result())
                 except RepairError as error:
                     if not self.guard:
                         raise
                     result = _Failure(error)
-                held -= task_cost
+                holding -= task_bytes
                 yield task, result
 
 
