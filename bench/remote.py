@@ -123,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--server", default="moto",
                         help=f"the S3 servers, comma-separated, measured side by side: {', '.join(SERVERS)} (default: moto)")
     parser.add_argument("--only", default=None, help="run only the variants whose name contains this")
-    parser.add_argument("--skip", default=None, help="leave out the variants whose name contains this (e.g. 'one request at a time')")
+    parser.add_argument("--skip", default=None,
+                        help="leave out the variants whose name contains this (e.g. 'one request at a time'); several, comma-separated")
     parser.add_argument("--results", type=Path, default=None, help="write the results as JSON here")
     parser.add_argument("--in-flight", type=int, default=None,
                         help="also run the S3 + latency variants with REPAIR_IN_FLIGHT set to this (the default: 16, repair.io.resolved.IN_FLIGHT)")
@@ -179,7 +180,8 @@ def main(argv: list[str] | None = None) -> int:
         if args.only:
             variants = [v for v in variants if args.only in v.name]
         if args.skip:
-            variants = [v for v in variants if args.skip not in v.name]
+            skipped = [part.strip() for part in args.skip.split(",") if part.strip()]
+            variants = [v for v in variants if not any(part in v.name for part in skipped)]
         counted = {s.label: s.counts() for s in served}
         cpu_before = {s.label: s.cpu() for s in served if s.cpu}
         own_before = _own_cpu()

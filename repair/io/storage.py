@@ -135,7 +135,9 @@ DEFAULT_MAX_READ_BYTES = 512 * 1024 * 1024
 #: is read in one request at its first read, and every later read is served from memory. Each request
 #: to an object store waits tens of milliseconds for its first byte, and an SST is read as footer,
 #: metaindex, properties, index, then its blocks: one request for all of them instead of half a dozen.
-SCAN_WHOLE_MAX = 16 << 20
+#: RocksDB's SSTs as Flink writes them stay near 64 MB (its target file size), a few just above: all of
+#: them are one request (within :data:`READ_BUFFERS`; verify reads ahead only as many files as fit in it).
+SCAN_WHOLE_MAX = 128 << 20
 #: ... a larger remote file keeps this many of its last bytes, read in one request at the first read that
 #: lands in them: an SST's footer, metaindex, index, properties and filter blocks (its data blocks are read
 #: in large ranges as the scan asks for them).
@@ -323,6 +325,20 @@ class InputFile:
             if buffered is not None:
                 return buffered
         return self._read_range(offset, length, view=view)
+
+    @property
+    def in_memory(self) -> bool:
+        """Whether every byte of the file is held in memory (a whole-file scan's buffer): reads make no request."""
+        buffer = self._buffer
+        return buffer is not None and self._buffer_start == 0 and len(buffer) >= self._size
+
+    def read_ahead(self) -> None:
+        """Reads now what the first reads of a whole-file scan would read into the buffer (the whole file,
+        or its tail; nothing if it is not buffered, or is already): for a thread that only fetches, so
+        that the thread checking the file finds its bytes in memory (pyarrow's files, opened with a HEAD;
+        an ``obstore`` scan reads them when it opens)."""
+        if self._buffer is None and (self._buffer_whole or self._buffer_tail) and self._size:
+            self._read_buffered(0 if self._buffer_whole else self._size - self._buffer_tail, 1)
 
     def _read_buffered(self, offset: int, length: int) -> memoryview | None:
         """The bytes from the buffer (filled first if this read is the one that fills it), or None."""
@@ -684,6 +700,11 @@ class Storage:
             with _StorageErrors(uri, "stat"):
                 status = self._local_retry.call(lambda: stat_local(location.fs_path))
             return None if status is None else _local_file_info(uri, status)
+        store = self._object_store(location)
+        if store is not None:
+            with _StorageErrors(uri, "stat"):
+                entry = self.retry.call(lambda: objects.stat(store, objects.object_path(location).rstrip("/")))
+            return None if entry is None else FileInfo(uri, entry.size, entry.is_dir, entry.mtime)
         fs = self.filesystem(location)
         with _StorageErrors(uri, "stat"):
             info = self._retry_for(location).call(lambda: fs.get_file_info(location.fs_path))
@@ -704,6 +725,9 @@ class Storage:
                 listed = self._local_retry.call(lambda: list_local(location.fs_path, recursive=recursive))
             return sorted((_local_file_info(join(uri, relative), status) for relative, status in listed),
                           key=lambda entry: entry.path)
+        store = None if recursive else self._object_store(location)
+        if store is not None:
+            return self._list_objects(uri, location, store)
         fs = self.filesystem(location)
         base = location.fs_path.rstrip("/")
         with _StorageErrors(uri, "list directory"):
@@ -722,6 +746,22 @@ class Storage:
                 raise StorageError(f"listing returned {info.path!r}, outside the directory", source=uri)
             entries.append(_file_info(join(uri, relative), info))
         return sorted(entries, key=lambda entry: entry.path)
+
+    def _list_objects(self, uri: str, location: Location, store) -> list[FileInfo]:
+        """:meth:`list_dir` (not recursive) of a directory read through ``obstore``: one listing (a page per
+        thousand entries); only an empty one asks what the path is (missing, a file, an empty directory)."""
+        key = objects.object_path(location).rstrip("/")
+        with _StorageErrors(uri, "list directory"):
+            entries = self.retry.call(lambda: objects.list_entries(store, key))
+            if not entries:
+                info = self.stat(uri)
+                if info is None:
+                    raise FileNotFoundError(uri)
+                if not info.is_dir:
+                    raise NotADirectoryError(uri)
+        start = len(key) + 1 if key else 0
+        return sorted((FileInfo(join(uri, entry.key[start:]), entry.size, entry.is_dir, entry.mtime) for entry in entries),
+                      key=lambda entry: entry.path)
 
     def read_bytes(self, uri: str, *, max_size: int = DEFAULT_MAX_READ_BYTES) -> bytes:
         """The whole content of ``uri``; :class:`StorageError` if it is larger than ``max_size`` bytes."""

@@ -23,6 +23,7 @@ from typing import Callable, Iterable, Iterator, Sequence, TypeVar
 from repair.errors import RepairError, UsageError
 
 T = TypeVar("T")
+F = TypeVar("F")
 R = TypeVar("R")
 
 
@@ -33,17 +34,28 @@ def run_tasks(
     workers: int = 1,
     master: str | None = None,
     on_done: Callable[[T, R], None] | None = None,
+    fetch: Callable[[T], F] | None = None,
     threads: int = 1,
+    fetch_bytes: float | None = None,
+    held: Callable[[T], float] | None = None,
     cost: Callable[[T], float] | None = None,
 ) -> list[R]:
     """``[func(t) for t in tasks]``, possibly in parallel; ``func`` and tasks must be picklable.
 
-    ``threads`` > 1 runs that many tasks at once in this process (not on Spark or in a pool): for tasks
-    that mostly wait for a remote store, whose latency then overlaps. ``cost`` estimates a task's work
-    (its bytes, say): on Spark the costliest tasks run first, in partitions that shrink towards the end
-    of the job (:func:`spark_partitions`), so that no large task starts last."""
+    ``fetch`` splits each task in two: ``fetch(task)``, the part that waits for a remote store (reading
+    a file's bytes), and ``func(fetch(task))``, the work on what it fetched. In this process, and in each
+    worker of a pool, up to ``threads`` fetches run ahead in threads while ``func`` runs in the calling
+    thread, one task at a time (:class:`_FetchAhead`): the requests' latency overlaps, and the CPU work
+    never competes with itself for the interpreter lock. ``fetch_bytes`` bounds the bytes that the
+    fetched tasks hold at once (waiting, or being worked on), ``held(task)`` each (one task is always let
+    through); ``held`` must pickle for a pool.
+    ``cost`` estimates a task's work (its bytes, say): on Spark the costliest tasks run first, in
+    partitions that shrink towards the end of the job (:func:`spark_partitions`), so that no large task
+    starts last."""
     if not tasks:
         return []
+    if fetch is not None:
+        func = _Fetched(fetch, func)  # one task at a time on Spark, in a pool when ``threads`` is 1
     if master:
         costs = [max(0.0, float(cost(t))) for t in tasks] if cost is not None else None
         results = [_unwrap(r) for r in _run_on_spark(_Guarded(func), tasks, master, costs)]
@@ -51,21 +63,19 @@ def run_tasks(
             for task, result in zip(tasks, results):
                 on_done(task, result)
         return results
+    ahead = _FetchAhead(func, threads, held, fetch_bytes) if fetch is not None and threads > 1 else None
     if workers <= 1 or len(tasks) == 1:
         results = []
-        if threads <= 1:
+        if ahead is None:
             for task in tasks:
                 results.append(func(task))
                 if on_done:
                     on_done(task, results[-1])
             return results
-        with _stopped_at_once(ThreadPoolExecutor(max_workers=min(threads, len(tasks)), thread_name_prefix="repair-task")) as pool:
-            with _signals_for_the_main_thread():
-                done = pool.map(func, tasks)
-            for task, result in zip(tasks, done):
-                results.append(result)
-                if on_done:
-                    on_done(task, result)
+        for task, result in ahead.run(tasks):
+            results.append(result)
+            if on_done:
+                on_done(task, result)
         return results
     from concurrent.futures.process import BrokenProcessPool, ProcessPoolExecutor  # multiprocessing: pools only
 
@@ -73,9 +83,9 @@ def run_tasks(
         results = []
         try:
             with _signals_for_the_main_thread():  # the pool's threads and processes start here
-                if threads > 1:  # each process runs groups of ``threads`` tasks at once
+                if ahead is not None:  # each process fetches groups of ``threads`` tasks ahead
                     groups = [tasks[i:i + threads] for i in range(0, len(tasks), threads)]
-                    done = (result for group in pool.map(_Threaded(_Guarded(func), threads), groups, chunksize=1) for result in group)
+                    done = (result for group in pool.map(ahead.guarded(), groups, chunksize=1) for result in group)
                 else:
                     done = pool.map(_Guarded(func), tasks, chunksize=1)
             for task, result in zip(tasks, done):
@@ -193,15 +203,61 @@ class _Guarded:
             return _Failure(error)
 
 
-class _Threaded:
-    """``func`` over a group of tasks, ``threads`` at a time (picklable)."""
+class _Fetched:
+    """``func(fetch(task))`` (picklable): a task split by ``run_tasks``'s ``fetch``, run whole."""
 
-    def __init__(self, func: Callable, threads: int):
-        self.func, self.threads = func, threads
+    def __init__(self, fetch: Callable, func: Callable):
+        self.fetch, self.func = fetch, func
+
+    def __call__(self, task):
+        return self.func(self.fetch(task))
+
+
+class _FetchAhead:
+    """Runs :class:`_Fetched` tasks with up to ``threads`` fetches in threads ahead of the calling thread,
+    which does the work on each fetched task in the tasks' order (picklable: a pool's worker runs groups).
+
+    At most ``threads`` fetched tasks wait, holding at most ``fetch_bytes`` (``held(task)`` each) together
+    with the one being worked on (the next task is fetched once there is room; one is always let through)."""
+
+    def __init__(self, task: _Fetched, threads: int, held: Callable | None, fetch_bytes: float | None, guard: bool = False):
+        self.task, self.threads, self.held, self.fetch_bytes, self.guard = task, threads, held, fetch_bytes, guard
+
+    def guarded(self) -> "_FetchAhead":
+        """The same, returning a :class:`_Failure` for a :class:`RepairError` (a pool's worker: results pickle)."""
+        return _FetchAhead(self.task, self.threads, self.held, self.fetch_bytes, guard=True)
 
     def __call__(self, tasks: list) -> list:
-        with ThreadPoolExecutor(max_workers=min(self.threads, len(tasks)), thread_name_prefix="repair-task") as pool:
-            return list(pool.map(self.func, tasks))
+        return [result for _, result in self.run(tasks)]
+
+    def run(self, tasks: Sequence) -> Iterator[tuple]:
+        """``(task, result)`` for each task, in order, as each is done."""
+        from collections import deque
+
+        held = self.held or (lambda _task: 0)
+        limit = float("inf") if self.fetch_bytes is None else self.fetch_bytes
+        waiting: deque = deque()  # (task, its fetch's future, the bytes it holds)
+        holding = 0.0
+        end = object()
+        upcoming = iter(tasks)
+        following = next(upcoming, end)
+        with _stopped_at_once(ThreadPoolExecutor(max_workers=min(self.threads, len(tasks)), thread_name_prefix="repair-fetch")) as pool:
+            while waiting or following is not end:
+                while following is not end and len(waiting) < self.threads and (not waiting or holding + held(following) <= limit):
+                    with _signals_for_the_main_thread():  # a thread the pool starts inherits them blocked
+                        future = pool.submit(self.task.fetch, following)
+                    waiting.append((following, future, held(following)))
+                    holding += waiting[-1][2]
+                    following = next(upcoming, end)
+                task, future, task_bytes = waiting.popleft()
+                try:
+                    result = self.task.func(future.result())
+                except RepairError as error:
+                    if not self.guard:
+                        raise
+                    result = _Failure(error)
+                holding -= task_bytes
+                yield task, result
 
 
 def _unwrap(result):

@@ -16,6 +16,8 @@ import threading
 import pytest
 
 from repair.errors import StorageError
+from repair.io import layout as layout_module
+from repair.io import objects as objects_module
 from repair.io import resolved as resolved_module
 from repair.io import storage as storage_module
 from repair.io.objects import ObjectFile
@@ -339,3 +341,78 @@ def test_verify_and_fallback_ask_each_metadata_once_for_its_status(s3_job):
         assert _gets_and_heads(proxy, f"/{name}/_metadata") == expected, name
     written = storage.stat(f"{root}/{newest.name}/_metadata").mtime
     assert written is not None and [s.written_at for s in report.snapshots] == [written]
+
+
+# -- verify's remote path: threads fetch, one thread checks -----------------------------------------
+
+
+def test_verify_and_fallback_from_an_object_store_create_no_pyarrow_file_system(s3_job, monkeypatch):
+    """Status and listings go through obstore as the reads do: pyarrow's S3 file system (its import and
+    the AWS SDK's start, about 0.2 s before the first request) is never created to read a checkpoint."""
+    server, root = s3_job
+    created = []
+    monkeypatch.setattr(Storage, "_create_filesystem", lambda self, location: created.append(location.uri))
+    remote = verify(root, storage=_storage(server.endpoint), workers=1)
+    choice = fallback(root, storage=_storage(server.endpoint), workers=1).chosen.name
+    assert created == []
+    assert _verdicts(remote) == _verdicts(verify(str(ROOT), workers=1)) and remote.files > 100
+    assert choice == fallback(str(ROOT), workers=1).chosen.name
+
+
+def test_verify_reads_ahead_within_the_read_buffers_and_each_file_in_one_get(s3_job, monkeypatch):
+    """The files fetched ahead of the checking thread hold at most the read buffers' bytes, and every file
+    still fits whole: one GET each (before, sixteen files checked at once took more than such a budget
+    and the files that found no room were read by ranges)."""
+    server, root = s3_job
+    newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    largest = max(p.stat().st_size for p in ROOT.rglob("*") if p.is_file() and p.name != "_metadata")
+    budget = ByteBudget(3 * largest)
+    monkeypatch.setattr(storage_module, "READ_BUFFERS", budget)
+    with FaultProxy(server.endpoint, Faults(latency_seconds=0.005)) as proxy:
+        remote = verify(f"{root}/{newest.name}", storage=_storage(proxy.endpoint), workers=1)
+    assert _verdicts(remote) == _verdicts(verify(str(newest), workers=1)) and remote.files > 100
+    assert 0 < budget.peak <= budget.limit and budget.held == 0
+    data = {key for (_, key) in proxy.by_object if "/shared/" in key or f"/{newest.name}/" in key and not key.endswith("/_metadata")}
+    assert len(data) > 100 and {proxy.by_object[("GET", key)] for key in data} == {1}
+    # a file that found no room in the buffers would have been asked its size (a HEAD), then read by ranges;
+    # the only HEADs left are the layout's look for where the checkpoint's files are (was it moved?)
+    assert sum(proxy.by_object[("HEAD", key)] for key in data) <= layout_module._SAMPLES
+
+
+def test_a_fault_on_one_file_is_unknown_for_it_and_the_other_files_keep_their_verdicts(s3_job):
+    """One object always fails, another is damaged: the first is ``unknown``, the second still judged, the
+    rest sound (the fetching threads hand every file, read or not, to the checking thread)."""
+    server, _ = s3_job
+    newest = max(ROOT.glob("chk-*"), key=lambda p: int(p.name[4:]))
+    metadata = (newest / "_metadata").read_bytes()
+    referenced = [p for p in (ROOT / "shared").iterdir() if p.name.encode() in metadata]
+    failing, damaged = [p.name for p in sorted(referenced, key=lambda p: -p.stat().st_size)[:2]]  # SSTs, the largest
+    files = s3_server.tree(ROOT, "job")
+    key = f"job/shared/{damaged}"
+    files[key] = files[key][:10] + bytes([files[key][10] ^ 0xFF]) + files[key][11:]  # inside the first data block
+    bucket = server.new_bucket(files)
+    with FaultProxy(server.endpoint, Faults(always_fail=(failing,))) as proxy:
+        report = verify(f"s3://{bucket}/job/{newest.name}", storage=_storage(proxy.endpoint, budget=0.5), workers=1)
+    by_file = {}
+    for finding in report.findings:
+        by_file.setdefault(finding.path.rsplit("/", 1)[-1], set()).add(finding.severity)
+    assert by_file.pop(failing) == {"unknown"}
+    assert by_file.pop(damaged) - {"unknown"}  # found damaged: a verdict on bytes that were read
+    assert by_file == {} and report.files > 100
+
+
+@pytest.mark.parametrize("client", ["obstore", "pyarrow"])
+def test_a_scanned_file_read_ahead_is_in_memory_before_its_first_read(blobs, monkeypatch, client):
+    """Verify's fetching threads read a scanned file's bytes (``InputFile.read_ahead``), so that the checking
+    thread waits for no request; also where pyarrow reads (a pool's worker, forked after obstore was used),
+    whose open asks only the size."""
+    server, bucket, files = blobs
+    if client == "pyarrow":
+        monkeypatch.setattr(objects_module, "_forked_after_use", True)
+    with FaultProxy(server.endpoint, Faults()) as proxy:
+        with _storage(proxy.endpoint).open_input(f"s3://{bucket}/a.bin", scan=True) as file:
+            file.read_ahead()
+            fetched = dict(proxy.by_object)
+            assert _read_all(file, file.size) == _expected(files["a.bin"])
+            assert dict(proxy.by_object) == fetched
+    assert _gets_and_heads(proxy, "/a.bin") == (1, 0 if client == "obstore" else 1)

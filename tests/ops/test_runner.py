@@ -8,7 +8,7 @@ import sys
 import pytest
 
 from repair.errors import UsageError
-from repair.ops.runner import spark_session
+from repair.ops.runner import run_tasks, spark_session
 
 
 @pytest.mark.slow
@@ -167,3 +167,31 @@ def test_spark_verify_prints_one_line_to_stderr():
                           capture_output=True, text=True, env=env, timeout=600, cwd=FIXTURES.parent)
     assert done.returncode == 0, done.stderr
     assert done.stderr.splitlines() == ["starting Spark (master local[1]); REPAIR_SPARK_LOG=verbose shows its log"]
+
+
+def test_fetched_tasks_are_worked_on_in_the_calling_thread_in_order_within_the_bytes_bound():
+    """``fetch`` runs in threads ahead; ``func`` in the calling thread, one task at a time, in the tasks'
+    order; the tasks fetched and not yet worked on never hold more than ``fetch_bytes``."""
+    import threading
+
+    caller = threading.get_ident()
+    fetched_in, worked_in, lock = set(), set(), threading.Lock()
+    in_hand, most = [0], [0]
+
+    def fetch(n: int) -> int:  # counted as it starts: no later than its submission, which the bound allows
+        with lock:
+            fetched_in.add(threading.get_ident())
+            in_hand[0] += n
+            most[0] = max(most[0], in_hand[0])
+        return n
+
+    def work(n: int) -> int:
+        with lock:
+            worked_in.add(threading.get_ident())
+            in_hand[0] -= n
+        return 10 * n
+
+    tasks = [5, 3, 4, 1, 2, 6, 1, 1, 2, 3]
+    assert run_tasks(work, tasks, fetch=fetch, threads=4, fetch_bytes=8, held=lambda n: n) == [10 * n for n in tasks]
+    assert worked_in == {caller} and caller not in fetched_in
+    assert most[0] <= 8

@@ -43,7 +43,7 @@ from repair.io.layout import FILE, JOB_ROOT, METADATA, ROCKSDB_DIR, SNAPSHOT_KIN
 from repair.io.resolved import IN_FLIGHT
 from repair.io.snapshot import LoadedSnapshot, load_snapshot
 from repair.ops.runner import default_workers, run_tasks
-from repair.ops.verify.file_checks import FileResult, FileTask, check_file, kind_for_local_name
+from repair.ops.verify.file_checks import FileResult, FileTask, check_file, check_opened, kind_for_local_name, open_file
 from repair.results import CommandResult
 
 #: Below this many external bytes, a process pool costs more than it saves.
@@ -652,14 +652,30 @@ def _execute(
         workers = default_workers() if sum(t.size for t in external) >= POOL_THRESHOLD_BYTES else 1
     check = functools.partial(check_file, storage=storage)
     results = run_tasks(check, inline, on_done=progressed)
-    # files on a remote store are checked several at once in each process: their reads mostly wait
-    remote = any(st.parse_location(t.uri).kind != "local" for t in external)
-    results += run_tasks(check, external, workers=workers, master=master, on_done=progressed, threads=IN_FLIGHT if remote else 1,
-                         cost=lambda task: task.size)
+    if any(st.parse_location(t.uri).kind != "local" for t in external):
+        # a remote store's files are read several at once in threads (their requests mostly wait), and
+        # checked one at a time as they arrive, within the read buffers' bytes (docs/benchmarks/remote.md)
+        results += run_tasks(check_opened, external, workers=workers, master=master, on_done=progressed,
+                             fetch=functools.partial(open_file, storage=storage), threads=IN_FLIGHT,
+                             fetch_bytes=st.READ_BUFFERS.limit, held=_held_in_memory, cost=_task_size)
+    else:
+        results += run_tasks(check, external, workers=workers, master=master, on_done=progressed, cost=_task_size)
     if plan.checked_files is not None:
         for result in results:
             plan.checked_files.remember(result)
     return {**known, **{result.task.key: result for result in results}}
+
+
+def _task_size(task: FileTask) -> int:
+    return task.size
+
+
+def _held_in_memory(task: FileTask) -> int:
+    """The bytes a remote file fetched for checking holds until it is checked: a whole file that fits in
+    the read buffers (:func:`~repair.ops.verify.file_checks.open_file`); one that does not is checked by
+    the fetching thread, its reads going to the store as the scan asks."""
+    fits = task.whole_file and not task.start and task.size <= min(st.SCAN_WHOLE_MAX, st.READ_BUFFERS.limit)
+    return task.size if fits else 0
 
 
 # -- assembly ------------------------------------------------------------------------------------

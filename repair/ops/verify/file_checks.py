@@ -92,16 +92,63 @@ class FileResult:
 
 def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
     """Read ``task``'s bytes once and check them; problems become findings, never exceptions."""
+    return check_opened(open_file(task, storage))
+
+
+@dataclass
+class OpenedFile:
+    """A task's file opened (:func:`open_file`): on an object store its bytes are read by then (a scan
+    reads a file whole in one request when the read buffers have room), so that checking it
+    (:func:`check_opened`) waits for no request. ``source`` is None when there is nothing left to check:
+    the file is missing, cut short or unreadable, or was checked already, as ``result`` says."""
+
+    result: FileResult
+    source: object | None
+
+
+def open_file(task: FileTask, storage: st.Storage | None = None) -> OpenedFile:
+    """The first half of :func:`check_file`: open the file, checking that it exists and has the recorded
+    size (inline bytes are at hand), and read what a scan reads first. A file not then in memory as a
+    whole (larger than the read buffers' room, a segment of a file) is checked here too: its reads wait
+    for the store, better in this (fetching) thread than in the checking one. A storage fault becomes
+    an ``unknown`` problem, never a verdict."""
     result = FileResult(task)
+    source = None
     try:
         if task.inline is not None:
             source = BytesSource(task.inline)
         else:
             source = _open_checked(task, storage or st.default_storage(), result)
-            if source is None:
-                return result
+            read_ahead = getattr(source, "read_ahead", None)
+            if read_ahead is not None:
+                read_ahead()
+            if source is not None and not getattr(source, "in_memory", False):
+                return OpenedFile(check_opened(OpenedFile(result, source)), None)
+    except StorageError as error:  # could not be read: not a verdict on the bytes, which nobody saw
+        result.problems.append(Problem("unreadable", str(error), severity=Severity.UNKNOWN))
+        source = _closed(source)
+    except RepairError as error:
+        result.problems.append(Problem("unreadable", str(error)))
+        source = _closed(source)
+    return OpenedFile(result, source)
+
+
+def _closed(source) -> None:
+    """Close ``source`` (a file that failed after it was opened); None, for nothing is left to check."""
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
+    return None
+
+
+def check_opened(opened: OpenedFile) -> FileResult:
+    """The second half of :func:`check_file`: check the bytes of an opened file, then close it."""
+    result, source = opened.result, opened.source
+    if source is None:
+        return result
+    try:
         try:
-            _CHECKS[task.kind](source, result)
+            _CHECKS[result.task.kind](source, result)
         finally:
             close = getattr(source, "close", None)
             if close is not None:
