@@ -55,7 +55,6 @@ from repair.formats.bytes.binary import ByteReader
 from repair.formats.bytes.java_serialization import JavaObject, read_java_object
 from repair.formats.flink.row_data import decimal_text
 from repair.formats.flink.serializers import KRYO_SNAPSHOT
-from repair.formats.records import record
 
 #: Kryo's own registration ids (``Kryo`` constructor, 2.24 and 5).
 INT, STRING, FLOAT, BOOLEAN, BYTE, CHAR, SHORT, LONG, DOUBLE = range(9)

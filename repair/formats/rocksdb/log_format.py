@@ -207,8 +207,8 @@ def encode_log(records: list[bytes], *, log_number: int | None = None) -> bytes:
     out = bytearray()
     header = HEADER_SIZE if log_number is None else RECYCLABLE_HEADER_SIZE
     number_bytes = b"" if log_number is None else (log_number & 0xFFFFFFFF).to_bytes(4, "little")
-    for record in records:
-        data = memoryview(bytes(record))
+    for payload in records:
+        data = memoryview(bytes(payload))
         first = True
         while True:
             left = BLOCK_SIZE - len(out) % BLOCK_SIZE

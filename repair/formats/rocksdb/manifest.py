@@ -597,16 +597,16 @@ def iter_version_edits(source: RandomAccess, *, strict: bool = True, findings: l
     log-level problems and undecodable edits are appended to ``findings`` and skipped.
     """
     reader = LogReader(source, strict=strict)
-    for record in reader.records():
-        if record.meta_type is not None:
+    for log_record in reader.records():
+        if log_record.meta_type is not None:
             continue
         try:
-            yield decode_version_edit(record.payload, record.offset)
+            yield decode_version_edit(log_record.payload, log_record.offset)
         except ManifestFormatError as exc:
             if strict:
                 raise
             if findings is not None:
-                findings.append(Problem("bad_version_edit", exc.message, record.offset))
+                findings.append(Problem("bad_version_edit", exc.message, log_record.offset))
         finally:
             if findings is not None:
                 while reader.findings:

@@ -95,7 +95,7 @@ def check_file(task: FileTask, storage: st.Storage | None = None) -> FileResult:
     return check_opened(open_file(task, storage))
 
 
-@dataclass
+@record
 class OpenedFile:
     """A task's file opened (:func:`open_file`): on an object store its bytes are read by then (a scan
     reads a file whole in one request when the read buffers have room), so that checking it
