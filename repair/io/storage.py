@@ -618,6 +618,10 @@ class Storage:
         with self._lock:
             return self._stores.setdefault(key, store)
 
+    def object_store_serves(self, uri: str) -> bool:
+        """Whether ``obstore`` reads ``uri``'s objects in this process (else pyarrow, or local calls)."""
+        return self._object_store(parse_location(uri)) is not None
+
     def _resolve(self, uri: str) -> tuple[Location, pafs.FileSystem]:
         location = parse_location(uri)
         return location, self.filesystem(location)

@@ -416,3 +416,28 @@ def test_a_scanned_file_read_ahead_is_in_memory_before_its_first_read(blobs, mon
             assert _read_all(file, file.size) == _expected(files["a.bin"])
             assert dict(proxy.by_object) == fetched
     assert _gets_and_heads(proxy, "/a.bin") == (1, 0 if client == "obstore" else 1)
+
+
+def test_verify_from_an_object_store_runs_in_one_process_by_default(s3_job, monkeypatch):
+    """Above the pool threshold a local verify takes a pool of every core, one from an object store
+    stays in one process: its threads fetch while one checks, and a pool's forked workers could not use
+    obstore (they would read through pyarrow, slower: docs/benchmarks/remote.md)."""
+    from repair.ops.runner import default_workers
+    from repair.ops.verify import engine
+
+    server, root = s3_job
+    pools = []
+
+    def recording(func, tasks, *, workers=1, **options):
+        if len(tasks) > 1:
+            pools.append(workers)
+        return run_tasks(func, tasks, workers=1, **options)
+
+    run_tasks = engine.run_tasks
+    monkeypatch.setattr(engine, "POOL_THRESHOLD_BYTES", 0)
+    monkeypatch.setattr(engine, "run_tasks", recording)
+    remote = verify(root, storage=_storage(server.endpoint))
+    assert pools and set(pools) == {1}
+    pools.clear()
+    assert _verdicts(verify(str(ROOT))) == _verdicts(remote)
+    assert pools and set(pools) == {default_workers()}

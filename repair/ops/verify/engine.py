@@ -648,11 +648,16 @@ def _execute(
         if on_progress:
             on_progress(done[0], total)
 
+    remote = [t.uri for t in external if st.parse_location(t.uri).kind != "local"]
     if workers is None:
-        workers = default_workers() if sum(t.size for t in external) >= POOL_THRESHOLD_BYTES else 1
+        # From an object store one process already keeps both cores busy (threads fetch, one checks), and
+        # a pool's forked workers cannot use obstore's runtime (they read through pyarrow): in one process
+        # verify from S3 took 0.6-0.75x the wall time of a pool of two (docs/benchmarks/remote.md).
+        pooled = sum(t.size for t in external) >= POOL_THRESHOLD_BYTES and not (remote and storage.object_store_serves(remote[0]))
+        workers = default_workers() if pooled else 1
     check = functools.partial(check_file, storage=storage)
     results = run_tasks(check, inline, on_done=progressed)
-    if any(st.parse_location(t.uri).kind != "local" for t in external):
+    if remote:
         # a remote store's files are read several at once in threads (their requests mostly wait), and
         # checked one at a time as they arrive, within the read buffers' bytes (docs/benchmarks/remote.md)
         results += run_tasks(check_opened, external, workers=workers, master=master, on_done=progressed,
