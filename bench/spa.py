@@ -143,12 +143,14 @@ def compare(checkpoint: str, *, runs: int, workers: int, flinks: list[str], star
         tiny = variants_for(startup, " (start-up)") if startup else []
         outputs: dict[str, str] = {}
         digests: dict[str, dict[str, str | None]] = {}
+        written: dict[str, int] = {}  # Parquet bytes
 
         def after(v: Variant, stdouts: list[str]) -> None:
             outputs[v.name] = stdouts[0]
             if v.note:
-                if v in variants and v.name not in digests:  # the rows of a few states, once, untimed
+                if v in variants and v.name not in digests:  # the rows of a few states and the bytes, once, untimed
                     digests[v.name] = {state: state_digest(Path(v.note), state) for state in COMPARED}
+                    written[v.name] = sum(f.stat().st_size for f in Path(v.note).rglob("*.parquet"))
                 shutil.rmtree(v.note, ignore_errors=True)
 
         load_before = os.getloadavg()
@@ -170,6 +172,10 @@ def compare(checkpoint: str, *, runs: int, workers: int, flinks: list[str], star
                "startup_cpu_s": startup_cpu,
                "walls": v.walls, "cpus": v.cpus, "loads": v.loads}
         row["cpu_beyond_startup_s"] = row["cpu_s"] - startup_cpu if startup_cpu is not None else None
+        if v.name in written:
+            row["parquet_bytes"] = written[v.name]
+        if v is export:
+            row.update(rows_written=export_doc["rows"], files_written=export_doc["files"])
         if v.name.startswith("State Processor API"):
             spa = result(outputs[v.name])
             row.update(rows_read=spa["rows"], job_s=spa["job_seconds"])
