@@ -8,6 +8,7 @@ import java.util.Map;
 import java.util.TreeMap;
 
 import org.apache.flink.api.common.JobExecutionResult;
+import org.apache.flink.api.common.RuntimeExecutionMode;
 import org.apache.flink.api.common.accumulators.LongCounter;
 import org.apache.flink.api.common.functions.AggregateFunction;
 import org.apache.flink.api.common.functions.OpenContext;
@@ -45,23 +46,92 @@ import org.apache.flink.util.Collector;
  * Counts and checksums are accumulators (nothing is collected to the client); the last line printed
  * is JSON with the rows per operator and state, the checksums and the seconds of the job.
  *
- * <p>Usage: {@code ReadAllStates <checkpoint dir> [parallelism] [--per-state] [--unmanaged-memory]}.
+ * <p>Usage: {@code ReadAllStates <checkpoint dir> [parallelism] [--per-state] [--unmanaged-memory] [--parquet OUT]}.
  * By default one reader function per operator reads all of its states; {@code --per-state} reads
  * each state with its own reader function (one {@code readKeyedState} per state).
  * {@code --unmanaged-memory} sets {@code state.backend.rocksdb.memory.managed: false} on the
- * RocksDB backend (the State Processor API's environment fixes managed memory at 64 MB). The same
+ * RocksDB backend (the State Processor API's environment fixes managed memory at 64 MB).
+ * {@code --parquet OUT} reads each state with its own reader function and writes its rows to Parquet
+ * under {@code OUT} too ({@link ParquetStates}; the class path needs target/lib/parquet/). The same
  * source compiles against Flink 1.20 and 2.x (bench/spa/pom.xml, {@code -Dflink.version}); the
  * fixture job's classes (AccountProfile, Wave) must be on the class path: the POJO and enum
  * serializers restore them.
  */
 public final class ReadAllStates {
 
-    /** A state to read: its descriptor and how its rows are counted and hashed for one key. */
-    private interface Spec extends java.io.Serializable {
-        StateDescriptor<?, ?> descriptor();
+    /** The rows of one state for one key, as {@code repair export} gives them. */
+    interface Rows {
+        /** One row: {@code userKey} of map state (else null), {@code index} of list state (else -1). */
+        void row(Object userKey, int index, Object value) throws Exception;
+    }
 
-        /** Adds the rows of {@code state} for {@code key}: {@code rows[0]} count, {@code rows[1]} checksum. */
-        void read(Object key, State state, long[] rows) throws Exception;
+    private enum Kind { VALUE, LIST, MAP, REDUCING, AGGREGATING }
+
+    /** A state to read: its descriptor, its kind and the types of its map keys and values. */
+    static final class Spec implements java.io.Serializable {
+        final StateDescriptor<?, ?> descriptor;
+        final Kind kind;
+        final TypeInformation<?> userKeyType;
+        final TypeInformation<?> valueType;
+
+        Spec(StateDescriptor<?, ?> descriptor, Kind kind, TypeInformation<?> userKeyType, TypeInformation<?> valueType) {
+            this.descriptor = descriptor;
+            this.kind = kind;
+            this.userKeyType = userKeyType;
+            this.valueType = valueType;
+        }
+
+        String name() {
+            return descriptor.getName();
+        }
+
+        boolean isList() {
+            return kind == Kind.LIST;
+        }
+
+        /** The state of the reader function's runtime context. */
+        State register(org.apache.flink.api.common.functions.RuntimeContext context) {
+            switch (kind) {
+                case VALUE: return context.getState((ValueStateDescriptor<?>) descriptor);
+                case LIST: return context.getListState((ListStateDescriptor<?>) descriptor);
+                case MAP: return context.getMapState((MapStateDescriptor<?, ?>) descriptor);
+                case REDUCING: return context.getReducingState((ReducingStateDescriptor<?>) descriptor);
+                default: return context.getAggregatingState((AggregatingStateDescriptor<?, ?, ?>) descriptor);
+            }
+        }
+
+        /** Gives the current key's rows of {@code state}: a value, each list element, each map entry. */
+        void rows(State state, Rows out) throws Exception {
+            Object v;
+            switch (kind) {
+                case LIST:
+                    Iterable<?> values = ((ListState<?>) state).get();
+                    if (values != null) {
+                        int i = 0;
+                        for (Object e : values) {
+                            out.row(null, i++, e);
+                        }
+                    }
+                    return;
+                case MAP:
+                    for (Map.Entry<?, ?> e : ((MapState<?, ?>) state).entries()) {
+                        out.row(e.getKey(), -1, e.getValue());
+                    }
+                    return;
+                case VALUE: v = ((ValueState<?>) state).value(); break;
+                case REDUCING: v = ((ReducingState<?>) state).get(); break;
+                default: v = ((AggregatingState<?, ?>) state).get();
+            }
+            if (v != null) {
+                out.row(null, -1, v);
+            }
+        }
+
+        /** Adds one row to {@code rows}: {@code rows[0]} count, {@code rows[1]} checksum. */
+        void count(Object key, Object userKey, Object value, long[] rows) {
+            rows[0]++;
+            rows[1] += kind == Kind.MAP ? (hash(key) * 31 + hash(userKey)) * 31 + hash(value) : hash(key) * 31 + hash(value);
+        }
     }
 
     private static Spec value(String name, TypeInformation<?> type, boolean ttl) {
@@ -69,64 +139,19 @@ public final class ReadAllStates {
         if (ttl) {
             descriptor.enableTimeToLive(StateTtlConfig.newBuilder(Duration.ofDays(3650)).build());
         }
-        return new Spec() {
-            public StateDescriptor<?, ?> descriptor() { return descriptor; }
-
-            public void read(Object key, State state, long[] rows) throws Exception {
-                Object v = ((ValueState<?>) state).value();
-                if (v != null) {
-                    rows[0]++;
-                    rows[1] += hash(key) * 31 + hash(v);
-                }
-            }
-        };
+        return new Spec(descriptor, Kind.VALUE, null, type);
     }
 
     private static Spec list(String name, TypeInformation<?> element) {
-        ListStateDescriptor<Object> descriptor = new ListStateDescriptor<>(name, (TypeInformation<Object>) element);
-        return new Spec() {
-            public StateDescriptor<?, ?> descriptor() { return descriptor; }
-
-            public void read(Object key, State state, long[] rows) throws Exception {
-                Iterable<?> values = ((ListState<?>) state).get();
-                if (values != null) {
-                    for (Object v : values) {
-                        rows[0]++;
-                        rows[1] += hash(key) * 31 + hash(v);
-                    }
-                }
-            }
-        };
+        return new Spec(new ListStateDescriptor<>(name, (TypeInformation<Object>) element), Kind.LIST, null, element);
     }
 
     private static Spec map(String name, TypeInformation<?> k, TypeInformation<?> v) {
-        MapStateDescriptor<Object, Object> descriptor =
-                new MapStateDescriptor<>(name, (TypeInformation<Object>) k, (TypeInformation<Object>) v);
-        return new Spec() {
-            public StateDescriptor<?, ?> descriptor() { return descriptor; }
-
-            public void read(Object key, State state, long[] rows) throws Exception {
-                for (Map.Entry<?, ?> e : ((MapState<?, ?>) state).entries()) {
-                    rows[0]++;
-                    rows[1] += (hash(key) * 31 + hash(e.getKey())) * 31 + hash(e.getValue());
-                }
-            }
-        };
+        return new Spec(new MapStateDescriptor<>(name, (TypeInformation<Object>) k, (TypeInformation<Object>) v), Kind.MAP, k, v);
     }
 
     private static Spec reducingLong(String name) {
-        ReducingStateDescriptor<Long> descriptor = new ReducingStateDescriptor<>(name, Long::sum, Types.LONG);
-        return new Spec() {
-            public StateDescriptor<?, ?> descriptor() { return descriptor; }
-
-            public void read(Object key, State state, long[] rows) throws Exception {
-                Object v = ((ReducingState<?>) state).get();
-                if (v != null) {
-                    rows[0]++;
-                    rows[1] += hash(key) * 31 + hash(v);
-                }
-            }
-        };
+        return new Spec(new ReducingStateDescriptor<>(name, Long::sum, Types.LONG), Kind.REDUCING, null, Types.LONG);
     }
 
     /** The accumulator as it is (reading needs no aggregation). */
@@ -141,19 +166,8 @@ public final class ReadAllStates {
     }
 
     private static Spec aggregatingPair(String name) {
-        AggregatingStateDescriptor<Long, Tuple2<Long, Long>, Tuple2<Long, Long>> descriptor =
-                new AggregatingStateDescriptor<>(name, new Identity(), Types.TUPLE(Types.LONG, Types.LONG));
-        return new Spec() {
-            public StateDescriptor<?, ?> descriptor() { return descriptor; }
-
-            public void read(Object key, State state, long[] rows) throws Exception {
-                Object v = ((AggregatingState<?, ?>) state).get();
-                if (v != null) {
-                    rows[0]++;
-                    rows[1] += hash(key) * 31 + hash(v);
-                }
-            }
-        };
+        TypeInformation<Tuple2<Long, Long>> pair = Types.TUPLE(Types.LONG, Types.LONG);
+        return new Spec(new AggregatingStateDescriptor<>(name, new Identity(), pair), Kind.AGGREGATING, null, pair);
     }
 
     static long hash(Object v) {
@@ -189,15 +203,18 @@ public final class ReadAllStates {
         return ops;
     }
 
-    /** Reads every state of one operator for each key; counts go to accumulators {@code op/state}. */
-    static final class Reader extends KeyedStateReaderFunction<Object, Integer> {
-        private final String operator;
-        private final List<Spec> specs;
-        private transient List<State> states;
+    /**
+     * A reader function over some states of one operator: registers them and counts and checksums
+     * each state's rows into accumulators {@code rows:op/state} and {@code checksum:op/state}.
+     */
+    abstract static class StateReader<OUT> extends KeyedStateReaderFunction<Object, OUT> {
+        final String operator;
+        final List<Spec> specs;
+        transient List<State> states;
         private transient List<LongCounter[]> counters;
         private final long[] rows = new long[2];
 
-        Reader(String operator, List<Spec> specs) {
+        StateReader(String operator, List<Spec> specs) {
             this.operator = operator;
             this.specs = specs;
         }
@@ -210,22 +227,9 @@ public final class ReadAllStates {
             states = new ArrayList<>();
             counters = new ArrayList<>();
             for (Spec spec : specs) {
-                StateDescriptor<?, ?> d = spec.descriptor();
-                State state;
-                if (d instanceof ValueStateDescriptor) {
-                    state = getRuntimeContext().getState((ValueStateDescriptor<?>) d);
-                } else if (d instanceof ListStateDescriptor) {
-                    state = getRuntimeContext().getListState((ListStateDescriptor<?>) d);
-                } else if (d instanceof MapStateDescriptor) {
-                    state = getRuntimeContext().getMapState((MapStateDescriptor<?, ?>) d);
-                } else if (d instanceof ReducingStateDescriptor) {
-                    state = getRuntimeContext().getReducingState((ReducingStateDescriptor<?>) d);
-                } else {
-                    state = getRuntimeContext().getAggregatingState((AggregatingStateDescriptor<?, ?, ?>) d);
-                }
-                states.add(state);
-                counters.add(new LongCounter[] {counter("rows:" + operator + "/" + d.getName()),
-                        counter("checksum:" + operator + "/" + d.getName())});
+                states.add(spec.register(getRuntimeContext()));
+                counters.add(new LongCounter[] {counter("rows:" + operator + "/" + spec.name()),
+                        counter("checksum:" + operator + "/" + spec.name())});
             }
         }
 
@@ -240,14 +244,31 @@ public final class ReadAllStates {
             return created;
         }
 
+        /** Counts the rows of state {@code i} for {@code key}, giving each to {@code each} too; how many. */
+        long read(int i, Object key, Rows each) throws Exception {
+            Spec spec = specs.get(i);
+            rows[0] = 0;
+            rows[1] = 0;
+            spec.rows(states.get(i), (userKey, index, value) -> {
+                spec.count(key, userKey, value, rows);
+                each.row(userKey, index, value);
+            });
+            counters.get(i)[0].add(rows[0]);
+            counters.get(i)[1].add(rows[1]);
+            return rows[0];
+        }
+    }
+
+    /** Reads its states for each key and only counts the rows. */
+    static final class Reader extends StateReader<Integer> {
+        Reader(String operator, List<Spec> specs) {
+            super(operator, specs);
+        }
+
         @Override
         public void readKey(Object key, Context context, Collector<Integer> out) throws Exception {
             for (int i = 0; i < specs.size(); i++) {
-                rows[0] = 0;
-                rows[1] = 0;
-                specs.get(i).read(key, states.get(i), rows);
-                counters.get(i)[0].add(rows[0]);
-                counters.get(i)[1].add(rows[1]);
+                read(i, key, (userKey, index, value) -> {});
             }
             out.collect(specs.size());  // the input format reads the next key only after a record: without one, it stops
         }
@@ -276,9 +297,17 @@ public final class ReadAllStates {
         List<String> options = Arrays.asList(args);
         String path = args[0];
         int parallelism = args.length > 1 && !args[1].startsWith("--") ? Integer.parseInt(args[1]) : 1;
-        boolean perState = options.contains("--per-state");
+        int parquetAt = options.indexOf("--parquet");
+        String parquet = parquetAt >= 0 ? args[parquetAt + 1] : null;
+        boolean perState = options.contains("--per-state") || parquet != null;
         StreamExecutionEnvironment env = StreamExecutionEnvironment.getExecutionEnvironment();
         env.setParallelism(parallelism);
+        if (parquet != null) {
+            env.setRuntimeMode(RuntimeExecutionMode.BATCH);  // the FileSink publishes its files at the end of the input
+            // each row is a new record: no copy of it between the chained reader, filter and writer
+            // (about 10% of the job's CPU at 186 MB, docs/benchmarks/state-processor-api.md)
+            env.getConfig().enableObjectReuse();
+        }
         SavepointReader savepoint = SavepointReader.read(env, path, rocksdb(options.contains("--unmanaged-memory")));
         Map<String, TypeInformation<?>> keys = Map.of("per-user", Types.STRING, "per-account", Types.LONG, "per-type", Types.INT);
         for (Map.Entry<String, List<Spec>> op : operators().entrySet()) {
@@ -289,6 +318,10 @@ public final class ReadAllStates {
                 readers.add(op.getValue());
             }
             for (List<Spec> specs : readers) {
+                if (parquet != null) {
+                    ParquetStates.write(savepoint, op.getKey(), specs.get(0), keys.get(op.getKey()), parquet);
+                    continue;
+                }
                 savepoint.readKeyedState(OperatorIdentifier.forUid(op.getKey()), new Reader(op.getKey(), specs),
                                 (TypeInformation<Object>) keys.get(op.getKey()), Types.INT)
                         .sinkTo(new DiscardingSink<>());
