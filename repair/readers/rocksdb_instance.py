@@ -273,8 +273,7 @@ class RocksDbInstance:
         # batch's buffers at once: its bytes objects are freed before the next chunk is read, so that
         # RocksDB copies every entry into memory just freed (in the CPU's caches), not into a batch's
         # worth of fresh memory.
-        capacity = min(max_bytes, MAX_CAPACITY)
-        keys_held, values_held = _BinaryParts(capacity), _BinaryParts(capacity)  # of the batch being filled
+        keys_held, values_held = _BinaryParts(), _BinaryParts()  # of the batch being filled
         rows = size = 0  # entries and bytes of keys and values held
         served = largest = 0
         last: bytes | None = None  # the last key read
@@ -295,6 +294,8 @@ class RocksDbInstance:
             largest = max(largest, max(key_lengths) + max(value_lengths), 1)
             begin = 0
             while begin < len(keys):
+                if not rows:  # a new batch: its buffers sized for its budget, shared as in these entries
+                    keys_held, values_held = _batch_buffers(key_lengths, value_lengths, begin, max_bytes, largest)
                 end, taken = _cut(key_lengths, value_lengths, begin, max_rows - rows, max_bytes - size)
                 keys_held.add(keys, key_lengths, begin, end)
                 values_held.add(values, value_lengths, begin, end)
@@ -302,7 +303,7 @@ class RocksDbInstance:
                 if rows >= max_rows or size >= max_bytes:  # cut where a check per entry would have; the rest waits
                     yield keys_held.array(name), values_held.array(name)
                     served += rows
-                    keys_held, values_held, rows, size = _BinaryParts(capacity), _BinaryParts(capacity), 0, 0
+                    rows = size = 0
             step = max(1, min(BUDGET_CHECK_ENTRIES, max_rows - rows, (max_bytes - size) // largest))
         self._check_complete(family, name, last, served + rows)
         if rows:
@@ -416,6 +417,17 @@ def _cut(key_lengths: list[int], value_lengths: list[int], begin: int, rows_left
     raise AssertionError("unreachable: the entries hold at least bytes_left")
 
 
+def _batch_buffers(key_lengths: list[int], value_lengths: list[int], begin: int, max_bytes: int,
+                   largest: int) -> tuple["_BinaryParts", "_BinaryParts"]:
+    """The buffers of a new batch starting at entry ``begin`` of a chunk: the batch's byte budget (at
+    most :data:`MAX_CAPACITY`) shared between keys and values as in the chunk's entries from ``begin``
+    on, each plus the largest entry (the batch's last entry may pass the budget)."""
+    keys, values = sum(islice(key_lengths, begin, None)), sum(islice(value_lengths, begin, None))
+    budget = min(max_bytes, MAX_CAPACITY)
+    share = budget * keys // max(keys + values, 1)
+    return _BinaryParts(share + largest), _BinaryParts(budget - share + largest)
+
+
 class _BinaryParts:
     """The keys (or the values) of the batch being filled, chunk by chunk: each chunk's bytes joined and
     copied into one buffer at once (while RocksDB's bytes objects, and then the joined chunk, are still
@@ -425,10 +437,10 @@ class _BinaryParts:
     converts and checks every element in turn, and ``concat_arrays`` copies the batch once more, from
     memory no longer in the caches (docs/benchmarks/export.md).
 
-    The buffer is allocated at the first chunk for ``capacity`` bytes (uninitialised: the batch's byte
-    budget, which its keys, or its values, exceed only by less than its last entry), and doubled if it
-    must grow: a ``bytearray`` grown chunk by chunk was copied again at every growth, about twice the
-    batch's bytes more per batch."""
+    The buffer is allocated at the first chunk for ``capacity`` bytes (uninitialised; the batch's share
+    of its byte budget, :func:`_batch_buffers`), and doubled if it must grow: a ``bytearray`` grown
+    chunk by chunk was copied again whenever ``realloc`` could not grow it in place (CPython grows it
+    by an eighth at a time)."""
 
     def __init__(self, capacity: int = 0):
         self.capacity = capacity
