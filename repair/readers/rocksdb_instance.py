@@ -54,6 +54,8 @@ FLINK_MERGE_DELIMITER = ","
 BYTEWISE_COMPARATOR = "leveldb.BytewiseComparator"
 #: At most this many entries are read between two checks of a batch's byte budget.
 BUDGET_CHECK_ENTRIES = 1024
+#: The most a batch's buffer of keys (or of values) reserves at once (beyond, it doubles as it fills).
+MAX_CAPACITY = 64 << 20
 
 _SST_NAME = re.compile(r"[^\s/]+\.sst")
 _OFFSET = re.compile(r"\boffset (\d+)")
@@ -326,6 +328,8 @@ class RocksDbInstance:
             largest = max(largest, max(key_lengths) + max(value_lengths), 1)
             begin = 0
             while begin < len(keys):
+                if not rows:  # a new batch: its buffers sized for its budget, shared as in these entries
+                    keys_held, values_held = _batch_buffers(key_lengths, value_lengths, begin, max_bytes, largest)
                 end, taken = _cut(key_lengths, value_lengths, begin, max_rows - rows, max_bytes - size)
                 keys_held.add(keys, key_lengths, begin, end)
                 values_held.add(values, value_lengths, begin, end)
@@ -333,7 +337,7 @@ class RocksDbInstance:
                 if rows >= max_rows or size >= max_bytes:  # cut where a check per entry would have; the rest waits
                     yield keys_held.array(name), values_held.array(name)
                     served += rows
-                    keys_held, values_held, rows, size = _BinaryParts(), _BinaryParts(), 0, 0
+                    rows = size = 0
             step = max(1, min(BUDGET_CHECK_ENTRIES, max_rows - rows, (max_bytes - size) // largest))
         self._check_complete(family, name, last, served + rows)
         if rows:
@@ -447,27 +451,58 @@ def _cut(key_lengths: list[int], value_lengths: list[int], begin: int, rows_left
     raise AssertionError("unreachable: the entries hold at least bytes_left")
 
 
+def _batch_buffers(key_lengths: list[int], value_lengths: list[int], begin: int, max_bytes: int,
+                   largest: int) -> tuple["_BinaryParts", "_BinaryParts"]:
+    """The buffers of a new batch starting at entry ``begin`` of a chunk: the batch's byte budget (at
+    most :data:`MAX_CAPACITY`) shared between keys and values as in the chunk's entries from ``begin``
+    on, each plus the largest entry (the batch's last entry may pass the budget)."""
+    keys, values = sum(islice(key_lengths, begin, None)), sum(islice(value_lengths, begin, None))
+    budget = min(max_bytes, MAX_CAPACITY)
+    share = budget * keys // max(keys + values, 1)
+    return _BinaryParts(share + largest), _BinaryParts(budget - share + largest)
+
+
 class _BinaryParts:
     """The keys (or the values) of the batch being filled, chunk by chunk: each chunk's bytes joined and
-    appended to one buffer at once (while RocksDB's bytes objects, and then the joined chunk, are still
+    copied into one buffer at once (while RocksDB's bytes objects, and then the joined chunk, are still
     in the CPU's caches), and their lengths; :meth:`array` makes one Arrow binary array of them, on
     that buffer (no copy), the offsets summed from the lengths. ``pa.array`` of each chunk's bytes
     objects and ``concat_arrays`` of the chunks cost about 0.3-0.5 µs more per 1 KB entry: ``pa.array``
     converts and checks every element in turn, and ``concat_arrays`` copies the batch once more, from
-    memory no longer in the caches (docs/benchmarks/export.md)."""
+    memory no longer in the caches (docs/benchmarks/export.md).
 
-    def __init__(self):
-        self.data = bytearray()
+    The buffer is allocated at the first chunk for ``capacity`` bytes (uninitialised; the batch's share
+    of its byte budget, :func:`_batch_buffers`), and doubled if it must grow: a ``bytearray`` grown
+    chunk by chunk was copied again whenever ``realloc`` could not grow it in place (CPython grows it
+    by an eighth at a time)."""
+
+    def __init__(self, capacity: int = 0):
+        self.capacity = capacity
+        self.size = 0
+        self._buffer = pa.py_buffer(b"")
+        self._view = memoryview(bytearray())
         self.lengths: list[int] = [0]  # a 0, then the length of every element: the offsets are their running sums
 
     def add(self, items: list[bytes], lengths: list[int], begin: int, end: int) -> None:
         """Hold ``items[begin:end]``, whose lengths are ``lengths[begin:end]``."""
         if begin == 0 and end == len(items):
-            self.data += b"".join(items)
+            joined = b"".join(items)
             self.lengths += lengths
         else:
-            self.data += b"".join(islice(items, begin, end))
+            joined = b"".join(islice(items, begin, end))
             self.lengths += islice(lengths, begin, end)
+        stop = self.size + len(joined)
+        if stop > len(self._view):
+            self._grow(stop)
+        self._view[self.size:stop] = joined
+        self.size = stop
+
+    def _grow(self, needed: int) -> None:
+        """A buffer of at least ``needed`` bytes (the capacity, or twice the size) holding what is held."""
+        grown = pa.allocate_buffer(max(needed, self.capacity, 2 * len(self._view)))
+        view = memoryview(grown).cast("B")
+        view[:self.size] = self._view[:self.size]
+        self._buffer, self._view = grown, view
 
     def array(self, family: str) -> pa.BinaryArray:
         try:
@@ -475,7 +510,8 @@ class _BinaryParts:
         except (pa.ArrowInvalid, OverflowError):
             raise FormatError(f"RocksDB entries of column family {family!r}", 0, "at most 2 GiB of keys, and of values, per batch",
                               "more (an entry that large)") from None
-        return pa.BinaryArray.from_buffers(pa.binary(), len(self.lengths) - 1, [None, offsets.buffers()[1], pa.py_buffer(self.data)])
+        data = self._buffer.slice(0, self.size)
+        return pa.BinaryArray.from_buffers(pa.binary(), len(self.lengths) - 1, [None, offsets.buffers()[1], data])
 
 
 def _scan_options():

@@ -399,6 +399,16 @@ def test_a_batch_whose_offsets_outgrow_int32_is_a_format_error_not_a_wrapped_arr
     with pytest.raises(FormatError, match="column family 'state'.*2 GiB"):
         parts.array("state")
 
+def test_a_batch_buffer_smaller_than_its_entries_grows_and_keeps_them():
+    """The batch's buffer is allocated for its byte budget; entries beyond it (a last entry larger than
+    the rest of the budget) move to a larger buffer, every byte kept."""
+    parts = rocksdb_instance._BinaryParts(4)
+    parts.add([b"ab", b"c"], [2, 1], 0, 2)
+    parts.add([b"x", b"defgh", b"ijklmnop"], [1, 5, 8], 1, 3)
+    assert parts.array("state").to_pylist() == [b"ab", b"c", b"defgh", b"ijklmnop"]
+    assert rocksdb_instance._BinaryParts(8).array("state").to_pylist() == []
+
+
 # -- the checkpoint's description must be the instance's --------------------------------------------
 
 

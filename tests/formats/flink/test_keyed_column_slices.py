@@ -11,7 +11,7 @@ import pyarrow as pa
 from hypothesis import given, settings
 from hypothesis import strategies as hst
 
-from repair.formats.flink.in_rocksdb.keyed_columns import _Bytes, _slices
+from repair.formats.flink.in_rocksdb.keyed_columns import _ROW_END, _Bytes, _same_place, _slices
 
 
 def _cut(rows: list[bytes], ranges: list[tuple[int, int]], per_row: bool) -> list[bytes]:
@@ -53,3 +53,22 @@ def test_whole_rows_are_the_rows_themselves_and_suffixes_reach_the_end():
     assert _slices(src, src.starts, src.ends, per_row=True) is src.array
     assert _cut(rows, [(1, len(r)) for r in rows], per_row=True) == [b"abc", b"", b"xyzzy"]
     assert _cut(rows, [(0, 1) for _ in rows], per_row=True) == [b"\x01", b"\x02", b"\x03"]
+
+
+def test_ranges_of_one_width_are_cut_by_their_width_not_by_their_distance_to_the_end():
+    """A key of one width between a key-group prefix and a namespace suffix is both at a fixed distance
+    from its row's end and of a fixed width: it is cut as ``(start, start + width)``, for which
+    ``binary_slice`` allocates exactly its output; cut as ``(start, -tail)`` it allocates the rows'
+    bytes and shrinks them after, a copy of the whole output with the system allocator."""
+    rows = [b"\x00\x07" + b"k%04d" % i + b"\x00" for i in range(5)]
+    src = _Bytes(pa.array(rows, pa.binary()))
+    assert _same_place(src, pa.array(src.starts.to_pylist(), pa.int64()), src.ends) == (0, _ROW_END)
+    starts = pa.array([s + 2 for s in src.starts.to_pylist()], pa.int64())
+    ends = pa.array([e - 1 for e in src.ends.to_pylist()], pa.int64())
+    assert _same_place(src, starts, ends) == (2, 7)
+    assert _cut(rows, [(2, 7)] * 5, per_row=True) == [b"k%04d" % i for i in range(5)]
+    uneven = [b"\x00\x07" + b"k" * (i + 1) + b"\x00" for i in range(5)]
+    src = _Bytes(pa.array(uneven, pa.binary()))
+    starts = pa.array([s + 2 for s in src.starts.to_pylist()], pa.int64())
+    ends = pa.array([e - 1 for e in src.ends.to_pylist()], pa.int64())
+    assert _same_place(src, starts, ends) == (2, -1)

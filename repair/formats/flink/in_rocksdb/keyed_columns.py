@@ -196,15 +196,25 @@ _ROW_END = (1 << 31) - 1
 
 def _same_place(src: _Bytes, starts: pa.Array, ends: pa.Array) -> tuple[int, int] | None:
     """``(start, stop)`` within each row (stop: from its start, or negative from its end, or
-    :data:`_ROW_END`) when the ranges, one per row, are at the same place in every row; else None."""
+    :data:`_ROW_END`) when the ranges, one per row, are at the same place in every row; else None.
+
+    Ranges of one width get a stop from their start even when they also end at the same distance from
+    their rows' ends: ``binary_slice`` then allocates exactly its output (its width times the rows).
+    With a negative stop it allocates as many bytes as the rows hold and shrinks the buffer after, which
+    pyarrow's system allocator (the command's) does by copying it whole: a 1 KB key's text and raw bytes
+    cost twice a copy each (docs/benchmarks/export.md)."""
     begin = _constant(pc.subtract(starts, src.starts))
     if begin is None:
         return None
     tail = _constant(pc.subtract(src.ends, ends))
+    if begin == 0 and tail == 0:
+        return begin, _ROW_END
+    width = _constant(pc.subtract(ends, starts))
+    if width is not None:
+        return begin, begin + width
     if tail is not None:
         return begin, -tail if tail else _ROW_END
-    width = _constant(pc.subtract(ends, starts))
-    return (begin, begin + width) if width is not None else None
+    return None
 
 
 def _constant(values: pa.Array) -> int | None:
