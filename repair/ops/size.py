@@ -576,7 +576,7 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
         raise UsageError(f"--top {top}: expected a positive number")
     storage = storage or st.default_storage()
     layout = discover(path, storage)
-    refs = _with_earlier(layout, storage) if earlier else layout.snapshots
+    refs, listing_problems = _with_earlier(layout, storage) if earlier else (layout.snapshots, [])
     if checkpoint is not None:
         refs = [r for r in refs if r.number == checkpoint]
         if not refs:
@@ -586,19 +586,24 @@ def size(path: str, *, by: str = "state", top: int | None = None, checkpoint: in
     if deep:
         snapshot = load_snapshot(refs[-1], layout.root, storage)
         deep_result = deep_size(snapshot, storage, measured.checkpoints[-1].pieces, now=now_ms, ttls=ttls, top=top)
-    return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read, measured.findings,
-                      deep_result)
+    return SizeResult(st.absolute(path), layout.kind, by, top, measured.checkpoints, measured.bytes_read,
+                      [*listing_problems, *measured.findings], deep_result)
 
 
-def _with_earlier(layout: Layout, storage: st.Storage) -> list[SnapshotRef]:
+def _with_earlier(layout: Layout, storage: st.Storage) -> tuple[list[SnapshotRef], list[Problem]]:
     """A ``chk-N``'s job root's retained checkpoints up to it, oldest first (the snapshots of any other path
-    as they are; a ``chk-N`` whose parent holds no other retained checkpoint alone)."""
+    as they are; a ``chk-N`` whose parent holds no other retained checkpoint alone). A job root that
+    cannot be listed leaves the ``chk-N`` alone, with an ``unreadable`` finding (unknown) saying so."""
     if layout.kind not in (CHECKPOINT, METADATA_FILE) or layout.root is None or layout.snapshots[0].number is None:
-        return layout.snapshots
+        return layout.snapshots, []
     newest = layout.snapshots[0]
-    around = classify(layout.root, storage)
+    try:
+        around = classify(layout.root, storage)
+    except StorageError as error:
+        return [newest], [Problem("unreadable", f"{st.basename(layout.root)}: {error.message}: the history shows "
+                                  f"chk-{newest.number} alone", severity=Severity.UNKNOWN, details=(("path", layout.root),))]
     earlier = [ref for ref in around.snapshots if ref.number < newest.number] if around.kind == JOB_ROOT else []
-    return [*earlier, newest]
+    return [*earlier, newest], []
 
 
 @dataclass

@@ -82,3 +82,26 @@ def test_the_library_gives_the_series_as_an_arrow_table():
         assert sum(r["bytes"] for r in rows if r["checkpoint_id"] == checkpoint.checkpoint_id) == checkpoint.bytes
     leak = next(s for s in result.to_json()["history"]["states"] if s["state"] == "leak")
     assert [r["entries"] for r in rows if r["state"] == "leak"] == leak["entries"]
+
+
+def test_a_job_root_that_cannot_be_listed_leaves_the_checkpoint_alone_and_says_so(monkeypatch):
+    """``size chk-N --history`` when chk-N's job root cannot be listed (a store that denies it): the
+    history of chk-N alone and an ``unreadable`` finding (unknown) naming the root; the report is
+    printed, with size's exit code for what stayed unknown (2)."""
+    from repair.errors import StorageError
+    from repair.ops import size as size_module
+
+    root = damage.checkpoint_root(FIXTURES / GROWTH_FIXTURE_NAMES[0])
+    listed = size_module.classify
+
+    def denying(path, storage):
+        if str(path).rstrip("/") == str(root):
+            raise StorageError("access denied", source=str(root))
+        return listed(path, storage)
+
+    monkeypatch.setattr(size_module, "classify", denying)
+    result = size_history(str(root / "chk-3"))
+    assert [c.checkpoint_id for c in result.checkpoints] == [3]
+    (finding,) = [f for f in result.findings if f.kind == "unreadable"]
+    assert finding.severity.value == "unknown" and "chk-3 alone" in finding.message
+    assert main(["size", str(root / "chk-3"), "--history", "--json"]) == 2
