@@ -124,11 +124,8 @@ def open_file(task: FileTask, storage: st.Storage | None = None) -> OpenedFile:
                 read_ahead()
             if source is not None and not getattr(source, "in_memory", False):
                 return OpenedFile(check_opened(OpenedFile(result, source)), None)
-    except StorageError as error:  # could not be read: not a verdict on the bytes, which nobody saw
-        result.problems.append(Problem("unreadable", str(error), severity=Severity.UNKNOWN))
-        source = _closed(source)
     except RepairError as error:
-        result.problems.append(Problem("unreadable", str(error)))
+        result.problems.append(_unreadable(error))
         source = _closed(source)
     return OpenedFile(result, source)
 
@@ -153,11 +150,17 @@ def check_opened(opened: OpenedFile) -> FileResult:
             close = getattr(source, "close", None)
             if close is not None:
                 close()
-    except StorageError as error:  # could not be read: not a verdict on the bytes, which nobody saw
-        result.problems.append(Problem("unreadable", str(error), severity=Severity.UNKNOWN))
     except RepairError as error:
-        result.problems.append(Problem("unreadable", str(error)))
+        result.problems.append(_unreadable(error))
     return result
+
+
+def _unreadable(error: RepairError) -> Problem:
+    """The finding of an error that stopped a file's check: a storage fault is ``unknown`` (the bytes
+    could not be read: not a verdict on them, which nobody saw), any other error an ``error``."""
+    if isinstance(error, StorageError):
+        return Problem("unreadable", str(error), severity=Severity.UNKNOWN)
+    return Problem("unreadable", str(error))
 
 
 def _open_checked(task: FileTask, storage: st.Storage, result: FileResult):
